@@ -1,0 +1,215 @@
+"""Which lane parameters each lane output depends on (for ``out_axes=None``).
+
+JAX rejects ``out_axes=None`` for an output that depends on the mapped axis; it
+knows by tracing.  lanewise knows by a conservative taint analysis of the lane's
+source: a value is tainted by a parameter when it is computed from it, or
+assigned/returned under control flow (``if``, loop, ``break``) that depends on
+it.  "Conservative" means it may say "depends" for a value that does not, never
+the reverse.
+
+Example:
+    >>> def lane(x, y):
+    ...     s = x + 1
+    ...     return s, y * 2
+    >>> output_dependencies(lane)
+    (frozenset({'x'}), frozenset({'y'}))
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import Callable
+
+Deps = frozenset
+
+
+def output_dependencies(fn: Callable) -> tuple[Deps, ...] | Deps | None:
+    """Per returned tuple element (or one set for any return) the params used.
+
+    ``None`` means the source could not be analysed: assume everything depends.
+    """
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    node = _find_definition(tree, fn)
+    if node is None:
+        return None
+    if isinstance(node, ast.Lambda):
+        node = ast.FunctionDef(name="<lambda>", args=node.args,
+                               body=[ast.Return(node.body)], decorator_list=[])
+    return _Taint(node).run()
+
+
+def _find_definition(tree, fn):
+    """The def/lambda node of ``fn`` in the source lines ``inspect`` gave."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    params = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    found = [n for n in ast.walk(tree)
+             if isinstance(n, (ast.FunctionDef, ast.Lambda))
+             and (not isinstance(n, ast.FunctionDef) or n.name == code.co_name)
+             and [a.arg for a in n.args.posonlyargs + n.args.args + n.args.kwonlyargs] == params]
+    return found[0] if len(found) == 1 else None  # ambiguous: assume the worst
+
+
+class _Taint:
+    def __init__(self, fn: ast.FunctionDef):
+        self.fn = fn
+        a = fn.args
+        params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+        params += [p.arg for p in (a.vararg, a.kwarg) if p is not None]
+        self.env: dict[str, Deps] = {p: Deps({p}) for p in params}
+        self.returns: list[list[Deps]] = []  # one entry per return statement
+        self.sticky = Deps()  # taint of "did we get here" after tainted exits
+
+    def run(self):
+        for _ in range(3):  # loops and sticky control taint need a few passes
+            before = dict(self.env), list(map(tuple, self.returns))
+            self.returns = []
+            self.block(self.fn.body, Deps())
+            if (dict(self.env), list(map(tuple, self.returns))) == before:
+                break
+        if not self.returns:
+            return Deps()
+        widths = {len(r) for r in self.returns}
+        if len(widths) == 1 and widths != {1}:
+            return tuple(Deps().union(*col) for col in zip(*self.returns, strict=True))
+        return Deps().union(*(d for r in self.returns for d in r))
+
+    # -- statements -------------------------------------------------------------
+    def block(self, body, ctl: Deps) -> None:
+        for stmt in body:
+            self.stmt(stmt, ctl | self.sticky)
+
+    def stmt(self, s, ctl: Deps) -> None:
+        handler = getattr(self, "s_" + type(s).__name__, None)
+        if handler is None:  # unknown statement: taint everything it assigns
+            for name in _assigned_names(s):
+                self.assign(name, ctl | self.all_taint())
+            return
+        handler(s, ctl)
+
+    def s_Return(self, s, ctl):
+        value = s.value
+        if isinstance(value, ast.Tuple):
+            self.returns.append([self.expr(e) | ctl for e in value.elts])
+        else:
+            self.returns.append([(self.expr(value) if value else Deps()) | ctl])
+        self.sticky |= ctl
+
+    def s_Assign(self, s, ctl):
+        for target in s.targets:
+            self.target(target, s.value, ctl)
+
+    def s_AnnAssign(self, s, ctl):
+        if s.value is not None:
+            self.target(s.target, s.value, ctl)
+
+    def s_AugAssign(self, s, ctl):
+        self.bind(s.target, self.expr(s.value) | self.expr(s.target) | ctl)
+
+    def s_Expr(self, s, ctl):
+        self.expr(s.value, ctl)
+
+    def s_If(self, s, ctl):
+        inner = ctl | self.expr(s.test)
+        self.block(s.body, inner)
+        self.block(s.orelse, inner)
+
+    def s_While(self, s, ctl):
+        self.loop(s, ctl | self.expr(s.test))
+
+    def s_For(self, s, ctl):
+        it = self.expr(s.iter)
+        self.bind(s.target, it | ctl)
+        self.loop(s, ctl | it)
+
+    def loop(self, s, ctl):
+        # A break/continue under a tainted condition makes every later value of
+        # the loop (and after it) depend on that condition.
+        exits = self.exit_taint(s.body)
+        for _ in range(2):
+            self.block(s.body, ctl | exits)
+        self.sticky |= exits
+        self.block(s.orelse, ctl | exits)
+
+    def exit_taint(self, body) -> Deps:
+        taint = Deps()
+        for node in body:
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.If, ast.While)) and _has_exit(sub):
+                    taint |= self.expr(sub.test)
+        return taint
+
+    def s_Pass(self, s, ctl):
+        pass
+
+    s_Break = s_Continue = s_Pass
+
+    def s_Assert(self, s, ctl):
+        self.sticky |= self.expr(s.test)
+
+    def s_Raise(self, s, ctl):
+        self.sticky |= ctl
+
+    # -- assignment ---------------------------------------------------------------
+    def target(self, target, value, ctl):
+        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+                and len(target.elts) == len(value.elts):
+            for t, v in zip(target.elts, value.elts, strict=True):
+                self.target(t, v, ctl)
+            return
+        self.bind(target, self.expr(value) | ctl)
+
+    def bind(self, target, taint: Deps):
+        for name in _target_names(target):
+            self.assign(name, taint)
+        if isinstance(target, (ast.Subscript, ast.Attribute)):
+            taint = taint | self.expr(target)  # a[i] = v taints a by i and v
+
+    def assign(self, name: str, taint: Deps):
+        # Union, not overwrite: a name assigned in several branches keeps all.
+        self.env[name] = self.env.get(name, Deps()) | taint
+
+    def all_taint(self) -> Deps:
+        return Deps().union(*self.env.values())
+
+    # -- expressions --------------------------------------------------------------
+    def expr(self, e, ctl: Deps = Deps()) -> Deps:
+        if e is None:
+            return Deps()
+        taint = Deps().union(*(self.env.get(n.id, Deps())
+                               for n in ast.walk(e) if isinstance(n, ast.Name)))
+        for call in (n for n in ast.walk(e) if isinstance(n, ast.Call)):
+            # A callee may write into the arrays it is given.
+            for arg in call.args:
+                if isinstance(arg, ast.Name) and taint:
+                    self.assign(arg.id, taint | ctl)
+        return taint
+
+
+def _has_exit(node) -> bool:
+    return any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in ast.walk(node))
+
+
+def _target_names(target) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for t in target.elts for n in _target_names(t)]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    if isinstance(target, (ast.Subscript, ast.Attribute)):
+        base = target.value
+        while isinstance(base, (ast.Subscript, ast.Attribute)):
+            base = base.value
+        return [base.id] if isinstance(base, ast.Name) else []
+    return []
+
+
+def _assigned_names(stmt) -> list[str]:
+    return [n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]

@@ -1,0 +1,192 @@
+"""The CPU backend: a lane program compiled by Numba into one parallel loop nest.
+
+Flow for a call (each step cached): type the lane with a one-lane ``probe`` ->
+program -> render the module (codegen.cpu) -> store it in the disk cache and
+import it -> launch ``kernel`` (``prange`` over blocks) or, for small problems,
+``kernel_serial``.  A warm process finds module and result type on disk and
+Numba finds the object code beside it: no typing, no compile.
+
+Example:
+    >>> import numpy as np, lanewise as lw
+    >>> lw.vmap(lambda x, y: x * y, backend="cpu")(np.arange(3.0), np.arange(3.0))
+    array([0., 1., 4.])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numba
+import numpy as np
+from numba.core import types as nt
+from numba.core.errors import NumbaError
+from numba.np.numpy_support import as_dtype
+
+from .. import pytree
+from ..codegen import cpu as render_cpu
+from ..codegen.plan import blocking, loop_order
+from ..config import config
+from ..errors import LaneTypeError, LanewiseError, OutputError
+from ..lanefn import fingerprint, jit_lane
+from ..program import (Call, Program, ResultLeaf, ResultNode, dummy_values, lane_arguments,
+                       make_program)
+from ..runtime import cache
+from .numba_errors import compile_error
+
+NAME = "cpu"
+
+
+@dataclass
+class Executable:
+    """A compiled program: the imported module and what launching it needs."""
+
+    program: Program
+    module: ModuleType
+    source: str
+    path: Any  # pathlib.Path of the cached module, or None (memory only)
+
+    def __post_init__(self):
+        self.order = loop_order(self.program)
+        self.array_outputs = [k for k, o in enumerate(self.program.outputs) if o.lane_ndim]
+
+
+def build(call: Call) -> Executable:
+    """The executable for ``call``'s signature: from disk if cached, else compiled."""
+    fp = fingerprint(call.lane) if config.disk_cache else None
+    key = cache.key_of(fp, call.signature) if fp else None
+    found = cache.lookup(key) if key else None
+    if found is not None:
+        path, source, result = found
+        program = make_program(call, result)
+    else:
+        result = result_type(call)
+        program = make_program(call, result)
+        source = render_cpu.render(program)
+        path = cache.store(key, source, result) if key else None
+    if config.debug:
+        print(f"# ---- lanewise kernel ({path or 'in memory'})\n{source}")
+    inject = {"lane": jit_lane(call.lane), **render_cpu.injected_names(call.signature)}
+    module = cache.load_module(f"lw_{key or id(call.signature)}", path, source, inject)
+    return Executable(program, module, source, path)
+
+
+# ----------------------------------------------------------------------------- typing
+
+
+def result_type(call: Call):
+    """The lane's result type (ResultNode/ResultLeaf tree), by compiling lane 0."""
+    source = render_cpu.render_probe(call.signature)
+    inject = {"lane": jit_lane(call.lane), **render_cpu.injected_names(call.signature)}
+    module = cache.load_module("lw_probe", None, source, inject)
+    argtypes = tuple(numba.typeof(v) for v in call.values)
+    try:
+        module.probe.compile(argtypes)
+    except NumbaError as e:
+        raise compile_error(e, call.lane, NAME) from e
+    rtype = module.probe.overloads[argtypes].signature.return_type
+    return _result(rtype, call.lane)
+
+
+def _result(t, lane):
+    if isinstance(t, nt.BaseNamedTuple):
+        return ResultNode(tuple(_result(c, lane) for c in t.types), t.instance_class)
+    if isinstance(t, nt.BaseTuple):
+        return ResultNode(tuple(_result(c, lane) for c in t.types))
+    if isinstance(t, nt.Array):
+        return ResultLeaf(as_dtype(t.dtype), t.ndim)
+    if isinstance(t, (nt.Number, nt.Boolean)):
+        return ResultLeaf(as_dtype(t), 0)
+    if isinstance(t, nt.NoneType):
+        return None
+    name = getattr(lane, "__qualname__", repr(lane))
+    if isinstance(t, nt.Optional):
+        raise LaneTypeError(f"lane function {name} returns None on some paths and {t.type} on "
+                            "others (a missing return?); every path must return the same kind of value")
+    raise LaneTypeError(f"lane function {name} returns {t}; lanes return scalars, fixed-shape "
+                        "arrays, or tuples/namedtuples of them")
+
+
+# ----------------------------------------------------------------------------- launch
+
+
+def run(exe: Executable, call: Call, out=None):
+    """Run every lane of ``call``; return the output pytree."""
+    program, sizes = exe.program, call.sizes
+    lane_shapes = _lane_shapes(exe, call)
+    shapes = [o.shape(sizes, lane_shapes.get(k, ())) for k, o in enumerate(program.outputs)]
+    outs = _outputs(program, shapes, out)
+    values = _unaliased(call.values, outs)
+    if all(sizes):
+        plan = blocking(sizes, exe.order)
+        err = np.full(plan.n_blocks, -1, np.int64)
+        kernel = exe.module.kernel_serial if plan.n_lanes < config.serial_below else exe.module.kernel
+        extra = tuple(lane_shapes[k] for k in exe.array_outputs)
+        kernel(*values, *outs, *sizes, *extra, plan.inner_blocks, plan.block, err)
+        failed = np.flatnonzero(err >= 0)
+        if failed.size:
+            _raise_lane_error(exe, call, plan, int(failed[0]), int(err[failed[0]]), lane_shapes)
+    return pytree.unflatten(program.out_tree, outs)
+
+
+def _lane_shapes(exe: Executable, call: Call) -> dict[int, tuple]:
+    if not exe.array_outputs:
+        return {}
+    result = exe.module.probe(*dummy_values(call))
+    return {k: np.shape(_at(result, exe.program.outputs[k].path)) for k in exe.array_outputs}
+
+
+def _at(value, path):
+    for i in path:
+        value = value[i]
+    return value
+
+
+def _outputs(program: Program, shapes, out) -> list[np.ndarray]:
+    if out is None:
+        return [np.empty(s, o.dtype) for s, o in zip(shapes, program.outputs, strict=True)]
+    leaves, tree = pytree.flatten(out)
+    if tree != program.out_tree:
+        raise OutputError(f"out= has structure {tree} but the lanes produce {program.out_tree}")
+    for leaf, shape, o in zip(leaves, shapes, program.outputs, strict=True):
+        if not isinstance(leaf, np.ndarray) or leaf.shape != shape or leaf.dtype != o.dtype:
+            got = f"{leaf.dtype}{list(leaf.shape)}" if isinstance(leaf, np.ndarray) else type(leaf).__name__
+            raise OutputError(f"out= for {o.name} must be a {o.dtype}{list(shape)} array, got {got}")
+        if not leaf.flags.writeable:
+            raise OutputError(f"out= for {o.name} is read-only")
+    return leaves
+
+
+def _unaliased(values, outs) -> tuple:
+    """Inputs that overlap an out= array are copied first, as NumPy does."""
+    return tuple(v.copy() if isinstance(v, np.ndarray) and any(np.may_share_memory(v, o) for o in outs)
+                 else v for v in values)
+
+
+def _raise_lane_error(exe, call, plan, block, lane, lane_shapes):
+    index = _lane_index(exe.order, call.sizes, plan, block, lane)
+    args, kwargs = lane_arguments(call.signature, call.values, index)
+    where = ", ".join(f"i{lv}={i}" for lv, i in enumerate(index))
+    try:
+        result = jit_lane(call.lane)(*args, **kwargs)
+    except Exception as e:
+        e.add_note(f"raised by lane ({where}) of {getattr(call.lane, '__qualname__', call.lane)} "
+                   "(level indices, outermost first)")
+        raise
+    for k in exe.array_outputs:
+        got = np.shape(_at(result, exe.program.outputs[k].path))
+        if got != lane_shapes[k]:
+            raise LaneTypeError(
+                f"lane ({where}) returned {exe.program.outputs[k].name} of shape {got}, but lane 0 "
+                f"returned shape {lane_shapes[k]}; per-lane arrays must have one shape")
+    raise LanewiseError(f"lane ({where}) failed inside the compiled kernel but not when replayed")
+
+
+def _lane_index(order, sizes, plan, block, lane) -> tuple[int, ...]:
+    index = [0] * len(sizes)
+    rem = block // plan.inner_blocks
+    for lv in reversed(order[:-1]):
+        rem, index[lv] = divmod(rem, sizes[lv])
+    index[order[-1]] = lane
+    return tuple(index)

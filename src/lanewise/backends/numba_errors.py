@@ -1,0 +1,56 @@
+"""Numba's compile errors, retold in terms of the user's lane code.
+
+Numba reports a failed compile as a long message with ``File "...", line N``
+blocks and colour codes.  lanewise finds the first location in the user's own
+code and leads with it; Numba's full message stays chained as ``__cause__``.
+
+Example:
+    >>> first_user_frame('File "/u/lane.py", line 7:\\nFile "/x/numba/core/a.py", line 2:')
+    ('/u/lane.py', 7)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numba
+
+from ..errors import LaneCompileError, format_location, function_location
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FILE = re.compile(r'File "([^"]+)", line (\d+)')
+_SKIP = (os.path.dirname(numba.__file__), os.path.dirname(os.path.dirname(__file__)))
+_NOISE = ("Failed in nopython mode pipeline", "During:", "<source", "^", "File ", "Enable logging")
+
+
+def first_user_frame(message: str) -> tuple[str, int] | None:
+    """The first ``(file, line)`` in ``message`` outside Numba and lanewise."""
+    for filename, line in _FILE.findall(message):
+        if not filename.startswith(_SKIP) and not filename.startswith("<lanewise"):
+            return os.path.abspath(filename), int(line)
+    return None
+
+
+def summary(message: str) -> str:
+    """Numba's explanation: the text before its first source location."""
+    lines = [ln.strip() for ln in _ANSI.sub("", message).splitlines()]
+    kept = []
+    for line in lines:
+        if _FILE.search(line):
+            break
+        if line and not line.startswith(_NOISE):
+            kept.append(line)
+    return "\n".join(kept[:6])
+
+
+def compile_error(error: Exception, lane, backend: str) -> LaneCompileError:
+    """A :class:`LaneCompileError` naming the user's file:line for ``error``."""
+    message = _ANSI.sub("", str(error))
+    name = getattr(lane, "__qualname__", repr(lane))
+    head = f"lane function {name} ({function_location(lane)}) cannot be compiled for the {backend} backend:"
+    frame = first_user_frame(message)
+    where = format_location(*frame) if frame else ""
+    parts = [head, where, summary(message),
+             "(Numba's full error is chained below as __cause__.)"]
+    return LaneCompileError("\n".join(p for p in parts if p))

@@ -1,0 +1,111 @@
+"""The reference backend: a plain Python loop over lanes — the executable spec.
+
+It implements ``vmap`` literally as JAX defines it: for each index of a level,
+slice the mapped arguments and call the inner function; then stack the results
+along ``out_axes`` (or keep lane 0's result for ``out_axes=None``).  It shares
+only argument binding and validation (program.py) with the compiled backends;
+the placement of output axes is its own, so diff tests can catch either side.
+
+Example:
+    >>> import numpy as np, lanewise as lw
+    >>> lw.vmap(lambda x: (x, x > 1), backend="python")(np.arange(3))
+    (array([0, 1, 2]), array([False, False,  True]))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import pytree
+from ..dtypes import storage_dtype
+from ..errors import AxisSpecError, LaneTypeError
+from ..program import Call, ResultLeaf, ResultNode, dummy_values, lane_arguments, make_program
+
+NAME = "python"
+
+
+def build(call: Call):
+    """Nothing to compile: the 'executable' is the call's lane itself."""
+    return call.lane
+
+
+def run(lane, call: Call, out=None):
+    sig = call.signature
+    sample = _call_lane(lane, call, (0,) * len(call.sizes), dummy_values(call))
+    program = make_program(call, _result_type(sample))  # static checks: out_axes=None
+    with np.errstate(all="ignore"):  # IEEE results, as compiled lanes give
+        result = _map(lane, call, (), sample)
+    strong = [leaf.dtype for leaf in sig.leaves if leaf.is_array]
+    leaves, tree = pytree.flatten(result)
+    leaves = [np.asarray(v).astype(storage_dtype(np.asarray(v).dtype, strong), copy=False) for v in leaves]
+    if out is not None:
+        from .cpu import _outputs  # same out= checks as compiled backends
+        targets = _outputs(program, [v.shape for v in leaves], out)
+        for t, v in zip(targets, leaves, strict=True):
+            t[...] = v
+        return out
+    return pytree.unflatten(tree, leaves)
+
+
+def _call_lane(lane, call, index, values=None):
+    args, kwargs = lane_arguments(call.signature, call.values if values is None else values, index)
+    try:
+        with np.errstate(all="ignore"):
+            return lane(*args, **kwargs)
+    except Exception as e:
+        where = ", ".join(f"i{lv}={i}" for lv, i in enumerate(index))
+        e.add_note(f"raised by lane ({where}) of {getattr(lane, '__qualname__', lane)} "
+                   "(level indices, outermost first)")
+        raise
+
+
+def _map(lane, call: Call, prefix: tuple, sample):
+    """vmap's definition, one level at a time: map, then stack along out_axes."""
+    depth = len(prefix)
+    if depth == len(call.sizes):
+        return _call_lane(lane, call, prefix)
+    level = call.signature.levels[depth]
+    parts = [_map(lane, call, prefix + (i,), sample) for i in range(call.sizes[depth])]
+    template = parts[0] if parts else _inner_template(call, depth, sample)
+    leaves, tree = pytree.flatten(template)
+    out_axes = pytree.broadcast_axes(pytree.thaw(level.out_axes), template, "vmap out_axes")
+    columns = []
+    for i, part in enumerate(parts):
+        values, part_tree = pytree.flatten(part)
+        if part_tree != tree:
+            raise LaneTypeError(
+                f"lanes return different structures: index {i} of vmap level {depth} gave "
+                f"{part_tree}, index 0 gave {tree}; every lane must return the same kind of value")
+        columns.append(values)
+    stacked = []
+    for k, axis in enumerate(out_axes):
+        if axis is None:
+            if not parts:
+                raise AxisSpecError("out_axes=None needs at least one lane to take the value from")
+            stacked.append(columns[0][k])
+        elif parts:
+            stacked.append(np.stack([np.asarray(c[k]) for c in columns], axis=axis))
+        else:
+            empty = np.asarray(leaves[k])
+            stacked.append(np.moveaxis(np.empty((0,) + empty.shape, empty.dtype), 0, axis))
+    return pytree.unflatten(tree, stacked)
+
+
+def _inner_template(call: Call, depth: int, sample):
+    """What one index of a size-0 level would produce (shapes from lane 0 of dummies)."""
+    sizes = tuple(max(s, 1) for s in call.sizes[depth + 1:])
+    dummy = Call(call.lane, call.signature, dummy_values(call), call.sizes[:depth + 1] + sizes)
+    return _map(call.lane, dummy, (0,) * (depth + 1), sample)
+
+
+def _result_type(value):
+    if isinstance(value, tuple):
+        cls = type(value) if hasattr(value, "_fields") else None
+        return ResultNode(tuple(_result_type(v) for v in value), cls)
+    if value is None:
+        return None
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biufc":
+        raise LaneTypeError(f"lane returned a {type(value).__name__}; lanes return scalars, "
+                            "fixed-shape arrays, or tuples/namedtuples of them")
+    return ResultLeaf(arr.dtype, arr.ndim)

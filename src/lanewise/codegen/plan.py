@@ -1,0 +1,68 @@
+"""The loop-nest schedule: pure functions of a program and its sizes.
+
+Two decisions.  *Structure* (compiled in): the loop order — levels ordered as
+the axes of the first output, so the innermost loop walks its contiguous axis
+and LLVM can vectorise it.  *Blocking* (a run-time value): the outer levels are
+collapsed into one flat index and the innermost level is cut into blocks, so the
+parallel loop has enough independent blocks whether there are 2 or 64 cores and
+whether the outer levels are long or short.  Blocking depends on sizes only,
+never on the thread count: results (and later, reductions) are the same on any
+machine.
+
+Example:
+    >>> blocking((3, 100_000), (0, 1))
+    Blocking(n_outer=3, n_inner=100000, inner_blocks=25, block=4000)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..program import Program
+
+#: Aim for at least this many blocks (load balance up to ~64 threads)...
+TARGET_BLOCKS = 256
+#: ...but never cut the innermost loop below this many lanes (vector loop
+#: efficiency and per-block overhead).
+MIN_BLOCK = 1024
+
+
+def loop_order(program: Program) -> tuple[int, ...]:
+    """Levels, outermost loop first; the innermost is the first output's last level axis."""
+    levels = range(len(program.signature.levels))
+    if not program.outputs:
+        return tuple(levels)
+    dims = program.outputs[0].level_dims
+    unplaced = [lv for lv in levels if dims[lv] is None]
+    placed = sorted((lv for lv in levels if dims[lv] is not None), key=lambda lv: dims[lv])
+    return tuple(unplaced + placed)
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """How the lane space is cut: ``n_outer * inner_blocks`` blocks of ``block`` lanes."""
+
+    n_outer: int
+    n_inner: int
+    inner_blocks: int
+    block: int
+
+    @property
+    def n_blocks(self) -> int:
+        return self.n_outer * self.inner_blocks
+
+    @property
+    def n_lanes(self) -> int:
+        return self.n_outer * self.n_inner
+
+
+def blocking(sizes, order) -> Blocking:
+    """Cut the iteration space of ``sizes`` (looped in ``order``) into blocks."""
+    n_inner = sizes[order[-1]]
+    n_outer = 1
+    for level in order[:-1]:
+        n_outer *= sizes[level]
+    wanted = -(-TARGET_BLOCKS // max(n_outer, 1))  # inner blocks per outer index
+    block = max(MIN_BLOCK, -(-n_inner // wanted)) if wanted > 1 else n_inner
+    block = max(1, min(block, n_inner))
+    return Blocking(n_outer, n_inner, -(-n_inner // block) if n_inner else 0, block)

@@ -1,0 +1,51 @@
+"""Run-time options of lanewise, each read once from the environment.
+
+Change them at run time by assigning the attribute (``lw.config.debug = True``).
+
+Example:
+    >>> import lanewise as lw
+    >>> lw.config.disk_cache in (True, False)
+    True
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() not in ("0", "false", "no", "off", "")
+
+
+def _default_cache_dir() -> Path:
+    # XDG-style location so that deleting it is always safe and obvious.
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "lanewise"
+
+
+@dataclass
+class Config:
+    #: Where generated kernel modules, their metadata and Numba's object code
+    #: are stored.  ``LANEWISE_CACHE_DIR`` overrides; deleting it is always safe.
+    cache_dir: Path = field(
+        default_factory=lambda: Path(os.environ.get("LANEWISE_CACHE_DIR") or _default_cache_dir())
+    )
+    #: Keep compiled kernels on disk so a new process pays no compile
+    #: (``LANEWISE_DISK_CACHE=0`` keeps them in memory only).
+    disk_cache: bool = field(default_factory=lambda: _flag("LANEWISE_DISK_CACHE", True))
+    #: Print every generated kernel's source when it is built (``LANEWISE_DEBUG=1``).
+    debug: bool = field(default_factory=lambda: _flag("LANEWISE_DEBUG", False))
+    #: Backend used when ``vmap(..., backend=None)``: ``"cpu"`` or ``"python"``
+    #: (``LANEWISE_BACKEND``).
+    backend: str = field(default_factory=lambda: os.environ.get("LANEWISE_BACKEND", "cpu"))
+    #: Below this many lanes the CPU backend runs the nest on the calling thread:
+    #: a parallel launch costs more than it saves on small problems.
+    serial_below: int = 32768
+
+
+config = Config()

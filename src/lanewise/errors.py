@@ -1,0 +1,78 @@
+"""The lanewise exception hierarchy.
+
+Every error lanewise raises on purpose derives from :class:`LanewiseError`, and
+also from the builtin exception a Python user would expect (``ValueError`` for
+bad axes or sizes, ``TypeError`` for code lanewise cannot compile), so existing
+``except ValueError`` handlers keep working.
+
+An exception raised by the user's own lane code (``raise ValueError(...)`` inside
+a lane) is re-raised as that same exception, with a note naming the lane.
+
+Example:
+    >>> import lanewise as lw, numpy as np
+    >>> try:
+    ...     lw.vmap(lambda a, b: a + b)(np.ones(3), np.ones(4))
+    ... except lw.SizeMismatchError as e:
+    ...     print(str(e).splitlines()[0])
+    vmap got inconsistent sizes for the mapped axis:
+"""
+
+from __future__ import annotations
+
+import linecache
+
+
+class LanewiseError(Exception):
+    """Base class of every error raised by lanewise itself."""
+
+
+class AxisSpecError(LanewiseError, ValueError):
+    """``in_axes``/``out_axes``/``axis_size`` are malformed or out of range."""
+
+
+class SizeMismatchError(LanewiseError, ValueError):
+    """Arguments mapped by one ``vmap`` level disagree on the mapped size."""
+
+
+class UnmappedOutputError(AxisSpecError):
+    """``out_axes=None`` for an output that depends on the mapped axis."""
+
+
+class LaneCompileError(LanewiseError, TypeError):
+    """The lane function uses Python that the backend cannot compile.
+
+    The message names the user's ``file:line`` and source line; the backend's
+    own error (e.g. Numba's) is chained as ``__cause__`` for experts.
+    """
+
+
+class LaneTypeError(LanewiseError, TypeError):
+    """The lane's results have a type lanewise cannot store (or that varies)."""
+
+
+class OutputError(LanewiseError, ValueError):
+    """A preallocated ``out=`` array has the wrong shape, dtype or flags."""
+
+
+class BackendError(LanewiseError, ValueError):
+    """An unknown or unavailable backend was requested."""
+
+
+def source_line(filename: str, lineno: int) -> str:
+    """The stripped source line at ``filename:lineno`` ('' if unavailable)."""
+    return linecache.getline(filename, lineno).strip()
+
+
+def format_location(filename: str, lineno: int, name: str = "") -> str:
+    """Render a traceback-style location: ``File "f.py", line 3, in g`` + source."""
+    where = f'  File "{filename}", line {lineno}' + (f", in {name}" if name else "")
+    text = source_line(filename, lineno)
+    return where + (f"\n    {text}" if text else "")
+
+
+def function_location(fn) -> str:
+    """``file:line`` of a Python function's ``def`` (or its repr if unknown)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return repr(fn)
+    return f"{code.co_filename}:{code.co_firstlineno}"

@@ -1,0 +1,437 @@
+"""The lane program: what a (nested) ``vmap`` means, independent of any backend.
+
+Front end of the pipeline (DESIGN.md): the user's ``Mapped`` nest and the call's
+arguments become a :class:`Program` — frozen dataclasses describing every input
+leaf (dtype, rank, layout, which original axis each vmap level maps), every
+level (its size source), and, once the lane's result type is known, every output
+leaf (dtype, where each level's axis lands).  Sizes are run-time values kept
+outside the program so that one compiled kernel serves every size.
+
+Example:
+    >>> import numpy as np, lanewise as lw
+    >>> f = lw.vmap(lw.vmap(lambda x, y: x * y, in_axes=(None, 0)), in_axes=(0, None))
+    >>> call = bind_call(f, (np.ones(3), np.ones(4)), {})
+    >>> [leaf.axes for leaf in call.signature.leaves], call.sizes
+    ([(0, None), (None, 0)], (3, 4))
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from . import pytree
+from .dtypes import check_supported, storage_dtype
+from .errors import AxisSpecError, LaneTypeError, SizeMismatchError, UnmappedOutputError
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One input leaf: an array or a scalar handed (sliced) to every lane."""
+
+    name: str  # how the user names it: "x", "params['w']", "y[1]"
+    param: str  # the lane parameter it belongs to (dependency analysis)
+    is_array: bool
+    dtype: np.dtype
+    ndim: int
+    layout: str  # "C", "F" or "A": compiled code specialises on it
+    readonly: bool
+    axes: tuple[int | None, ...]  # per vmap level: original axis mapped there
+
+    @property
+    def lane_ndim(self) -> int:
+        return self.ndim - sum(a is not None for a in self.axes)
+
+    def describe(self, shape) -> str:
+        return f"{self.name} of type {self.dtype}{list(shape)}" if self.is_array else \
+            f"{self.name} of type {self.dtype} (a Python scalar)"
+
+
+@dataclass(frozen=True)
+class Level:
+    """One ``vmap`` of the nest; level 0 is the outermost."""
+
+    depth: int
+    fun_name: str
+    axis_size: int | None  # given by the user: level maps no argument
+    out_axes: tuple  # pytree.freeze(user's out_axes prefix), resolved once outputs are known
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of the lane call: positional (keyword is None) or keyword."""
+
+    keyword: str | None
+    tree: Any  # optree PyTreeSpec of the argument
+    first_leaf: int  # index of its first leaf in Signature.leaves
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Everything about a call that compiled code depends on (no sizes, no data)."""
+
+    levels: tuple[Level, ...]
+    params: tuple[Param, ...]
+    leaves: tuple[Leaf, ...]
+
+    def mapped_at(self, level: int) -> list[int]:
+        return [k for k, leaf in enumerate(self.leaves) if leaf.axes[level] is not None]
+
+
+@dataclass(frozen=True)
+class OutLeaf:
+    """One output leaf: the lane's value at ``path`` stored in an array."""
+
+    name: str  # "out", "out[1]"
+    path: tuple[int, ...]  # indices into the lane's (nested tuple) result
+    dtype: np.dtype  # storage dtype (dtypes.storage_dtype)
+    lane_ndim: int  # 0 for scalars; per-lane arrays keep their rank
+    level_dims: tuple[int | None, ...]  # per level: its axis in the output, or None
+    lane_dims: tuple[int, ...]  # where the lane's own axes land in the output
+
+    @property
+    def ndim(self) -> int:
+        return self.lane_ndim + sum(d is not None for d in self.level_dims)
+
+    def shape(self, sizes, lane_shape=()) -> tuple[int, ...]:
+        shape = [0] * self.ndim
+        for level, dim in enumerate(self.level_dims):
+            if dim is not None:
+                shape[dim] = sizes[level]
+        for k, dim in enumerate(self.lane_dims):
+            shape[dim] = lane_shape[k]
+        return tuple(shape)
+
+
+@dataclass(frozen=True)
+class Program:
+    """A signature plus the outputs its lane produces: what backends compile."""
+
+    lane: Callable
+    signature: Signature
+    outputs: tuple[OutLeaf, ...]
+    out_tree: Any  # optree PyTreeSpec of the result
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a mapped function: its signature, leaf values and sizes."""
+
+    lane: Callable
+    signature: Signature
+    values: tuple[Any, ...]  # leaf values in Signature.leaves order
+    sizes: tuple[int, ...]  # one per level
+
+
+# ----------------------------------------------------------------------------- nest
+
+
+def unwrap_nest(mapped) -> tuple[Callable, list]:
+    """The innermost lane function and the ``Mapped`` objects, outermost first."""
+    nest = []
+    fun = mapped
+    while hasattr(fun, "_lw_vmap_spec"):
+        nest.append(fun)
+        fun = fun.fun
+    return fun, nest
+
+
+def bind_call(mapped, args: tuple, kwargs: dict) -> Call:
+    """Validate a call of a (nested) mapped function against JAX's vmap rules."""
+    lane, nest = unwrap_nest(mapped)
+    args = tuple(_as_value(a) for a in args)
+    kwargs = {k: _as_value(v) for k, v in kwargs.items()}
+    names = _param_names(lane, len(args))
+    params, leaves_info, values = _flatten_params(args, kwargs, names)
+    per_level = [_level_axes(m, args, kwargs) for m in nest]
+    leaves, sizes = _resolve_axes(leaves_info, values, per_level, nest)
+    levels = tuple(Level(d, _fun_name(m.fun), m.axis_size, pytree.freeze(m.out_axes)) for d, m in enumerate(nest))
+    return Call(lane, Signature(levels, tuple(params), tuple(leaves)), tuple(values), tuple(sizes))
+
+
+def _as_value(x: Any) -> Any:
+    """Lists of numbers become arrays (JAX would reject mapping over them)."""
+    if isinstance(x, list) and x and all(isinstance(v, (int, float, complex, bool, list)) for v in x):
+        try:
+            arr = np.asarray(x)
+        except ValueError:
+            return x
+        if arr.dtype.kind in "biufc":
+            return arr
+    return x
+
+
+def _fun_name(fun) -> str:
+    return getattr(fun, "__name__", None) or type(fun).__name__
+
+
+def _param_names(lane: Callable, nargs: int) -> list[tuple[str, str]]:
+    """(display name, lane parameter) of the first ``nargs`` positional arguments."""
+    try:
+        sig = inspect.signature(lane)
+    except (TypeError, ValueError):
+        return [(f"args[{i}]", f"args[{i}]") for i in range(nargs)]
+    names, var = [], "args"
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append((p.name, p.name))
+        elif p.kind == p.VAR_POSITIONAL:
+            var = p.name
+    extra = [(f"{var}[{i}]", var) for i in range(len(names), nargs)]
+    return (names + extra)[:nargs]
+
+
+def _flatten_params(args, kwargs, names):
+    params, info, values = [], [], []
+    items = [(None, n, a) for n, a in zip(names, args, strict=True)]
+    items += [(k, (k, k), v) for k, v in kwargs.items()]
+    for keyword, (name, param), value in items:
+        leaves, tree = pytree.flatten(value)
+        params.append(Param(keyword, tree, len(values)))
+        paths = pytree.leaf_paths(value)
+        for path, leaf in zip(paths, leaves, strict=True):
+            info.append((pytree.path_name(name, path), param))
+            values.append(_as_leaf(leaf, pytree.path_name(name, path)))
+    return params, info, values
+
+
+def _as_leaf(leaf: Any, name: str) -> Any:
+    if isinstance(leaf, np.ndarray) and leaf.ndim == 0:
+        return leaf  # kept as a 0-d array: lanes get leaf[()], a scalar
+    if isinstance(leaf, (bool, int, float, complex, np.ndarray, np.generic)):
+        return leaf
+    if hasattr(leaf, "__array__") or hasattr(leaf, "__array_interface__"):
+        return np.asarray(leaf)
+    raise LaneTypeError(
+        f"argument {name} is a {type(leaf).__name__}; lanewise maps over arrays, "
+        "array-likes, Python/NumPy scalars and pytrees (tuples, lists, dicts) of them"
+    )
+
+
+def _level_axes(mapped, args, kwargs) -> list[int | None]:
+    """One axis per leaf for a level: in_axes for positional, 0 for keywords."""
+    in_axes = mapped.in_axes
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)  # JAX is lenient here too
+    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+        raise AxisSpecError(
+            f"vmap({_fun_name(mapped.fun)}) in_axes has {len(in_axes)} entries but the call "
+            f"passed {len(args)} positional arguments; in_axes must be an int, None, or a "
+            "tuple with one entry per positional argument"
+        )
+    axes = pytree.broadcast_axes(in_axes, args, "vmap in_axes")
+    n_kw = len(pytree.flatten(kwargs)[0])
+    return axes + [0] * n_kw
+
+
+def _resolve_axes(info, values, per_level, nest):
+    """Translate each level's axes to original dims; check ranks and sizes."""
+    remaining = [list(range(np.ndim(v))) for v in values]
+    leaf_axes = [[] for _ in values]
+    sizes = []
+    for depth, axes in enumerate(per_level):
+        seen = []
+        for k, axis in enumerate(axes):
+            if axis is None:
+                leaf_axes[k].append(None)
+                continue
+            dims = remaining[k]
+            if not -len(dims) <= axis < len(dims):
+                raise AxisSpecError(_rank_message(info[k][0], values[k], axis, len(dims), depth, nest))
+            original = dims.pop(axis % len(dims))
+            leaf_axes[k].append(original)
+            seen.append((k, original))
+        sizes.append(_level_size(seen, values, info, depth, nest))
+    leaves = [_make_leaf(name, param, v, tuple(ax))
+              for (name, param), v, ax in zip(info, values, leaf_axes, strict=True)]
+    return leaves, sizes
+
+
+def _level_size(seen, values, info, depth, nest) -> int:
+    mapped = nest[depth]
+    sizes = {np.shape(values[k])[dim] for k, dim in seen}
+    if mapped.axis_size is not None:
+        sizes.add(int(mapped.axis_size))
+    if not seen and mapped.axis_size is None:
+        raise AxisSpecError(
+            f"vmap({_fun_name(mapped.fun)}) must have at least one non-None value in in_axes "
+            "(or be given axis_size=) to know how many lanes to run"
+        )
+    if len(sizes) == 1:
+        return sizes.pop()
+    lines = [f"  * argument {info[k][0]} of type {np.asarray(values[k]).dtype}"
+             f"{list(np.shape(values[k]))} has size {np.shape(values[k])[dim]} "
+             f"along its axis {dim}" for k, dim in seen]
+    if mapped.axis_size is not None:
+        lines.append(f"  * axis_size={mapped.axis_size} was given")
+    level = "" if len(nest) == 1 else f" (vmap level {depth}, 0 = outermost)"
+    raise SizeMismatchError(
+        "vmap got inconsistent sizes for the mapped axis:\n" + "\n".join(lines) + level)
+
+
+def _rank_message(name, value, axis, rank, depth, nest) -> str:
+    level = "" if len(nest) == 1 else f" at vmap level {depth} (0 = outermost)"
+    return (f"vmap was requested to map argument {name} along axis {axis}{level}, which "
+            f"implies that its rank should be at least {axis + 1 if axis >= 0 else -axis}, "
+            f"but it is only {rank} (its shape is {np.shape(value)}, with the axes mapped "
+            "by enclosing vmaps removed)")
+
+
+def _make_leaf(name: str, param: str, value: Any, axes) -> Leaf:
+    if isinstance(value, np.ndarray):
+        dtype = check_supported(value.dtype, f"argument {name}")
+        layout = "C" if value.flags.c_contiguous else "F" if value.flags.f_contiguous else "A"
+        return Leaf(name, param, True, dtype, value.ndim, layout, not value.flags.writeable, axes)
+    dtype = check_supported(np.asarray(value).dtype, f"argument {name}")
+    return Leaf(name, param, False, dtype, 0, "", True, axes)
+
+
+# ----------------------------------------------------------------------------- outputs
+
+#: Result-type description a backend produces: nested tuples whose leaves are
+#: (natural dtype, lane ndim); namedtuple classes are kept via ``ResultNode``.
+
+
+@dataclass(frozen=True)
+class ResultNode:
+    """A tuple-like node of a lane's result type (``cls`` None for a plain tuple)."""
+
+    children: tuple
+    cls: type | None = None
+
+
+@dataclass(frozen=True)
+class ResultLeaf:
+    dtype: np.dtype
+    ndim: int
+
+
+def make_program(call: Call, result) -> Program:
+    """Combine a call's signature with the lane's result type into a Program."""
+    sig = call.signature
+    skeleton, flat = _skeleton(result, ())
+    leaves, out_tree = pytree.flatten(skeleton)
+    strong = [leaf.dtype for leaf in sig.leaves if leaf.is_array]
+    per_level = [pytree.broadcast_axes(pytree.thaw(level.out_axes), skeleton, "vmap out_axes") for level in sig.levels]
+    outputs = []
+    for k, (path, rleaf) in enumerate(flat):
+        name = "out" + "".join(f"[{i}]" for i in path)
+        level_dims, lane_dims = _place_dims(rleaf.ndim, [axes[k] for axes in per_level], sig.levels, name)
+        dtype = storage_dtype(rleaf.dtype, strong)
+        outputs.append(OutLeaf(name, path, dtype, rleaf.ndim, level_dims, lane_dims))
+    program = Program(call.lane, sig, tuple(outputs), out_tree)
+    check_unmapped_outputs(program)
+    return program
+
+
+def _skeleton(result, path):
+    """A pytree with leaf indices in place of values, and (path, leaf) pairs."""
+    if isinstance(result, ResultLeaf):
+        return len(path), [(path, result)]
+    if result is None:
+        return None, []
+    parts, flat = [], []
+    for i, child in enumerate(result.children):
+        sk, fl = _skeleton(child, path + (i,))
+        parts.append(sk)
+        flat += fl
+    if result.cls is not None:
+        return result.cls(*parts), flat
+    return tuple(parts), flat
+
+
+def _place_dims(lane_ndim, axes, levels, name):
+    """Insert each level's axis into the output, innermost level first (as JAX does)."""
+    dims: list = [("lane", k) for k in range(lane_ndim)]
+    for depth in reversed(range(len(levels))):
+        axis = axes[depth]
+        if axis is None:
+            continue
+        rank = len(dims) + 1
+        if not -rank <= axis < rank:
+            raise AxisSpecError(
+                f"vmap({levels[depth].fun_name}) out_axes={axis} is out of range for output "
+                f"{name} of rank {rank} (after adding the mapped axis)")
+        dims.insert(axis % rank, ("level", depth))
+    level_dims = tuple(dims.index(("level", d)) if ("level", d) in dims else None
+                       for d in range(len(levels)))
+    lane_dims = tuple(dims.index(("lane", k)) for k in range(lane_ndim))
+    return level_dims, lane_dims
+
+
+def check_unmapped_outputs(program: Program) -> None:
+    """``out_axes=None`` is only allowed for outputs independent of the level."""
+    from .analysis import output_dependencies
+
+    sig = program.signature
+    deps = None
+    for out in program.outputs:
+        for depth, dim in enumerate(out.level_dims):
+            if dim is not None or not sig.mapped_at(depth):
+                continue
+            if deps is None:
+                deps = output_dependencies(program.lane)
+            used = _deps_for(deps, out.path)
+            for k in sig.mapped_at(depth):
+                leaf = sig.leaves[k]
+                if used is None or leaf.param in used:
+                    raise UnmappedOutputError(
+                        f"vmap({sig.levels[depth].fun_name}) has out_axes=None for output "
+                        f"{out.name}, but that output depends on argument {leaf.param}, "
+                        f"which is mapped at that level (leaf {leaf.name}, axis "
+                        f"{leaf.axes[depth]}). Use an integer out_axes, or make the output "
+                        "independent of it.")
+
+
+def _deps_for(deps, path):
+    if deps is None or isinstance(deps, frozenset):
+        return deps
+    return deps[path[0]] if path and path[0] < len(deps) else frozenset().union(*deps)
+
+
+# ----------------------------------------------------------------------------- one lane
+
+
+def lane_arguments(sig: Signature, values, index) -> tuple[list, dict]:
+    """The positional and keyword arguments lane ``index`` (one int per level) gets."""
+    leaves = [_lane_leaf(leaf, v, index) for leaf, v in zip(sig.leaves, values, strict=True)]
+    args, kwargs = [], {}
+    for param in sig.params:
+        part = leaves[param.first_leaf:param.first_leaf + param.tree.num_leaves]
+        value = pytree.unflatten(param.tree, part)
+        if param.keyword is None:
+            args.append(value)
+        else:
+            kwargs[param.keyword] = value
+    return args, kwargs
+
+
+def _lane_leaf(leaf: Leaf, value, index):
+    if not leaf.is_array:
+        return value
+    if leaf.ndim == 0:
+        return value[()]
+    idx = [slice(None)] * leaf.ndim
+    for level, axis in enumerate(leaf.axes):
+        if axis is not None:
+            idx[axis] = index[level]
+    return value[tuple(idx)]
+
+
+def dummy_values(call: Call) -> tuple:
+    """Leaf values with every size-0 mapped axis grown to 1 (zeros), for probing."""
+    if all(call.sizes):
+        return call.values
+    out = []
+    for leaf, value in zip(call.signature.leaves, call.values, strict=True):
+        if leaf.is_array and any(a is not None and call.sizes[lv] == 0 for lv, a in enumerate(leaf.axes)):
+            shape = list(value.shape)
+            for lv, a in enumerate(leaf.axes):
+                if a is not None and call.sizes[lv] == 0:
+                    shape[a] = 1
+            value = np.zeros(shape, value.dtype)
+        out.append(value)
+    return tuple(out)

@@ -1,0 +1,1 @@
+"""Run-time support: the on-disk kernel cache."""
