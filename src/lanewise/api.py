@@ -15,7 +15,10 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+import numpy as np
+
 from . import backends
+from .backends.cpu import MISS, Launcher
 from .config import config
 from .errors import AxisSpecError
 from .program import bind_call, unwrap_nest
@@ -72,15 +75,27 @@ class Mapped:
         self.fun, self.in_axes, self.out_axes = fun, in_axes, out_axes
         self.axis_size, self.backend = axis_size, backend
         self._executables: dict = {}
+        self._launchers: dict = {}  # fast path: argument types -> backends.cpu.Launcher
         functools.update_wrapper(self, unwrap_nest(fun)[0], updated=())
 
     def __repr__(self) -> str:
         return f"vmap({self.fun!r}, in_axes={self.in_axes!r}, out_axes={self.out_axes!r})"
 
     def __call__(self, *args, out=None, **kwargs):
+        fast = out is None and not kwargs
+        if fast:
+            launcher = self._launchers.get(_fast_key(self.backend or config.backend, args))
+            if launcher is not None:
+                result = launcher(args)
+                if result is not MISS:
+                    return result
         call = bind_call(self, args, kwargs)
         backend = backends.get(self.backend or config.backend)
-        return backend.run(self._executable(backend, call), call, out)
+        exe = self._executable(backend, call)
+        result = backend.run(exe, call, out)
+        if fast and backend.NAME == "cpu" and Launcher.eligible(exe, call):
+            self._launchers[_fast_key(backend.NAME, args)] = Launcher(exe, call)
+        return result
 
     def _executable(self, backend, call):
         key = (backend.NAME, call.signature)
@@ -88,6 +103,15 @@ class Mapped:
         if exe is None:
             exe = self._executables[key] = backend.build(call)
         return exe
+
+
+_SCALARS = (int, float, complex, bool)
+
+
+def _fast_key(backend: str, args: tuple):
+    """Cheap signature of plain array/scalar arguments (None kinds never match)."""
+    return (backend, *[(a.dtype, a.ndim) if type(a) is np.ndarray else
+                       type(a) if type(a) in _SCALARS else None for a in args])
 
 
 class Explanation(str):

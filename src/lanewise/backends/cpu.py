@@ -119,15 +119,72 @@ def run(exe: Executable, call: Call, out=None):
     outs = _outputs(program, shapes, out)
     values = _unaliased(call.values, outs)
     if all(sizes):
-        plan = blocking(sizes, exe.order)
-        err = np.full(plan.n_blocks, -1, np.int64)
-        kernel = exe.module.kernel_serial if plan.n_lanes < config.serial_below else exe.module.kernel
         extra = tuple(lane_shapes[k] for k in exe.array_outputs)
-        kernel(*values, *outs, *sizes, *extra, plan.inner_blocks, plan.block, err)
-        failed = np.flatnonzero(err >= 0)
-        if failed.size:
-            _raise_lane_error(exe, call, plan, int(failed[0]), int(err[failed[0]]), lane_shapes)
+        failure = launch(exe, blocking(sizes, exe.order), (*values, *outs, *sizes, *extra))
+        if failure is not None:
+            _raise_lane_error(exe, call, *failure, lane_shapes)
     return pytree.unflatten(program.out_tree, outs)
+
+
+def launch(exe: Executable, plan, args: tuple):
+    """Run the kernel over ``plan``'s blocks; None, or (plan, block, lane) that failed."""
+    if plan.n_lanes < config.serial_below:
+        block, lane = exe.module.kernel_serial(*args, plan.inner_blocks, plan.block)
+        return None if block < 0 else (plan, block, lane)
+    err = np.full(plan.n_blocks, -1, np.int64)
+    exe.module.kernel(*args, plan.inner_blocks, plan.block, err)
+    failed = np.flatnonzero(err >= 0)
+    return (plan, int(failed[0]), int(err[failed[0]])) if failed.size else None
+
+
+class Launcher:
+    """The per-call work of :func:`run`, precomputed for one argument signature.
+
+    Used by ``Mapped.__call__`` when every argument is a plain array or scalar:
+    it skips pytree flattening and validation and goes straight to the kernel.
+    Returns :data:`MISS` when the sizes disagree, so the slow path can raise
+    the proper error.
+    """
+
+    __slots__ = ("exe", "levels", "single", "plans")
+
+    def __init__(self, exe: Executable, call: Call):
+        sig = exe.program.signature
+        self.exe = exe
+        self.levels = [([(k, sig.leaves[k].axes[lv]) for k in sig.mapped_at(lv)], level.axis_size)
+                       for lv, level in enumerate(sig.levels)]
+        self.single = exe.program.out_tree.num_nodes == 1
+        self.plans: dict = {}
+
+    @staticmethod
+    def eligible(exe: Executable, call: Call) -> bool:
+        sig = exe.program.signature
+        return (not exe.array_outputs and all(p.keyword is None and p.tree.num_leaves == 1
+                                              and p.tree.num_nodes == 1 for p in sig.params))
+
+    def __call__(self, args):
+        sizes = []
+        for sources, fixed in self.levels:
+            n = fixed if fixed is not None else args[sources[0][0]].shape[sources[0][1]]
+            for k, dim in sources:
+                if args[k].shape[dim] != n:
+                    return MISS
+            sizes.append(n)
+        sizes = tuple(sizes)
+        plan = self.plans.get(sizes)
+        if plan is None:
+            plan = self.plans[sizes] = self._plan(sizes)
+        outs = [np.empty(shape, dtype) for shape, dtype in plan[1]]
+        if plan[0] is not None and launch(self.exe, plan[0], (*args, *outs, *sizes)) is not None:
+            return MISS  # the slow path reruns and raises with full context
+        return outs[0] if self.single else pytree.unflatten(self.exe.program.out_tree, outs)
+
+    def _plan(self, sizes):
+        shapes = [(o.shape(sizes), o.dtype) for o in self.exe.program.outputs]
+        return (blocking(sizes, self.exe.order) if all(sizes) else None), shapes
+
+
+MISS = object()
 
 
 def _lane_shapes(exe: Executable, call: Call) -> dict[int, tuple]:

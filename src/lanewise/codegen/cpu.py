@@ -91,7 +91,7 @@ def _header(program: Program, order) -> str:
         lines.append(f"#   {level.depth}: vmap({level.fun_name}) maps {', '.join(maps)}")
     lines.append(f"# loop order: {' > '.join(f'i{lv}' for lv in order)} (innermost last)")
     lines += ["# 'lane' and the _nt* classes are injected by lanewise before this runs.",
-              "import numba", "from numba import prange"]
+              "import numba", "from numba import int64, prange, uint64"]
     return "\n".join(lines)
 
 
@@ -99,13 +99,16 @@ def _lane_block(program: Program, names: Names, order) -> str:
     inner = order[-1]
     body = [f"@{_JIT.format('')}",
             f"def lane_block({names.params('outer', 'lo', 'hi')}):",
-            '    """Lanes [lo, hi) of the innermost level at one outer index; -1 or the failed lane."""']
-    body += ["    " + line for line in _decompose("outer", order[:-1], names)]
-    body += [f"    failed = lo", "    try:",
-             f"        for i{inner} in range(lo, hi):",
+            '    """Lanes [lo, hi) of the innermost level at one outer index; -1 or the failed lane."""',
+            "    # Unsigned indices: Numba then skips negative-index wraparound, and LLVM",
+            "    # can vectorise the innermost loop.",
+            "    failed = uint64(lo)"]
+    body += ["    " + line for line in _decompose("uint64(outer)", order[:-1], names)]
+    body += ["    try:",
+             f"        for i{inner} in range(uint64(lo), uint64(hi)):",
              f"            failed = i{inner}"]
     body += ["            " + line for line in _lane_and_store(program, names)]
-    body += ["    except Exception:", "        return failed", "    return -1"]
+    body += ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
     return "\n".join(body)
 
 
@@ -115,7 +118,8 @@ def _decompose(flat: str, levels, names: Names) -> list[str]:
         return []
     lines = [f"rem = {flat}"]
     for lv in reversed(levels[1:]):
-        lines += [f"i{lv} = rem % {names.sizes[lv]}", f"rem = rem // {names.sizes[lv]}"]
+        size = f"uint64({names.sizes[lv]})"
+        lines += [f"i{lv} = rem % {size}", f"rem = rem // {size}"]
     lines.append(f"i{levels[0]} = rem")
     return lines
 
@@ -193,20 +197,22 @@ def _tree_expr(spec, leaves, classes) -> str:
 
 def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
     outer = " * ".join(names.sizes[lv] for lv in order[:-1]) or "1"
-    name, loop, opt = ("kernel", "prange", ", parallel=True") if parallel else ("kernel_serial", "range", "")
     call = f"lane_block({names.params('outer', 'lo', 'hi')})"
+    head = ["    for b in {}(({}) * nib):", "        outer = b // nib",
+            "        lo = (b - outer * nib) * blk",
+            f"        hi = min(lo + blk, {names.sizes[order[-1]]})",
+            f"        e = {call}", "        if e >= 0:"]
+    if parallel:
+        return "\n".join([
+            f"@{_JIT.format(', parallel=True')}",
+            f"def kernel({names.params('nib', 'blk', 'err')}):",
+            '    """Every block in parallel; err[b] = failed lane of block b."""',
+            head[0].format("prange", outer), *head[1:], "            err[b] = e"])
     return "\n".join([
-        f"@{_JIT.format(opt)}",
-        f"def {name}({names.params('nib', 'blk', 'err')}):",
-        f'    """Every block{" in parallel" if parallel else ""}; err[b] = failed lane of block b."""',
-        f"    for b in {loop}(({outer}) * nib):",
-        "        outer = b // nib",
-        "        lo = (b - outer * nib) * blk",
-        f"        hi = min(lo + blk, {names.sizes[order[-1]]})",
-        f"        e = {call}",
-        "        if e >= 0:",
-        "            err[b] = e",
-    ])
+        f"@{_JIT.format('')}",
+        f"def kernel_serial({names.params('nib', 'blk')}):",
+        '    """Every block on the calling thread; (block, lane) of the first failure or (-1, -1)."""',
+        head[0].format("range", outer), *head[1:], "            return b, e", "    return -1, -1"])
 
 
 def _probe(program: Program, names: Names) -> str:
@@ -214,7 +220,7 @@ def _probe(program: Program, names: Names) -> str:
         f"@{_JIT.format('')}",
         f"def probe({', '.join(names.leaves)}):",
         '    """Lane 0 alone: its result type, and the shape of per-lane array outputs."""',
-        *[f"    i{lv} = 0" for lv in range(len(program.signature.levels))],
+        *[f"    i{lv} = uint64(0)" for lv in range(len(program.signature.levels))],
         f"    return lane({_lane_args(program.signature, names)})",
     ])
 
@@ -222,4 +228,4 @@ def _probe(program: Program, names: Names) -> str:
 def render_probe(sig: Signature) -> str:
     """A stand-alone ``probe`` (no outputs known yet) used to type the lane."""
     program = Program(lambda: None, sig, (), None)
-    return "import numba\n\n" + _probe(program, Names.of(program)).replace(", cache=True", "")
+    return "import numba\nfrom numba import uint64\n\n" + _probe(program, Names.of(program)).replace(", cache=True", "")

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -38,7 +39,18 @@ from ..config import config
 def entry_dir() -> Path:
     """The folder for this interpreter and these library versions."""
     tag = f"py{sys.version_info[0]}{sys.version_info[1]}-numba{numba.__version__}-lw{__version__}"
-    return Path(config.cache_dir) / tag
+    return Path(config.cache_dir) / f"{tag}-{_code_hash()}"
+
+
+@functools.cache
+def _code_hash() -> str:
+    """A hash of lanewise's own source: a changed code generator never reuses old kernels."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def key_of(*parts: object) -> str:
