@@ -37,6 +37,10 @@ from .numba_errors import compile_error
 
 NAME = "cpu"
 
+#: How executables were obtained in this process (tests and ``explain`` read it):
+#: "typed" counts lanes typed and rendered (cold), "disk" modules found on disk.
+stats = {"typed": 0, "disk": 0}
+
 
 @dataclass
 class Executable:
@@ -47,9 +51,27 @@ class Executable:
     source: str
     path: Any  # pathlib.Path of the cached module, or None (memory only)
 
+    inject: dict = None
+
     def __post_init__(self):
         self.order = loop_order(self.program)
         self.array_outputs = [k for k, o in enumerate(self.program.outputs) if o.lane_ndim]
+        self.reloaded = False
+
+    def call(self, name: str, *args):
+        """Call a kernel of the module; if Numba's cached object code for it will
+        not load (corrupt files), drop those files and recompile once."""
+        try:
+            return getattr(self.module, name)(*args)
+        except NumbaError:
+            raise
+        except Exception:
+            if self.path is None or self.reloaded:
+                raise
+        self.reloaded = True
+        cache.discard_object_code(self.path)
+        self.module = cache.load_module(self.module.__name__, self.path, self.source, self.inject)
+        return getattr(self.module, name)(*args)
 
 
 def build(call: Call) -> Executable:
@@ -60,8 +82,10 @@ def build(call: Call) -> Executable:
     if found is not None:
         path, source, result = found
         program = make_program(call, result)
+        stats["disk"] += 1
     else:
         result = result_type(call)
+        stats["typed"] += 1
         program = make_program(call, result)
         source = render_cpu.render(program)
         path = cache.store(key, source, result) if key else None
@@ -69,7 +93,7 @@ def build(call: Call) -> Executable:
         print(f"# ---- lanewise kernel ({path or 'in memory'})\n{source}")
     inject = {"lane": jit_lane(call.lane), **render_cpu.injected_names(call.signature)}
     module = cache.load_module(f"lw_{key or id(call.signature)}", path, source, inject)
-    return Executable(program, module, source, path)
+    return Executable(program, module, source, path, inject)
 
 
 # ----------------------------------------------------------------------------- typing
@@ -129,10 +153,10 @@ def run(exe: Executable, call: Call, out=None):
 def launch(exe: Executable, plan, args: tuple):
     """Run the kernel over ``plan``'s blocks; None, or (plan, block, lane) that failed."""
     if plan.n_lanes < config.serial_below:
-        block, lane = exe.module.kernel_serial(*args, plan.inner_blocks, plan.block)
+        block, lane = exe.call("kernel_serial", *args, plan.inner_blocks, plan.block)
         return None if block < 0 else (plan, block, lane)
     err = np.full(plan.n_blocks, -1, np.int64)
-    exe.module.kernel(*args, plan.inner_blocks, plan.block, err)
+    exe.call("kernel", *args, plan.inner_blocks, plan.block, err)
     failed = np.flatnonzero(err >= 0)
     return (plan, int(failed[0]), int(err[failed[0]])) if failed.size else None
 
@@ -190,7 +214,7 @@ MISS = object()
 def _lane_shapes(exe: Executable, call: Call) -> dict[int, tuple]:
     if not exe.array_outputs:
         return {}
-    result = exe.module.probe(*dummy_values(call))
+    result = exe.call("probe", *dummy_values(call))
     return {k: np.shape(_at(result, exe.program.outputs[k].path)) for k in exe.array_outputs}
 
 

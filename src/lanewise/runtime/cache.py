@@ -108,7 +108,17 @@ def lookup(key: str) -> tuple[Path, str, object] | None:
 
 def discard(path: Path) -> None:
     """Remove an entry (module, metadata and Numba's object files for it)."""
-    for p in [path, path.with_suffix(".meta"), *path.parent.glob(f"__pycache__/{path.stem}.*")]:
+    _unlink([path, path.with_suffix(".meta")])
+    discard_object_code(path)
+
+
+def discard_object_code(path: Path) -> None:
+    """Remove Numba's cached object code for a module (it recompiles)."""
+    _unlink(path.parent.glob(f"__pycache__/{path.stem}.*"))
+
+
+def _unlink(paths) -> None:
+    for p in paths:
         try:
             p.unlink()
         except OSError:

@@ -1,0 +1,133 @@
+"""The disk cache: a warm process pays no compile; concurrent, corrupt and stale entries."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+CHILD = textwrap.dedent('''
+    import json, sys, time
+    t0 = time.perf_counter()
+    import numpy as np
+    import lanewise as lw
+    from lanewise.backends import cpu
+    sys.path.insert(0, sys.argv[1])
+    import lanes
+    x = np.linspace(-2, 2, 50)
+    grid = lw.vmap(lw.vmap(lanes.f, in_axes=(None, 0)), in_axes=(0, None))
+    z = grid(x, x)
+    exe = next(iter(grid._executables.values()))
+    misses = sum(d.stats.cache_misses[k] for d in (exe.module.kernel, exe.module.kernel_serial)
+                 for k in d.stats.cache_misses)
+    print(json.dumps({"typed": cpu.stats["typed"], "disk": cpu.stats["disk"], "misses": misses,
+                      "checksum": float(z.sum()), "path": str(exe.path),
+                      "seconds": time.perf_counter() - t0}))
+''')
+
+LANES = textwrap.dedent('''
+    import math
+    SCALE = {scale}
+    def helper(r):
+        return math.cos(r) / (1 + r)
+    def f(x, y):
+        return SCALE * helper(x * x + y * y)
+''')
+
+
+def _run(tmp_path: Path, cache: Path) -> dict:
+    env = dict(os.environ, LANEWISE_CACHE_DIR=str(cache))
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _expected(scale: float) -> float:
+    import numpy as np
+    x = np.linspace(-2, 2, 50)
+    r = x[:, None] ** 2 + x[None, :] ** 2
+    return float((scale * np.cos(r) / (1 + r)).sum())
+
+
+@pytest.fixture
+def lanes(tmp_path):
+    def write(scale):
+        (tmp_path / "lanes.py").write_text(LANES.format(scale=scale))
+        for pyc in tmp_path.glob("__pycache__/lanes*"):
+            pyc.unlink()
+    write(1.0)
+    return write
+
+
+def test_second_process_pays_no_compile(tmp_path, lanes):
+    cache = tmp_path / "cache"
+    cold = _run(tmp_path, cache)
+    warm = _run(tmp_path, cache)
+    assert cold["typed"] == 1 and cold["misses"] >= 1
+    assert warm["typed"] == 0 and warm["disk"] == 1 and warm["misses"] == 0
+    assert warm["checksum"] == pytest.approx(_expected(1.0), rel=1e-12)
+    assert Path(warm["path"]).is_relative_to(cache)
+
+
+def test_editing_a_helper_invalidates(tmp_path, lanes):
+    cache = tmp_path / "cache"
+    first = _run(tmp_path, cache)
+    lanes(3.0)  # a global the lane reads changes: a new fingerprint
+    second = _run(tmp_path, cache)
+    assert second["typed"] == 1 and second["path"] != first["path"]
+    assert second["checksum"] == pytest.approx(_expected(3.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("victim", [".py", ".meta"])
+def test_corrupt_entry_is_rebuilt(tmp_path, lanes, victim):
+    cache = tmp_path / "cache"
+    path = Path(_run(tmp_path, cache)["path"])
+    target = path.with_suffix(victim)
+    target.write_bytes(target.read_bytes()[: len(target.read_bytes()) // 2])
+    again = _run(tmp_path, cache)
+    assert again["typed"] == 1
+    assert again["checksum"] == pytest.approx(_expected(1.0), rel=1e-12)
+    assert _run(tmp_path, cache)["typed"] == 0  # and the rebuilt entry is good
+
+
+def test_concurrent_writers(tmp_path, lanes):
+    cache = tmp_path / "cache"
+    env = dict(os.environ, LANEWISE_CACHE_DIR=str(cache))
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(3)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r["checksum"] == pytest.approx(_expected(1.0), rel=1e-12) for r in results)
+    assert len({r["path"] for r in results}) == 1
+    assert len(list(Path(results[0]["path"]).parent.glob("lw_*.py"))) == 1
+    assert not list(Path(results[0]["path"]).parent.glob(".tmp-*"))
+    assert _run(tmp_path, cache)["typed"] == 0
+
+
+def test_deleting_the_cache_is_safe(tmp_path, lanes):
+    import shutil
+    cache = tmp_path / "cache"
+    _run(tmp_path, cache)
+    shutil.rmtree(cache)
+    again = _run(tmp_path, cache)
+    assert again["typed"] == 1
+    assert again["checksum"] == pytest.approx(_expected(1.0), rel=1e-12)
+
+
+def test_corrupt_numba_object_code_is_recompiled(tmp_path, lanes):
+    cache = tmp_path / "cache"
+    path = Path(_run(tmp_path, cache)["path"])
+    index_files = list(path.parent.glob("__pycache__/*.nbi"))
+    assert index_files
+    for f in index_files:
+        f.write_text("garbage")
+    again = _run(tmp_path, cache)
+    assert again["checksum"] == pytest.approx(_expected(1.0), rel=1e-12)
+    assert _run(tmp_path, cache)["misses"] == 0
