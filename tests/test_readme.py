@@ -1,0 +1,27 @@
+"""Every ```python block of the README runs, in order, in one namespace."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_examples_run(capsys):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert len(blocks) >= 5
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, str(README), "exec"), namespace)
+    x = namespace["x"]
+    r = x[:, None] ** 2 + x[None, :] ** 2
+    np.testing.assert_allclose(namespace["z"], np.cos(r) / (1 + r), rtol=1e-12, atol=1e-15)
+    rows = namespace["rows"]
+    expected = [next((i for i, s in enumerate(np.cumsum(row)) if s > 50.0), -1) for row in rows]
+    np.testing.assert_array_equal(namespace["idx"], expected)
+    np.testing.assert_array_equal(namespace["idx_one"], expected)
+    assert namespace["counts"].shape == (200, 300) and namespace["counts"].max() == 200
+    assert namespace["transposed"].shape == (256, 1000)
+    np.testing.assert_allclose(namespace["ramp"], [0, 0, 0.15625, 0.5, 0.84375, 1, 1])
+    assert "lane_block" in capsys.readouterr().out
