@@ -15,8 +15,10 @@ A workload module (``benchmarks/w*.py``) exposes::
 Tools whose name starts with ``lanewise`` are lanewise rows; all others are peers.
 Every tool gets NumPy arrays in and returns a NumPy array, so conversions count.
 
-Timing: one warm-up call (reported as "first call", it includes compilation),
-then the median of ``repeats`` (>= 5) calls.  Memory: a fresh subprocess per
+Timing: one warm-up call per tool (reported as "first call", it includes
+compilation, and its result is checked), then ``repeats`` (>= 5) rounds that
+each time every tool once, interleaved so that background load on a shared
+machine hits all tools alike; the median over rounds is reported.  Memory: a fresh subprocess per
 (workload, tool) imports the tool, warms it up on a tiny input (imports and
 compilation), records its RSS (the baseline), loads the full data from ``.npy``
 files (no generator temporaries), runs once and reports its peak RSS (VmHWM;
@@ -125,17 +127,11 @@ def lanewise_state() -> tuple[bool, str]:
 
 
 # ------------------------------------------------------------------- timing
-def time_calls(fn, data, repeats: int):
-    """(first result, first-call seconds, list of later call seconds)."""
+def timed(fn, data):
+    """(result, seconds) of one call."""
     t0 = time.perf_counter()
     out = fn(data)
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn(data)
-        times.append(time.perf_counter() - t0)
-    return out, first, times
+    return out, time.perf_counter() - t0
 
 
 def compare(ref: np.ndarray, out: np.ndarray, tol: Tolerance) -> dict:
@@ -157,15 +153,19 @@ def error_row(name: str, status: str, note: str) -> dict:
     return {"tool": name, "status": status, "note": note}
 
 
-def measure_tool(name, fn, data, repeats, ref, tol) -> tuple[dict, np.ndarray | None]:
-    """Time one tool and check it against ``ref`` (None: it *is* the reference)."""
+def failed(row: dict, exc: Exception) -> dict:
+    traceback.print_exc(limit=3)
+    return dict(row, status="error", note=f"{type(exc).__name__}: {exc}"[:300])
+
+
+def first_call(name, fn, data, ref, tol) -> tuple[dict, np.ndarray | None]:
+    """The warm-up call (compilation included), checked against ``ref`` (None: it *is* the reference)."""
+    row = {"tool": name, "status": "ok", "times_s": []}
     try:
-        out, first, times = time_calls(fn, data, repeats)
+        out, row["first_s"] = timed(fn, data)
     except Exception as exc:  # noqa: BLE001 - a failing tool is a row, not a crash
-        traceback.print_exc(limit=3)
-        return error_row(name, "error", f"{type(exc).__name__}: {exc}"[:300]), None
-    row = {"tool": name, "status": "ok", "first_s": first, "median_s": statistics.median(times),
-           "min_s": min(times), "times_s": times, "out_dtype": str(out.dtype)}
+        return failed(row, exc), None
+    row["out_dtype"] = str(out.dtype)
     row["check"] = compare(ref, out, tol) if ref is not None else {"ok": True, "mismatches": 0, "note": "reference"}
     if not row["check"]["ok"]:
         row["status"] = "wrong"
@@ -177,21 +177,44 @@ def tool_order(mod) -> list[str]:
     return [mod.REF] + [t for t in names if t != mod.REF]
 
 
-def time_workload(mod, data, repeats: int, lw_ok: tuple[bool, str]) -> list[dict]:
-    """Rows for every tool of ``mod`` on ``data``; the reference runs first."""
-    tools, rows, ref = mod.tools(), [], None
+def warm_up(mod, tools, data, lw_ok) -> list[dict]:
+    """First call of every tool; the reference runs first and the others are checked against it."""
+    rows, ref = [], None
     for name in tool_order(mod):
         if is_lanewise(name) and not lw_ok[0]:
             rows.append(error_row(name, "n/a", lw_ok[1]))
             continue
-        print(f"  {mod.ID} {name} ...", end=" ", flush=True)
-        row, out = measure_tool(name, tools[name], data, repeats, ref, mod.TOL)
-        print(f"{row.get('median_s', float('nan')):.4g} s  [{row['status']}]", flush=True)
+        row, out = first_call(name, tools[name], data, ref, mod.TOL)
+        print(f"  {mod.ID} {name}: first call {row.get('first_s', float('nan')):.3g} s [{row['status']}]", flush=True)
         if ref is None and row["status"] == "ok":
             ref = out
         rows.append(row)
         del out
         gc.collect()
+    return rows
+
+
+def rounds(tools, data, rows: list[dict], repeats: int) -> None:
+    """``repeats`` rounds, each timing every live tool once: background load hits all alike."""
+    for _ in range(repeats):
+        for row in rows:
+            if row["status"] in ("ok", "wrong"):
+                try:
+                    row["times_s"].append(timed(tools[row["tool"]], data)[1])
+                except Exception as exc:  # noqa: BLE001
+                    row.update(failed(row, exc))
+    for row in rows:
+        if row.get("times_s") and row["status"] in ("ok", "wrong"):
+            row["median_s"], row["min_s"] = statistics.median(row["times_s"]), min(row["times_s"])
+
+
+def time_workload(mod, data, repeats: int, lw_ok: tuple[bool, str]) -> list[dict]:
+    """Rows for every tool of ``mod`` on ``data``: checked warm-up, then interleaved timed rounds."""
+    tools = mod.tools()
+    rows = warm_up(mod, tools, data, lw_ok)
+    rounds(tools, data, rows, repeats)
+    for row in rows:
+        print(f"  {mod.ID} {row['tool']}: median {row.get('median_s', float('nan')):.4g} s", flush=True)
     return rows
 
 
@@ -201,15 +224,14 @@ def scaling(mod, mode: str, repeats: int, lw_ok, skip_n: int) -> dict:
     for n in getattr(mod, "SCALING", {}).get(mode, ()):
         if n == skip_n:
             continue
-        data = mod.setup(n)
-        for name, fn in mod.tools().items():
-            if is_lanewise(name) and not lw_ok[0]:
-                continue
-            try:
-                _, _, times = time_calls(fn, data, repeats)
-            except Exception:  # noqa: BLE001 - already reported by the main run
-                continue
-            res.setdefault(name, {})[n] = statistics.median(times)
+        data, tools = mod.setup(n), mod.tools()
+        rows = [{"tool": t, "status": "ok", "times_s": []} for t in tools if lw_ok[0] or not is_lanewise(t)]
+        rounds(tools, data, rows, 1)  # warm-up (compiles for the new shape)
+        rows = [dict(r, times_s=[]) for r in rows if r["status"] == "ok"]
+        rounds(tools, data, rows, repeats)
+        for r in rows:
+            if r["status"] == "ok":
+                res.setdefault(r["tool"], {})[n] = r["median_s"]
         del data
         gc.collect()
     return res
@@ -268,7 +290,7 @@ def measure_memory(module: str, tool: str, folder: Path, tiny_n: int) -> dict:
         return {"error": f"timeout after {PROBE_TIMEOUT_S}s"}
     lines = p.stdout.strip().splitlines()
     if p.returncode != 0 or not lines:
-        sys.stderr.write(p.stderr[-4000:])
+        sys.stderr.write(p.stderr[-2000:])  # the probe's traceback, for the log
         return {"error": (p.stderr.strip().splitlines() or ["?"])[-1][:300]}
     return json.loads(lines[-1])
 

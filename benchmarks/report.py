@@ -38,6 +38,10 @@ def num(x, digits: int = 3) -> str:
     return f"{x:.{digits}g}" if abs(x) < 1000 else f"{x:.0f}"
 
 
+def fmt_load(load) -> str:
+    return "not recorded" if load is None else "/".join(f"{x:.1f}" for x in load)
+
+
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
@@ -119,7 +123,7 @@ def scaling_table(wl: dict) -> list[str]:
 # ----------------------------------------------------------------- document
 NOTES = """\
 How to read this: medians of {repeats} timed calls after one warm-up call (the warm-up,
-which includes compilation, is the "1st call" column). Every tool gets the same NumPy
+which includes compilation, is the "1st call" column); {timing} Every tool gets the same NumPy
 arrays and returns a NumPy array, so conversions are included. "peak MB" is the peak RSS of a fresh
 subprocess (VmHWM, which is `ru_maxrss` without the parent's peak that Linux carries
 over fork+exec) that imports the tool, warms it up on a tiny input ("base MB" is its RSS then),
@@ -133,12 +137,20 @@ counts exactly). The machine is shared and noisy: compare ratios within one run,
 """
 
 
+TIMING = {
+    "rounds": "the timed calls run in rounds\nthat call every tool once, so background load falls on all tools alike.",
+    "back-to-back": "each tool's timed calls ran\nback to back (this run predates interleaved rounds), so background load can favour a tool.",
+}
+
+
 def markdown(doc: dict) -> str:
     parts = [f"# lanewise benchmarks{' (QUICK sizes — not the benchmark)' if doc['quick'] else ''}",
              "", f"- date: {doc['date']}", f"- machine: {doc['machine']}",
              f"- versions: {', '.join(f'{k} {v}' for k, v in doc['versions'].items())}",
-             f"- lanewise: {doc['lanewise']}", f"- command: `{doc['command']}`",
-             f"- wall time of the run: {doc['wall_s']:.0f} s", ""]
+             f"- lanewise: {doc['lanewise']}", f"- command: `{doc['command'].strip()}`",
+             f"- wall time of the run: {doc['wall_s']:.0f} s; load average (1/5/15 min) "
+             f"before {fmt_load(doc.get('load_before'))}, after {fmt_load(doc.get('load_after'))}",
+             *(f"- remark: {r}" for r in doc.get("remarks", ())), ""]
     if doc["workloads"]:
         parts += ["## Against the bar", "", *summary_table(doc["workloads"]), "",
                   "## All tools", "", *results_table(doc["workloads"]), ""]
@@ -149,8 +161,17 @@ def markdown(doc: dict) -> str:
             parts += ["", f"## {title}", "", *render(doc[key])]
     if doc.get("plot"):
         parts += ["", f"![median times]({doc['plot']})"]
-    parts += ["", "## Notes", "", NOTES.format(repeats=doc["repeats"])]
+    parts += ["", "## Notes", "", NOTES.format(repeats=doc["repeats"], timing=TIMING[doc.get("timing", "back-to-back")])]
     return "\n".join(parts) + "\n"
+
+
+def read_json(path: Path) -> dict:
+    """A saved results document; JSON turned the scaling sizes into strings."""
+    doc = json.loads(Path(path).read_text())
+    for wl in doc["workloads"]:
+        wl["scaling"] = {t: {int(n): v for n, v in pts.items()} for t, pts in wl["scaling"].items()}
+    doc.setdefault("selected", [wl["id"] for wl in doc["workloads"]] + [k for k in ("dispatch", "startup") if doc.get(k)])
+    return doc
 
 
 def write_json(doc: dict, path: Path) -> None:
@@ -209,7 +230,9 @@ def scaling_panel(ax, wl: dict) -> None:
         ax.plot(ns, [pts[n] for n in ns], "o-", label=tool, lw=2.5 if is_lanewise(tool) else 1)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    sizes = sorted({int(n) for pts in wl["scaling"].values() for n in pts})
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xticks(sizes, [str(n) for n in sizes])
     ax.set_title(f"{wl['id']} time vs n", fontsize=9)
     ax.set_xlabel("n", fontsize=8)
     ax.tick_params(labelsize=7)

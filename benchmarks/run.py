@@ -2,7 +2,8 @@
 
 Runs the workloads' peers and lanewise side by side, prints the tables and writes
 ``BENCHMARKS.md`` (full suite) or ``benchmarks/results/<mode>.md`` (quick or partial
-runs), raw JSON and a PNG under ``benchmarks/results/``.  Exit status 1 when a peer's
+runs), raw JSON and a PNG under ``benchmarks/results/``.  ``--render JSON`` re-renders
+saved results without measuring (``--remark`` adds a line about the run's conditions).  Exit status 1 when a peer's
 result disagrees with the reference (the benchmark itself would be wrong).
 """
 from __future__ import annotations
@@ -36,6 +37,8 @@ def parse(argv) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=5, help="timed calls per tool (>= 5)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-tool memory subprocesses")
     p.add_argument("--md", type=Path, help="Markdown output (default: see module doc)")
+    p.add_argument("--render", type=Path, metavar="JSON", help="measure nothing: re-render a results JSON")
+    p.add_argument("--remark", help="a line about the run's conditions, shown in the Markdown")
     args = p.parse_args(argv)
     args.repeats = max(args.repeats, 5)
     return args
@@ -70,10 +73,13 @@ def measure(names: list[str], mode: str, args, lw_ok) -> dict:
     return doc
 
 
-def outputs(doc: dict, names: list[str], args) -> tuple[Path, Path]:
-    full_suite = not args.quick and len(names) == len(WORKLOADS) + len(EXTRAS)
-    md = args.md or (harness.REPO / "BENCHMARKS.md" if full_suite else harness.RESULTS / f"{doc['mode']}.md")
-    return md, harness.RESULTS / f"{doc['mode']}.json"
+def outputs(doc: dict, args) -> tuple[Path, Path]:
+    """Markdown and JSON paths: BENCHMARKS.md only for the full suite at full size."""
+    names = doc["selected"]
+    whole = len(names) == len(WORKLOADS) + len(EXTRAS)
+    stem = doc["mode"] if whole else f"{doc['mode']}-{'-'.join(names)}"
+    md = args.md or (harness.REPO / "BENCHMARKS.md" if whole and not doc["quick"] else harness.RESULTS / f"{stem}.md")
+    return md, harness.RESULTS / f"{stem}.json"
 
 
 def peer_failures(doc: dict) -> list[str]:
@@ -81,11 +87,10 @@ def peer_failures(doc: dict) -> list[str]:
             if r["status"] in ("wrong", "error") and not harness.is_lanewise(r["tool"])]
 
 
-def main(argv=None) -> int:
-    args = parse(argv)
+def run_suite(args, argv) -> dict:
     names, mode = selected(args.only), "quick" if args.quick else "full"
     own_cache = ensure_cache_dir()
-    t0 = time.perf_counter()
+    t0, load0 = time.perf_counter(), os.getloadavg()
     lw_ok = harness.lanewise_state()
     print(f"lanewise: {'available ' + lw_ok[1] if lw_ok[0] else lw_ok[1]}", flush=True)
     try:
@@ -93,18 +98,33 @@ def main(argv=None) -> int:
     finally:
         if own_cache:
             shutil.rmtree(own_cache, ignore_errors=True)
-    doc.update(mode=mode, quick=args.quick, repeats=args.repeats, wall_s=time.perf_counter() - t0,
+    doc.update(mode=mode, quick=args.quick, selected=names, repeats=args.repeats, timing="rounds",
+               wall_s=time.perf_counter() - t0, load_before=load0, load_after=os.getloadavg(),
                date=datetime.datetime.now().isoformat(timespec="seconds"), machine=report.machine(),
                versions=report.versions(), lanewise=lw_ok[1] if not lw_ok[0] else f"importable ({lw_ok[1]})",
-               command="python -m benchmarks.run " + shlex.join(argv if argv is not None else sys.argv[1:]))
-    md, js = outputs(doc, names, args)
-    png = harness.RESULTS / f"{mode}.png"
+               command=shlex.join(["python", "-m", "benchmarks.run", *argv]))
+    return doc
+
+
+def publish(doc: dict, args) -> None:
+    md, js = outputs(doc, args)
+    png = js.with_suffix(".png")
+    doc.pop("plot", None)
     if report.plot(doc, png):
         doc["plot"] = os.path.relpath(png, md.parent)
     report.write_json(doc, js)
     text = report.markdown(doc)
     md.write_text(text)
     print("\n" + text + f"\nwrote {md}, {js}" + (f", {png}" if doc.get("plot") else ""))
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse(argv)
+    doc = report.read_json(args.render) if args.render else run_suite(args, argv)
+    if args.remark:
+        doc["remarks"] = [*doc.get("remarks", []), args.remark]
+    publish(doc, args)
     failures = peer_failures(doc)
     if failures:
         print("PEER RESULTS DISAGREE OR FAILED:", ", ".join(failures), file=sys.stderr)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import backends
-from .backends.cpu import MISS, Launcher
+from .backends.cpu import MISS, fast_launcher
 from .config import config
 from .errors import AxisSpecError
 from .program import bind_call, unwrap_nest
@@ -75,26 +75,31 @@ class Mapped:
         self.fun, self.in_axes, self.out_axes = fun, in_axes, out_axes
         self.axis_size, self.backend = axis_size, backend
         self._executables: dict = {}
-        self._launchers: dict = {}  # fast path: argument types -> backends.cpu.Launcher
+        self._launchers: dict = {}  # fast path: argument types -> generated launcher
+        self._last = _miss
         functools.update_wrapper(self, unwrap_nest(fun)[0], updated=())
 
     def __repr__(self) -> str:
         return f"vmap({self.fun!r}, in_axes={self.in_axes!r}, out_axes={self.out_axes!r})"
 
     def __call__(self, *args, out=None, **kwargs):
-        fast = out is None and not kwargs
+        fast = out is None and not kwargs and (self.backend or config.backend) == "cpu"
         if fast:
-            launcher = self._launchers.get(_fast_key(self.backend or config.backend, args))
-            if launcher is not None:
-                result = launcher(args)
-                if result is not MISS:
-                    return result
+            # The last launcher checks its argument types itself; others by key.
+            result = self._last(args)
+            if result is MISS:
+                launcher = self._launchers.get(_fast_key(args))
+                result = MISS if launcher is None else launcher(args)
+            if result is not MISS:
+                return result
         call = bind_call(self, args, kwargs)
         backend = backends.get(self.backend or config.backend)
         exe = self._executable(backend, call)
         result = backend.run(exe, call, out)
-        if fast and backend.NAME == "cpu" and Launcher.eligible(exe, call):
-            self._launchers[_fast_key(backend.NAME, args)] = Launcher(exe, call)
+        if fast:
+            launcher = fast_launcher(exe, call)
+            if launcher is not None:
+                self._launchers[_fast_key(args)] = self._last = launcher
         return result
 
     def _executable(self, backend, call):
@@ -105,13 +110,13 @@ class Mapped:
         return exe
 
 
-_SCALARS = (int, float, complex, bool)
+def _fast_key(args: tuple):
+    """Cheap signature of plain array/scalar arguments."""
+    return tuple([(a.dtype, a.ndim) if type(a) is np.ndarray else type(a) for a in args])
 
 
-def _fast_key(backend: str, args: tuple):
-    """Cheap signature of plain array/scalar arguments (None kinds never match)."""
-    return (backend, *[(a.dtype, a.ndim) if type(a) is np.ndarray else
-                       type(a) if type(a) in _SCALARS else None for a in args])
+def _miss(args):
+    return MISS
 
 
 class Explanation(str):

@@ -26,7 +26,7 @@ from numba.np.numpy_support import as_dtype
 
 from .. import pytree
 from ..codegen import cpu as render_cpu
-from ..codegen.plan import blocking, loop_order
+from ..codegen.plan import Blocking, blocking, loop_order
 from ..config import config
 from ..errors import LaneTypeError, LanewiseError, OutputError
 from ..lanefn import fingerprint, jit_lane
@@ -153,59 +153,38 @@ def run(exe: Executable, call: Call, out=None):
 def launch(exe: Executable, plan, args: tuple):
     """Run the kernel over ``plan``'s blocks; None, or (plan, block, lane) that failed."""
     if plan.n_lanes < config.serial_below:
-        block, lane = exe.call("kernel_serial", *args, plan.inner_blocks, plan.block)
-        return None if block < 0 else (plan, block, lane)
+        flat = exe.call("kernel_serial", *args)
+        if flat < 0:
+            return None
+        outer, lane = divmod(flat, plan.n_inner)
+        return Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner), outer, lane
     err = np.full(plan.n_blocks, -1, np.int64)
     exe.call("kernel", *args, plan.inner_blocks, plan.block, err)
     failed = np.flatnonzero(err >= 0)
     return (plan, int(failed[0]), int(err[failed[0]])) if failed.size else None
 
 
-class Launcher:
-    """The per-call work of :func:`run`, precomputed for one argument signature.
-
-    Used by ``Mapped.__call__`` when every argument is a plain array or scalar:
-    it skips pytree flattening and validation and goes straight to the kernel.
-    Returns :data:`MISS` when the sizes disagree, so the slow path can raise
-    the proper error.
+def fast_launcher(exe: Executable, call: Call):
+    """A generated host function that repeats ``call``'s work for arguments of the
+    same types (None if the call is not eligible: pytrees, keywords, per-lane
+    arrays).  It checks types and sizes inline and returns :data:`MISS` on any
+    doubt, so the slow path can bind properly and raise the right error.
     """
+    sig = exe.program.signature
+    if exe.array_outputs or any(p.keyword is not None or p.tree.num_nodes != 1 for p in sig.params):
+        return None
+    source, names = render_cpu.render_launcher(exe.program, call.values)
+    namespace = {"np": np, "MISS": MISS, "serial": exe.module.kernel_serial,
+                 "SERIAL_BELOW": config.serial_below, "parallel": _parallel(exe),
+                 "unflatten": pytree.unflatten, "TREE": exe.program.out_tree, **names}
+    exec(compile(source, f"<lanewise launcher {exe.module.__name__}>", "exec"), namespace)
+    return namespace["launch"]
 
-    __slots__ = ("exe", "levels", "single", "plans")
 
-    def __init__(self, exe: Executable, call: Call):
-        sig = exe.program.signature
-        self.exe = exe
-        self.levels = [([(k, sig.leaves[k].axes[lv]) for k in sig.mapped_at(lv)], level.axis_size)
-                       for lv, level in enumerate(sig.levels)]
-        self.single = exe.program.out_tree.num_nodes == 1
-        self.plans: dict = {}
-
-    @staticmethod
-    def eligible(exe: Executable, call: Call) -> bool:
-        sig = exe.program.signature
-        return (not exe.array_outputs and all(p.keyword is None and p.tree.num_leaves == 1
-                                              and p.tree.num_nodes == 1 for p in sig.params))
-
-    def __call__(self, args):
-        sizes = []
-        for sources, fixed in self.levels:
-            n = fixed if fixed is not None else args[sources[0][0]].shape[sources[0][1]]
-            for k, dim in sources:
-                if args[k].shape[dim] != n:
-                    return MISS
-            sizes.append(n)
-        sizes = tuple(sizes)
-        plan = self.plans.get(sizes)
-        if plan is None:
-            plan = self.plans[sizes] = self._plan(sizes)
-        outs = [np.empty(shape, dtype) for shape, dtype in plan[1]]
-        if plan[0] is not None and launch(self.exe, plan[0], (*args, *outs, *sizes)) is not None:
-            return MISS  # the slow path reruns and raises with full context
-        return outs[0] if self.single else pytree.unflatten(self.exe.program.out_tree, outs)
-
-    def _plan(self, sizes):
-        shapes = [(o.shape(sizes), o.dtype) for o in self.exe.program.outputs]
-        return (blocking(sizes, self.exe.order) if all(sizes) else None), shapes
+def _parallel(exe: Executable):
+    def run_parallel(args, sizes):
+        return launch(exe, blocking(sizes, exe.order), args) is not None
+    return run_parallel
 
 
 MISS = object()

@@ -208,11 +208,16 @@ def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
             f"def kernel({names.params('nib', 'blk', 'err')}):",
             '    """Every block in parallel; err[b] = failed lane of block b."""',
             head[0].format("prange", outer), *head[1:], "            err[b] = e"])
+    n_inner = names.sizes[order[-1]]
     return "\n".join([
         f"@{_JIT.format('')}",
-        f"def kernel_serial({names.params('nib', 'blk')}):",
-        '    """Every block on the calling thread; (block, lane) of the first failure or (-1, -1)."""',
-        head[0].format("range", outer), *head[1:], "            return b, e", "    return -1, -1"])
+        f"def kernel_serial({names.params()}):",
+        '    """Every lane on the calling thread; -1, or outer * n_inner + lane of the first failure."""',
+        f"    for outer in range({outer}):",
+        f"        e = lane_block({names.params('outer', '0', n_inner)})",
+        "        if e >= 0:",
+        f"            return outer * {n_inner} + e",
+        "    return -1"])
 
 
 def _probe(program: Program, names: Names) -> str:
@@ -229,3 +234,48 @@ def render_probe(sig: Signature) -> str:
     """A stand-alone ``probe`` (no outputs known yet) used to type the lane."""
     program = Program(lambda: None, sig, (), None)
     return "import numba\nfrom numba import uint64\n\n" + _probe(program, Names.of(program)).replace(", cache=True", "")
+
+
+def render_launcher(program: Program, values) -> tuple[str, dict]:
+    """Host-side Python for the fast path: argument checks, sizes, outputs, launch.
+
+    Specialised to the types of ``values`` (one per leaf, every leaf a whole
+    argument), so a repeated call costs a few attribute checks.
+    """
+    sig, names = program.signature, Names.of(program)
+    consts: dict = {}
+    lines = ["def launch(args):", f"    if len(args) != {len(sig.leaves)}:", "        return MISS",
+             f"    {', '.join(names.leaves)}, = args"]
+    for k, (leaf, value, name) in enumerate(zip(sig.leaves, values, names.leaves, strict=True)):
+        if leaf.is_array:
+            consts[f"D{k}"] = value.dtype
+            check = f"type({name}) is not np.ndarray or {name}.dtype is not D{k} or {name}.ndim != {leaf.ndim}"
+        else:
+            consts[f"T{k}"] = type(value)
+            check = f"type({name}) is not T{k}"
+        lines += [f"    if {check}:", "        return MISS"]
+    for lv, level in enumerate(sig.levels):
+        sources = [(names.leaves[k], sig.leaves[k].axes[lv]) for k in sig.mapped_at(lv)]
+        first = f"{sources[0][0]}.shape[{sources[0][1]}]" if sources else str(level.axis_size)
+        lines.append(f"    {names.sizes[lv]} = {first}")
+        for name, axis in sources[1:]:
+            lines += [f"    if {name}.shape[{axis}] != {names.sizes[lv]}:", "        return MISS"]
+    sizes = ", ".join(names.sizes)
+    for m, (out, oname) in enumerate(zip(program.outputs, names.outputs, strict=True)):
+        consts[f"O{m}"] = out.dtype
+        shape = [names.sizes[lv] for lv in sorted(range(len(sig.levels)),
+                                                    key=lambda lv: -1 if out.level_dims[lv] is None
+                                                    else out.level_dims[lv])
+                 if out.level_dims[lv] is not None]
+        lines.append(f"    {oname} = np.empty(({', '.join(shape)}{',' if len(shape) == 1 else ''}), O{m})")
+    lanes = " * ".join(names.sizes)
+    args = ", ".join(names.leaves + names.outputs + names.sizes)
+    lines += [f"    lanes = {lanes}",
+              "    if 0 < lanes < SERIAL_BELOW:",
+              f"        if serial({args}) >= 0:", "            return MISS",
+              f"    elif lanes and parallel(({args},), ({sizes},)):", "        return MISS"]
+    if program.out_tree.num_nodes == 1:
+        lines.append(f"    return {names.outputs[0]}")
+    else:
+        lines.append(f"    return unflatten(TREE, [{', '.join(names.outputs)}])")
+    return "\n".join(lines) + "\n", consts
