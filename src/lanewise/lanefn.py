@@ -83,7 +83,8 @@ def _rebind_cell(cell: types.CellType) -> types.CellType:
 
 
 def _is_plain_function(value: Any) -> bool:
-    return isinstance(value, types.FunctionType)
+    # Functions lanewise implements for Numba itself (via @overload) stay as they are.
+    return isinstance(value, types.FunctionType) and not getattr(value, "_lw_intrinsic", False)
 
 
 def _all_names(code: types.CodeType) -> set[str]:

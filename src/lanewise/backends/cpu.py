@@ -29,7 +29,8 @@ from ..codegen import cpu as render_cpu
 from ..codegen.plan import Blocking, blocking, loop_order
 from ..config import config
 from ..errors import LaneTypeError, LanewiseError, OutputError
-from ..lanefn import fingerprint, jit_lane
+from ..inplace import rewrite
+from ..lanefn import fingerprint, jit_lane, python_function
 from ..program import (Call, Program, ResultLeaf, ResultNode, dummy_values, lane_arguments,
                        make_program)
 from ..runtime import cache
@@ -63,8 +64,8 @@ class Executable:
         not load (corrupt files), drop those files and recompile once."""
         try:
             return getattr(self.module, name)(*args)
-        except NumbaError:
-            raise
+        except NumbaError as e:  # a new specialisation (e.g. layout) failed to compile
+            raise compile_error(e, self.program.lane, NAME) from e
         except Exception:
             if self.path is None or self.reloaded:
                 raise
@@ -80,20 +81,31 @@ def build(call: Call) -> Executable:
     key = cache.key_of(fp, call.signature) if fp else None
     found = cache.lookup(key) if key else None
     if found is not None:
-        path, source, result = found
+        path, source, (result, inplace) = found
         program = make_program(call, result)
         stats["disk"] += 1
     else:
         result = result_type(call)
-        stats["typed"] += 1
         program = make_program(call, result)
-        source = render_cpu.render(program)
-        path = cache.store(key, source, result) if key else None
+        inplace = _inplace_lane(program, result) is not None
+        source = render_cpu.render(program, inplace)
+        path = cache.store(key, source, (result, inplace)) if key else None
+        stats["typed"] += 1
     if config.debug:
         print(f"# ---- lanewise kernel ({path or 'in memory'})\n{source}")
     inject = {"lane": jit_lane(call.lane), **render_cpu.injected_names(call.signature)}
+    if inplace:
+        inject["lane_inplace"] = jit_lane(_inplace_lane(program, result))
     module = cache.load_module(f"lw_{key or id(call.signature)}", path, source, inject)
     return Executable(program, module, source, path, inject)
+
+
+def _inplace_lane(program: Program, result):
+    """The lane rewritten to fill its output slice (lanewise.inplace), or None."""
+    outs = program.outputs
+    if len(outs) != 1 or not outs[0].lane_ndim or outs[0].dtype != result.dtype:
+        return None
+    return rewrite(python_function(program.lane))
 
 
 # ----------------------------------------------------------------------------- typing

@@ -69,11 +69,15 @@ def _walk(spec):
         yield from _walk(child)
 
 
-def render(program: Program, lane_name: str = "lane") -> str:
-    """The complete module source for ``program`` (deterministic)."""
+def render(program: Program, inplace: bool = False) -> str:
+    """The complete module source for ``program`` (deterministic).
+
+    ``inplace``: the single per-lane array output is written by ``lane_inplace``
+    (the lane rewritten by :mod:`lanewise.inplace`) straight into its slice.
+    """
     names = Names.of(program)
     order = loop_order(program)
-    parts = [_header(program, order), _lane_block(program, names, order),
+    parts = [_header(program, order), _lane_block(program, names, order, inplace),
              _kernel(program, names, order, parallel=True),
              _kernel(program, names, order, parallel=False), _probe(program, names)]
     return "\n\n".join(parts) + "\n"
@@ -95,7 +99,7 @@ def _header(program: Program, order) -> str:
     return "\n".join(lines)
 
 
-def _lane_block(program: Program, names: Names, order) -> str:
+def _lane_block(program: Program, names: Names, order, inplace: bool) -> str:
     inner = order[-1]
     body = [f"@{_JIT.format('')}",
             f"def lane_block({names.params('outer', 'lo', 'hi')}):",
@@ -107,7 +111,7 @@ def _lane_block(program: Program, names: Names, order) -> str:
     body += ["    try:",
              f"        for i{inner} in range(uint64(lo), uint64(hi)):",
              f"            failed = i{inner}"]
-    body += ["            " + line for line in _lane_and_store(program, names)]
+    body += ["            " + line for line in _lane_and_store(program, names, inplace)]
     body += ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
     return "\n".join(body)
 
@@ -124,10 +128,14 @@ def _decompose(flat: str, levels, names: Names) -> list[str]:
     return lines
 
 
-def _lane_and_store(program: Program, names: Names) -> list[str]:
+def _lane_and_store(program: Program, names: Names, inplace: bool) -> list[str]:
     lane = getattr(program.lane, "__name__", "lane")
-    lines = [f"r = lane({_lane_args(program.signature, names)})"
-             f"  # {lane}() at {function_location(program.lane)}"]
+    where = f"  # {lane}() at {function_location(program.lane)}"
+    args = _lane_args(program.signature, names)
+    if inplace:  # the lane fills its output slice itself: no allocation, no copy
+        out = program.outputs[0]
+        return [f"lane_inplace({args}, __lw_out={names.outputs[0]}[{_out_index(out)}]){where}"]
+    lines = [f"r = lane({args}){where}"]
     shape_names = iter(names.shapes)
     for out, oname in zip(program.outputs, names.outputs, strict=True):
         value = "r" + "".join(f"[{i}]" for i in out.path)
