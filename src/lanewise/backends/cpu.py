@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -162,6 +163,12 @@ def run(exe: Executable, call: Call, out=None):
     return pytree.unflatten(program.out_tree, outs)
 
 
+#: One parallel launch at a time: Numba's default "workqueue" threading layer
+#: aborts the process on concurrent launches from two Python threads, and a
+#: launch already uses every core, so waiting costs nothing.
+_PARALLEL = threading.Lock()
+
+
 def launch(exe: Executable, plan, args: tuple):
     """Run the kernel over ``plan``'s blocks; None, or (plan, block, lane) that failed."""
     if plan.n_lanes < config.serial_below:
@@ -171,7 +178,8 @@ def launch(exe: Executable, plan, args: tuple):
         outer, lane = divmod(flat, plan.n_inner)
         return Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner), outer, lane
     err = np.full(plan.n_blocks, -1, np.int64)
-    exe.call("kernel", *args, plan.inner_blocks, plan.block, err)
+    with _PARALLEL:
+        exe.call("kernel", *args, plan.inner_blocks, plan.block, err)
     failed = np.flatnonzero(err >= 0)
     return (plan, int(failed[0]), int(err[failed[0]])) if failed.size else None
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import optree
 
 from .. import __version__
+from ..backends.records import record_class
 from ..errors import LaneTypeError, function_location
 from ..program import Program, Signature
 from .plan import loop_order
@@ -54,13 +55,22 @@ class Names:
 
 
 def injected_names(sig: Signature) -> dict[str, type]:
-    """Classes the generated code refers to (namedtuple arguments), by name."""
+    """Classes the generated code refers to (namedtuples, dict records), by name."""
     classes: dict[str, type] = {}
     for param in sig.params:
         for spec in _walk(param.tree):
-            if spec.kind == optree.PyTreeKind.NAMEDTUPLE and spec.type not in classes.values():
-                classes[f"_nt{len(classes)}"] = spec.type
+            cls = _class_of(spec)
+            if cls is not None and cls not in classes.values():
+                classes[f"_nt{len(classes)}"] = cls
     return classes
+
+
+def _class_of(spec):
+    if spec.kind == optree.PyTreeKind.NAMEDTUPLE:
+        return spec.type
+    if spec.kind == optree.PyTreeKind.DICT and all(isinstance(k, str) for k in spec.entries()):
+        return record_class(tuple(spec.entries()))
+    return None
 
 
 def _walk(spec):
@@ -194,8 +204,8 @@ def _tree_expr(spec, leaves, classes) -> str:
     if kind in (optree.PyTreeKind.TUPLE, optree.PyTreeKind.LIST):
         # Lists reach the lane as tuples: Numba has no allocation-free list.
         return "(" + ", ".join(children) + ("," if len(children) == 1 else "") + ")"
-    if kind == optree.PyTreeKind.NAMEDTUPLE:
-        return f"{classes[spec.type]}({', '.join(children)})"
+    if _class_of(spec) is not None:  # namedtuple, or a dict as a record (backends.records)
+        return f"{classes[_class_of(spec)]}({', '.join(children)})"
     if kind == optree.PyTreeKind.DICT:
         items = ", ".join(f"{k!r}: {c}" for k, c in zip(spec.entries(), children, strict=True))
         return "{" + items + "}"
