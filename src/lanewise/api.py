@@ -163,7 +163,7 @@ def explain(fn: Mapped, *args, **kwargs) -> Explanation:
         lines.append(f"  {out.name}: {out.dtype}, lane rank {out.lane_ndim}; {dims or 'unmapped'}")
     if all(call.sizes):
         plan = blocking(call.sizes, order)
-        mode = "serial (small problem)" if plan.n_lanes < cpu.config.serial_below else "parallel (prange)"
+        mode = "serial (small problem)" if cpu._is_small(call.sizes, call.values) else "parallel (prange)"
         lines.append(
             f"schedule: loops {' > '.join(f'i{lv}' for lv in order)} (innermost last, contiguous in "
             f"{program.outputs[0].name if program.outputs else 'no output'}); {plan.n_blocks} blocks = "

@@ -412,13 +412,14 @@ def lane_arguments(sig: Signature, values, index) -> tuple[list, dict]:
 def _lane_leaf(leaf: Leaf, value, index):
     if not leaf.is_array:
         return value
-    if leaf.ndim == 0:
-        return value[()]
     idx = [slice(None)] * leaf.ndim
     for level, axis in enumerate(leaf.axes):
         if axis is not None:
             idx[axis] = index[level]
-    return value[tuple(idx)]
+    value = value[tuple(idx)]
+    # Lanes are Python: a bool element is a Python bool (True + True == 2), as
+    # compiled lanes treat it, not NumPy's logical np.bool_.
+    return bool(value) if isinstance(value, np.bool_) else value
 
 
 def dummy_values(call: Call) -> tuple:

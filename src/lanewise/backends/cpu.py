@@ -157,7 +157,8 @@ def run(exe: Executable, call: Call, out=None):
     values = _unaliased(call.values, outs)
     if all(sizes):
         extra = tuple(lane_shapes[k] for k in exe.array_outputs)
-        failure = launch(exe, blocking(sizes, exe.order), (*values, *outs, *sizes, *extra))
+        failure = launch(exe, blocking(sizes, exe.order), (*values, *outs, *sizes, *extra),
+                         _is_small(sizes, values))
         if failure is not None:
             _raise_lane_error(exe, call, *failure, lane_shapes)
     return pytree.unflatten(program.out_tree, outs)
@@ -169,9 +170,16 @@ def run(exe: Executable, call: Call, out=None):
 _PARALLEL = threading.Lock()
 
 
-def launch(exe: Executable, plan, args: tuple):
+def _is_small(sizes, values) -> bool:
+    """Run on the calling thread? Work ~ lanes + elements the lanes can read
+    (a lane scanning a 5000-step row is not a small lane)."""
+    work = int(np.prod(sizes)) + sum(v.size for v in values if isinstance(v, np.ndarray))
+    return work < config.serial_below
+
+
+def launch(exe: Executable, plan, args: tuple, serial: bool):
     """Run the kernel over ``plan``'s blocks; None, or (plan, block, lane) that failed."""
-    if plan.n_lanes < config.serial_below:
+    if serial:
         flat = exe.call("kernel_serial", *args)
         if flat < 0:
             return None
@@ -203,7 +211,7 @@ def fast_launcher(exe: Executable, call: Call):
 
 def _parallel(exe: Executable):
     def run_parallel(args, sizes):
-        return launch(exe, blocking(sizes, exe.order), args) is not None
+        return launch(exe, blocking(sizes, exe.order), args, False) is not None
     return run_parallel
 
 

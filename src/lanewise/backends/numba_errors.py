@@ -5,7 +5,7 @@ blocks and colour codes.  lanewise finds the first location in the user's own
 code and leads with it; Numba's full message stays chained as ``__cause__``.
 
 Example:
-    >>> first_user_frame('File "/u/lane.py", line 7:\\nFile "/x/numba/core/a.py", line 2:')
+    >>> first_user_frame('File "/u/lane.py", line 7:')
     ('/u/lane.py', 7)
 """
 
@@ -27,14 +27,23 @@ _NOISE = ("Failed in nopython mode pipeline", "During:", "<source", "^", "File "
 def first_user_frame(message: str) -> tuple[str, int] | None:
     """The first ``(file, line)`` in ``message`` outside Numba and lanewise."""
     for filename, line in _FILE.findall(message):
-        if not filename.startswith(_SKIP) and not filename.startswith("<lanewise"):
-            return os.path.abspath(filename), int(line)
+        path = os.path.abspath(filename)
+        if not path.startswith(_SKIP) and not filename.startswith("<"):
+            return path, int(line)
     return None
 
 
+_OURS = re.compile(r"(lw\.\w+: .*)")
+
+
 def summary(message: str) -> str:
-    """Numba's explanation: the text before its first source location."""
-    lines = [ln.strip() for ln in _ANSI.sub("", message).splitlines()]
+    """Numba's explanation: lanewise's own message if one is nested inside
+    (e.g. from ``lw.scan``'s typing), else the text before the first location."""
+    message = _ANSI.sub("", message)
+    ours = _OURS.search(message)
+    if ours:
+        return ours.group(1).strip()
+    lines = [ln.strip() for ln in message.splitlines()]
     kept = []
     for line in lines:
         if _FILE.search(line):

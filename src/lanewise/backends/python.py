@@ -19,6 +19,7 @@ import numpy as np
 from .. import pytree
 from ..dtypes import storage_dtype
 from ..errors import AxisSpecError, LaneTypeError
+from ..scanning import reference_mode
 from ..program import Call, ResultLeaf, ResultNode, dummy_values, lane_arguments, make_program
 
 NAME = "python"
@@ -30,14 +31,18 @@ def build(call: Call):
 
 
 def run(lane, call: Call, out=None):
-    sig = call.signature
     sample = _call_lane(lane, call, (0,) * len(call.sizes), dummy_values(call))
-    program = make_program(call, _result_type(sample))  # static checks: out_axes=None
-    with np.errstate(all="ignore"):  # IEEE results, as compiled lanes give
+    result_type = _static_result_type(call) or _result_type(sample)
+    program = make_program(call, result_type)  # static checks: out_axes=None
+    with np.errstate(all="ignore"), reference_mode():  # IEEE results; lw.scan in Python too
         result = _map(lane, call, (), sample)
-    strong = [leaf.dtype for leaf in sig.leaves if leaf.is_array]
     leaves, tree = pytree.flatten(result)
-    leaves = [np.asarray(v).astype(storage_dtype(np.asarray(v).dtype, strong), copy=False) for v in leaves]
+    if len(leaves) == len(program.outputs):
+        leaves = [np.asarray(v).astype(o.dtype, copy=False) for v, o in zip(leaves, program.outputs)]
+    else:  # the static type disagrees with the values: trust the values
+        strong = [leaf.dtype for leaf in call.signature.leaves if leaf.is_array]
+        leaves = [np.asarray(v).astype(storage_dtype(np.asarray(v).dtype, strong), copy=False)
+                  for v in leaves]
     if out is not None:
         from .cpu import _outputs  # same out= checks as compiled backends
         targets = _outputs(program, [v.shape for v in leaves], out)
@@ -45,6 +50,23 @@ def run(lane, call: Call, out=None):
             t[...] = v
         return out
     return pytree.unflatten(tree, leaves)
+
+
+def _static_result_type(call: Call):
+    """The lane's result type as a compiler infers it over *all* paths, if it can.
+
+    A lane returning ``0`` on one path and ``0.5`` on another has a float result
+    (as in Numba and JAX) even if every lane of this call took the int path;
+    only the values come from running Python.  Lanes Numba cannot type fall
+    back to the types of the values.
+    """
+    from ..errors import LanewiseError
+    from .cpu import result_type
+
+    try:
+        return result_type(call)
+    except LanewiseError:
+        return None
 
 
 def _call_lane(lane, call, index, values=None):

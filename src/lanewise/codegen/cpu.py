@@ -288,8 +288,10 @@ def render_launcher(program: Program, values) -> tuple[str, dict]:
         lines.append(f"    {oname} = np.empty(({', '.join(shape)}{',' if len(shape) == 1 else ''}), O{m})")
     lanes = " * ".join(names.sizes)
     args = ", ".join(names.leaves + names.outputs + names.sizes)
+    work = " + ".join(["lanes"] + [f"{n}.size" for leaf, n in zip(sig.leaves, names.leaves, strict=True)
+                                   if leaf.is_array])
     lines += [f"    lanes = {lanes}",
-              "    if 0 < lanes < SERIAL_BELOW:",
+              f"    if 0 < lanes and {work} < SERIAL_BELOW:  # as backends.cpu._is_small",
               f"        if serial({args}) >= 0:", "            return MISS",
               f"    elif lanes and parallel(({args},), ({sizes},)):", "        return MISS"]
     if program.out_tree.num_nodes == 1:

@@ -1,0 +1,308 @@
+"""The compiled core of :mod:`lanewise.random`: Philox4x32-10 and every output mapping.
+
+Everything here is a ``numba.njit`` function.  The public functions in
+``lanewise/random/__init__.py`` call these same functions from Python (host) and
+from compiled lanes (via ``@overload``), so both give the same bits.  The
+package docstring is the specification; this file is its only implementation.
+
+Integer words are carried in ``uint64`` variables (32-bit values are kept
+masked) so that no Numba integer promotion (``int64`` mixed with ``uint64``
+becomes ``float64``) can creep in; every constant is a typed NumPy scalar.
+
+Floating point is plain IEEE binary64/binary32 ``+ - * /`` and ``sqrt`` (Numba
+compiles without fast-math, so LLVM never contracts ``a * b + c`` into an FMA).
+The two transcendentals the samplers need, :func:`ln53` and :func:`cos2pi`,
+are written out here instead of calling libm, so their results are defined
+by this source alone (a CUDA port reproduces them bit for bit) and the
+samplers stay branch-free and vectorisable.
+
+Example:
+    >>> [hex(int(w)) for w in philox(*(np.uint64(0),) * 6)]
+    ['0x6627e8d5', '0xe169c58d', '0xbc57ac4c', '0x9b00dbd8']
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba.core import types as nt
+from numba.extending import intrinsic
+
+#: Compile options of every function here.  ``inline="always"`` inlines them
+#: into the caller at Numba IR level, so a lane's loop holds no calls (and no
+#: reference counting of key arrays) and LLVM can vectorise it; ``cache=True``
+#: keeps the host-side specialisations on disk.
+JIT = dict(nogil=True, cache=True, error_model="numpy", inline="always")
+jit = numba.njit(**JIT)
+
+U = np.uint64
+_0, _1, _11, _32, _40, _51 = U(0), U(1), U(11), U(32), U(40), U(51)
+_MASK32 = U(0xFFFFFFFF)
+_HALF_QUADRANT = U(1 << 50)
+_TWO_53 = U(1 << 53)
+_NEG_TINY64 = np.int64(-(1 << 63) + 1)  # bit pattern of -5e-324, the float64 below 0
+_NEG_TINY32 = np.int32(-(1 << 31) + 1)  # and of the float32 below 0
+
+# Philox4x32 multipliers and Weyl key increments (Salmon et al. 2011, Random123).
+_M0, _M1 = U(0xD2511F53), U(0xCD9E8D57)
+_W0, _W1 = U(0x9E3779B9), U(0xBB67AE85)
+
+#: Counter word 3 separates the three uses of a key (package docstring, "Counters").
+TAG_DRAW, TAG_FOLD, TAG_SPLIT = U(0), U(1), U(2)
+
+_2M53 = 2.0 ** -53
+_2M52 = 2.0 ** -52
+_2M51 = 2.0 ** -51
+_2M24_F32 = np.float32(2.0 ** -24)
+
+# ln53: fdlibm's log(1 + f) scheme with Taylor coefficients 2/(2k+1), k = 1..10.
+_SQRT2 = float.fromhex("0x1.6a09e667f3bcdp+0")          # fl(sqrt(2))
+_LN2_HI = float.fromhex("0x1.62e42fee00000p-1")         # ln 2, 32 trailing zero bits
+_LN2_LO = float.fromhex("0x1.a39ef35793c76p-33")        # fl(ln 2 - _LN2_HI)
+_L1, _L2, _L3, _L4, _L5, _L6, _L7, _L8, _L9, _L10 = (2.0 / (2 * k + 1) for k in range(1, 11))
+
+# cos2pi: Taylor coefficients of cos(pi/2 f) and sin(pi/2 f) / f in powers of f^2,
+# each the double nearest the exact value (computed with mpmath at 200 bits).
+_C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8 = (float.fromhex(h) for h in (
+    "-0x1.3bd3cc9be45dep+0", "0x1.03c1f081b5ac4p-2", "-0x1.55d3c7e3cbffap-6",
+    "0x1.e1f506891babbp-11", "-0x1.a6d1f2a204a8cp-16", "0x1.f9d38a3763cc3p-22",
+    "-0x1.b6e24f44b128fp-28", "0x1.20c62c2f2d7f5p-34"))
+_S0, _S1, _S2, _S3, _S4, _S5, _S6, _S7, _S8 = (float.fromhex(h) for h in (
+    "0x1.921fb54442d18p+0", "-0x1.4abbce625be53p-1", "0x1.466bc6775aae2p-4",
+    "-0x1.32d2cce62bd86p-8", "0x1.50783487ee782p-13", "-0x1.e3074fde8871fp-19",
+    "0x1.e8f434d018d63p-25", "-0x1.6fadb9f155744p-31", "0x1.aaec32af93359p-38"))
+
+
+# ----------------------------------------------------------------------------- Philox
+
+
+@jit
+def philox(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 of counter (c0..c3) under key (k0, k1): four words.
+
+    All arguments and results are ``uint64`` holding values below 2**32.
+    """
+    for _ in range(10):
+        p0 = _M0 * c0  # exact 64-bit product of two 32-bit values
+        p1 = _M1 * c2
+        c0, c1, c2, c3 = ((p1 >> _32) ^ c1 ^ k0, p1 & _MASK32,
+                          (p0 >> _32) ^ c3 ^ k1, p0 & _MASK32)
+        k0 = (k0 + _W0) & _MASK32  # the bump after round 10 is never used
+        k1 = (k1 + _W1) & _MASK32
+    return c0, c1, c2, c3
+
+
+@jit
+def words(key):
+    """The two key words of a (2,) integer array or a 2-tuple of ints, as uint64."""
+    return U(np.uint32(key[0])), U(np.uint32(key[1]))
+
+
+@jit
+def block(k0, k1, n, tag):
+    """Philox of counter (n mod 2**32, n >> 32, 0, tag); ``n`` a uint64."""
+    return philox(n & _MASK32, n >> _32, _0, tag, k0, k1)
+
+
+@jit
+def pair(lo, hi):
+    """The 64-bit word ``hi * 2**32 + lo``."""
+    return (hi << _32) | lo
+
+
+@jit
+def philox_words(counter, key):
+    k0, k1 = words(key)
+    o0, o1, o2, o3 = philox(U(np.uint32(counter[0])), U(np.uint32(counter[1])),
+                            U(np.uint32(counter[2])), U(np.uint32(counter[3])), k0, k1)
+    return np.uint32(o0), np.uint32(o1), np.uint32(o2), np.uint32(o3)
+
+
+# ----------------------------------------------------------------------------- keys
+
+
+@jit
+def key_array(seed):
+    s = U(seed)
+    out = np.empty(2, np.uint32)
+    out[0] = s & _MASK32
+    out[1] = s >> _32
+    return out
+
+
+@jit
+def fold_in(key, data):
+    k0, k1 = words(key)
+    o0, o1, _, _ = block(k0, k1, U(data), TAG_FOLD)
+    return np.uint32(o0), np.uint32(o1)
+
+
+@jit
+def split(key, num):
+    k0, k1 = words(key)
+    out = np.empty((num, 2), np.uint32)
+    for i in range(num):
+        o0, o1, _, _ = block(k0, k1, U(i), TAG_SPLIT)
+        out[i, 0] = o0
+        out[i, 1] = o1
+    return out
+
+
+# ----------------------------------------------------------------------------- draws
+
+
+@jit
+def bits(key):
+    k0, k1 = words(key)
+    w0, w1, _, _ = block(k0, k1, _0, TAG_DRAW)
+    return pair(w0, w1)
+
+
+@jit
+def uniform(key, lo, hi):
+    """float64 in [lo, hi); ``lo``, ``hi`` float64."""
+    u = np.float64(np.int64(bits(key) >> _11)) * _2M53
+    v = lo + (hi - lo) * u
+    return below(hi) if v >= hi and hi > lo else v  # rounding reached hi
+
+
+@jit
+def uniform32(key, lo, hi):
+    """float32 in [lo, hi); ``lo``, ``hi`` float32."""
+    u = np.float32(np.int64(bits(key) >> _40)) * _2M24_F32
+    v = lo + (hi - lo) * u
+    return below32(hi) if v >= hi and hi > lo else v
+
+
+@jit
+def normal(key):
+    """Box-Muller (cosine branch) on the two 53-bit halves of one block."""
+    k0, k1 = words(key)
+    w0, w1, w2, w3 = block(k0, k1, _0, TAG_DRAW)
+    r = math.sqrt(-2.0 * ln53((pair(w0, w1) >> _11) + _1))
+    return r * cos2pi(pair(w2, w3) >> _11)
+
+
+@jit
+def exponential(key):
+    """-ln(1 - u) with u the 53-bit uniform of the key (so 1 - u is exact)."""
+    return 0.0 - ln53(_TWO_53 - (bits(key) >> _11))
+
+
+@jit
+def integers(key, lo, hi):
+    """int64 uniform in [lo, hi) (``lo`` if hi <= lo): Lemire's multiply-and-reject."""
+    if hi <= lo:
+        return lo
+    k0, k1 = words(key)
+    r = U(hi) - U(lo)  # 1 <= r < 2**64, exact modulo 2**64
+    w0, w1, w2, w3 = block(k0, k1, _0, TAG_DRAW)
+    m_hi, m_lo = mul128(pair(w0, w1), r)
+    if m_lo < r:  # rare (probability < r / 2**64): maybe reject
+        t = (_0 - r) % r  # 2**64 mod r
+        j = _1
+        while m_lo < t:
+            if j & _1:
+                x = pair(w2, w3)
+            else:
+                w0, w1, w2, w3 = block(k0, k1, j >> _1, TAG_DRAW)
+                x = pair(w0, w1)
+            m_hi, m_lo = mul128(x, r)
+            j += _1
+    return np.int64(U(lo) + m_hi)
+
+
+@jit
+def mul128(a, b):
+    """(high, low) 64-bit halves of the 128-bit product of uint64 ``a`` and ``b``."""
+    a0, a1, b0, b1 = a & _MASK32, a >> _32, b & _MASK32, b >> _32
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> _32) + (p01 & _MASK32) + (p10 & _MASK32)
+    return p11 + (p01 >> _32) + (p10 >> _32) + (mid >> _32), a * b
+
+
+# ----------------------------------------------------------------------------- exact math
+
+
+@intrinsic
+def _bitcast(typingctx, x, target):
+    """Reinterpret the bits of a scalar as the (same-width) type ``target``."""
+    to = target.instance_type if isinstance(target, nt.NumberClass) else target.dtype
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(to))
+    return to(x, target), codegen
+
+
+@jit
+def below(x):
+    """The largest float64 below ``x`` (not NaN or -inf): ``np.nextafter(x, -inf)``
+    by an integer step on the bit pattern (no libm call, so it vectorises)."""
+    b = _bitcast(x, np.int64)
+    b = b - np.int64(1) if x > 0.0 else (b + np.int64(1) if x < 0.0 else _NEG_TINY64)
+    return _bitcast(b, np.float64)
+
+
+@jit
+def below32(x):
+    """The largest float32 below ``x`` (not NaN or -inf)."""
+    b = _bitcast(x, np.int32)
+    b = np.int32(b - 1) if x > 0.0 else (np.int32(b + 1) if x < 0.0 else _NEG_TINY32)
+    return _bitcast(b, np.float32)
+
+
+@jit
+def bit_length(x):
+    """Number of significant bits of a uint64 ``x`` > 0 (branch-free ladder)."""
+    n = 1
+    for s in (32, 16, 8, 4, 2, 1):
+        big = x >> U(s) != _0
+        n += s if big else 0
+        x = x >> U(s) if big else x
+    return n
+
+
+@jit
+def ln53(n):
+    """ln(n * 2**-53) for an integer 1 <= n <= 2**53 (uint64), within 1 ulp.
+
+    n * 2**-53 = m * 2**e with m in [sqrt(1/2), sqrt(2)], found with integer
+    shifts; then fdlibm's log(1 + f) = f - (f²/2 - s (f²/2 + R(s²))), s = f/(2+f).
+    """
+    b = min(bit_length(n), 53)
+    m = np.float64(np.int64(n << U(53 - b))) * _2M52  # in [1, 2], exact
+    e = np.float64(b - 54)
+    if m > _SQRT2:
+        m = m * 0.5
+        e = e + 1.0
+    f = m - 1.0  # exact
+    hfsq = 0.5 * f * f
+    s = f / (2.0 + f)
+    z = s * s
+    r = z * (_L1 + z * (_L2 + z * (_L3 + z * (_L4 + z * (_L5 + z * (
+        _L6 + z * (_L7 + z * (_L8 + z * (_L9 + z * _L10)))))))))
+    t = s * (hfsq + r) + e * _LN2_LO
+    return e * _LN2_HI - ((hfsq - t) - f)
+
+
+@jit
+def cos2pi(n):
+    """cos(2 pi n 2**-53) for an integer 0 <= n < 2**53 (uint64), within 1.5 ulp.
+
+    4 n 2**-53 = j + f with j = round(4 n 2**-53) (ties up) and f in [-1/2, 1/2)
+    exactly (integer arithmetic); cos(j pi/2 + pi f/2) from Taylor polynomials
+    of cos(pi f/2) and sin(pi f/2) in f.
+    """
+    j = (n + _HALF_QUADRANT) >> _51
+    f = np.float64(np.int64(n) - np.int64(j << _51)) * _2M51
+    x = f * f
+    c = 1.0 + x * (_C1 + x * (_C2 + x * (_C3 + x * (_C4 + x * (_C5 + x * (
+        _C6 + x * (_C7 + x * _C8)))))))
+    s = f * (_S0 + x * (_S1 + x * (_S2 + x * (_S3 + x * (_S4 + x * (_S5 + x * (
+        _S6 + x * (_S7 + x * _S8))))))))
+    q = j & U(3)
+    v = c if q == _0 else -s
+    v = -c if q == U(2) else v
+    return s if q == U(3) else v
