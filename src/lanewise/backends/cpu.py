@@ -254,14 +254,8 @@ def _unaliased(values, outs) -> tuple:
 
 def _raise_lane_error(exe, call, plan, block, lane, lane_shapes):
     index = _lane_index(exe.order, call.sizes, plan, block, lane)
-    args, kwargs = lane_arguments(call.signature, call.values, index)
-    where = ", ".join(f"i{lv}={i}" for lv, i in enumerate(index))
-    try:
-        result = jit_lane(call.lane)(*args, **kwargs)
-    except Exception as e:
-        e.add_note(f"raised by lane ({where}) of {getattr(call.lane, '__qualname__', call.lane)} "
-                   "(level indices, outermost first)")
-        raise
+    result = replay_lane(call, index, raise_anyway=False)
+    where = _where(index)
     for k in exe.array_outputs:
         got = np.shape(_at(result, exe.program.outputs[k].path))
         if got != lane_shapes[k]:
@@ -269,6 +263,28 @@ def _raise_lane_error(exe, call, plan, block, lane, lane_shapes):
                 f"lane ({where}) returned {exe.program.outputs[k].name} of shape {got}, but lane 0 "
                 f"returned shape {lane_shapes[k]}; per-lane arrays must have one shape")
     raise LanewiseError(f"lane ({where}) failed inside the compiled kernel but not when replayed")
+
+
+def replay_lane(call: Call, index: tuple[int, ...], raise_anyway: bool = True):
+    """Run lane ``index`` alone (compiled) to re-raise its exception with a note.
+
+    Kernels report only *which* lane failed; the exception itself comes from
+    running that lane again, which is deterministic.
+    """
+    args, kwargs = lane_arguments(call.signature, call.values, index)
+    try:
+        result = jit_lane(call.lane)(*args, **kwargs)
+    except Exception as e:
+        e.add_note(f"raised by lane ({_where(index)}) of {getattr(call.lane, '__qualname__', call.lane)} "
+                   "(level indices, outermost first)")
+        raise
+    if raise_anyway:
+        raise LanewiseError(f"lane ({_where(index)}) failed inside the compiled kernel but not when replayed")
+    return result
+
+
+def _where(index) -> str:
+    return ", ".join(f"i{lv}={i}" for lv, i in enumerate(index))
 
 
 def _lane_index(order, sizes, plan, block, lane) -> tuple[int, ...]:

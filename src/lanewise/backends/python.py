@@ -32,8 +32,7 @@ def build(call: Call):
 
 def run(lane, call: Call, out=None):
     sample = _call_lane(lane, call, (0,) * len(call.sizes), dummy_values(call))
-    result_type = _static_result_type(call) or _result_type(sample)
-    program = make_program(call, result_type)  # static checks: out_axes=None
+    program = program_for(call, sample)  # also the static checks: out_axes=None
     with np.errstate(all="ignore"), reference_mode():  # IEEE results; lw.scan in Python too
         result = _map(lane, call, (), sample)
     leaves, tree = pytree.flatten(result)
@@ -50,6 +49,13 @@ def run(lane, call: Call, out=None):
             t[...] = v
         return out
     return pytree.unflatten(tree, leaves)
+
+
+def program_for(call: Call, sample=None):
+    """The program of ``call``: output dtypes and axes (static types preferred)."""
+    if sample is None:
+        sample = _call_lane(call.lane, call, (0,) * len(call.sizes), dummy_values(call))
+    return make_program(call, _static_result_type(call) or _result_type(sample))
 
 
 def _static_result_type(call: Call):

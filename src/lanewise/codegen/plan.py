@@ -66,3 +66,35 @@ def blocking(sizes, order) -> Blocking:
     block = max(MIN_BLOCK, -(-n_inner // wanted)) if wanted > 1 else n_inner
     block = max(1, min(block, n_inner))
     return Blocking(n_outer, n_inner, -(-n_inner // block) if n_inner else 0, block)
+
+
+#: A reduction block folds at most this many lanes sequentially before its
+#: partial joins the pairwise combination: bounds rounding error and the work
+#: of one block, while keeping the partials few (memory independent of n).
+MAX_CHUNK = 1 << 18
+
+
+@dataclass(frozen=True)
+class ReduceBlocking:
+    """A reduction's blocks: ``n_kept`` outputs x ``n_chunks`` chunks of ``chunk`` lanes."""
+
+    n_kept: int
+    n_reduced: int
+    n_chunks: int
+    chunk: int
+
+    @property
+    def n_blocks(self) -> int:
+        return self.n_kept * self.n_chunks
+
+
+def reduce_blocking(n_kept: int, n_reduced: int) -> ReduceBlocking:
+    """Chunks of the reduced lane space; sizes only, so any thread count agrees.
+
+    Example:
+        >>> reduce_blocking(1, 10**6)
+        ReduceBlocking(n_kept=1, n_reduced=1000000, n_chunks=256, chunk=3907)
+    """
+    wanted = -(-TARGET_BLOCKS // max(n_kept, 1))
+    chunk = min(max(MIN_BLOCK, -(-n_reduced // wanted)), MAX_CHUNK, max(n_reduced, 1))
+    return ReduceBlocking(n_kept, n_reduced, -(-n_reduced // chunk), chunk)

@@ -1,0 +1,155 @@
+"""lw.reduce against NumPy on the materialised values, and its determinism."""
+
+import math
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lanewise as lw
+
+OPS = ["sum", "prod", "mean", "min", "max", "argmin", "argmax", "any", "all"]
+
+
+def wave(x, y):
+    r = x * x + y * y
+    return math.cos(r) / (1 + r)
+
+
+def pick(x, y):  # returns x unchanged: NaNs and ties placed by the test survive
+    return x + 0.0 * y
+
+
+def grid_of(lane, **kw):
+    return lw.vmap(lw.vmap(lane, in_axes=(None, 0)), in_axes=(0, None), **kw)
+
+
+def expected(op, values, axis):
+    return getattr(np, op)(values, axis=axis)
+
+
+@settings(max_examples=25)
+@given(op=st.sampled_from(OPS), axis=st.sampled_from([None, 0, 1, -1]),
+       n=st.integers(1, 70), m=st.integers(1, 70), seed=st.integers(0, 2**16))
+def test_matches_numpy_on_materialised(op, axis, n, m, seed):
+    rng = np.random.default_rng(seed)
+    x, y = rng.normal(size=n), rng.normal(size=m)
+    grid = grid_of(wave)
+    got = lw.reduce(grid, op, axis=axis)(x, y)
+    want = expected(op, grid(x, y), axis)
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+
+
+@settings(max_examples=20)
+@given(op=st.sampled_from(["min", "max", "argmin", "argmax", "sum"]),
+       axis=st.sampled_from([None, 0, 1]), seed=st.integers(0, 2**16), nans=st.integers(0, 4))
+def test_nan_and_ties_like_numpy(op, axis, seed, nans):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 3, size=40).astype(float)  # many ties
+    x[rng.integers(0, 40, size=nans)] = np.nan
+    y = np.zeros(7)
+    grid = grid_of(pick)
+    got = lw.reduce(grid, op, axis=axis)(x, y)
+    want = expected(op, grid(x, y), axis)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype, op", [
+    (d, op) for d in ["bool", "int8", "int32", "uint16", "float32", "complex128"]
+    for op in ["sum", "prod", "mean", "any", "all", "max"]
+    if not (d == "complex128" and op == "max")])  # lanes have no complex "<"
+def test_dtypes_follow_numpy(dtype, op):
+    x = (np.arange(1, 13) % 5).astype(dtype)
+    mapped = lw.vmap(lambda v: v)
+    got = lw.reduce(mapped, op)(x)
+    want = getattr(np, op)(x)
+    assert np.asarray(got).dtype == np.asarray(want).dtype, (got, want)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_bitwise_identical_for_any_thread_count():
+    x = np.linspace(-3, 3, 1500)
+    total = lw.reduce(grid_of(wave), "sum")
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = total(x, x)
+        numba.set_num_threads(before)
+        many = total(x, x)
+    finally:
+        numba.set_num_threads(before)
+    assert one.tobytes() == many.tobytes()
+
+
+def test_more_accurate_than_a_running_sum():
+    x = np.full(2_000_003, 0.1)
+    got = lw.reduce(lw.vmap(lambda v: v), "sum")(x)
+    naive = np.cumsum(x)[-1]  # a sequential running sum
+    exact = math.fsum(x)
+    assert abs(got - exact) < abs(naive - exact) / 100
+
+
+def test_multiple_outputs_reduce_independently():
+    x = np.linspace(0, 1, 101)
+    lo, hi = lw.reduce(lw.vmap(lambda v: (v * 2, -v)), "max")(x)
+    assert lo == 2.0 and hi == 0.0
+
+
+def test_monoid_matches_python_fold():
+    def bigger_abs(a, b):
+        return a if abs(a) >= abs(b) else b
+
+    x = np.random.default_rng(5).normal(size=(30, 20))
+    mapped = lw.vmap(lw.vmap(lambda v: v))
+    got = lw.reduce(mapped, lw.Monoid(bigger_abs, 0.0), axis=1)(x)
+    want = np.array([max(row, key=abs) for row in x])
+    np.testing.assert_array_equal(got, want)
+    ref = lw.reduce(lw.vmap(lw.vmap(lambda v: v), backend="python"),
+                    lw.Monoid(bigger_abs, 0.0), axis=1)(x)
+    np.testing.assert_array_equal(ref, want)
+
+
+@pytest.mark.parametrize("op, want", [("sum", 0.0), ("prod", 1.0), ("any", False), ("all", True)])
+def test_empty_reductions(op, want):
+    assert lw.reduce(lw.vmap(lambda v: v), op)(np.zeros(0)) == want
+
+
+@pytest.mark.parametrize("op", ["min", "argmax"])
+def test_empty_reduction_without_identity_raises_like_numpy(op):
+    with pytest.raises(ValueError):
+        lw.reduce(lw.vmap(lambda v: v), op)(np.zeros(0))
+
+
+def test_reduce_with_scan_in_lanes_is_one_pass():
+    def step(c, x):
+        return c + x, None
+
+    def lane(row):
+        return lw.scan(step, 0.0, row)[0]
+
+    rows = np.random.default_rng(2).normal(size=(50, 9))
+    got = lw.reduce(lw.vmap(lane), "sum")(rows)
+    np.testing.assert_allclose(got, rows.sum(), rtol=1e-12)
+
+
+def test_lane_exception_surfaces():
+    def lane(v):
+        if v > 3:
+            raise ValueError("too big")
+        return v
+
+    with pytest.raises(ValueError, match="too big") as info:
+        lw.reduce(lw.vmap(lane), "sum")(np.arange(10.0))
+    assert any("i0=4" in note for note in info.value.__notes__)
+
+
+def test_errors():
+    with pytest.raises(TypeError, match="function returned by lw.vmap"):
+        lw.reduce(lambda v: v, "sum")
+    with pytest.raises(lw.LanewiseError, match="unknown reduction"):
+        lw.reduce(lw.vmap(lambda v: v), "median")
+    with pytest.raises(lw.AxisSpecError, match="out of range"):
+        lw.reduce(lw.vmap(lambda v: v), "sum", axis=3)(np.ones(3))
