@@ -25,3 +25,11 @@ def test_readme_examples_run(capsys):
     assert namespace["transposed"].shape == (256, 1000)
     np.testing.assert_allclose(namespace["ramp"], [0, 0, 0.15625, 0.5, 0.84375, 1, 1])
     assert "lane_block" in capsys.readouterr().out
+    z = namespace["z"]
+    np.testing.assert_allclose(namespace["s"], z.sum(), rtol=1e-12)
+    np.testing.assert_array_equal(namespace["row_max"], z.max(axis=1))
+    assert namespace["peak"] == z.argmax()
+    assert namespace["extreme"] == z.flat[np.abs(z).argmax()]
+    prices = namespace["prices"]
+    assert namespace["pnl"].shape == (2000,) and np.isfinite(namespace["pnl"]).all()
+    np.testing.assert_array_equal(namespace["ys"], [0, 0, 1, 3, 6])

@@ -129,9 +129,10 @@ class Explanation(str):
         return str(self)
 
 
-def explain(fn: Mapped, *args, **kwargs) -> Explanation:
+def explain(fn, *args, **kwargs) -> Explanation:
     """Describe how ``fn(*args, **kwargs)`` runs: lane program, schedule, generated source.
 
+    ``fn`` is a function returned by :func:`vmap` or :func:`lanewise.reduce`.
     Compiles (or loads from cache) but does not run the lanes.
 
     Example:
@@ -141,15 +142,42 @@ def explain(fn: Mapped, *args, **kwargs) -> Explanation:
       True
     """
     from .backends import cpu
-    from .codegen.plan import blocking, loop_order
+    from .codegen.plan import blocking, loop_order, reduce_blocking
+    from .reduce import Reduced
 
+    if isinstance(fn, Reduced):
+        call = bind_call(fn.fun, args, kwargs)
+        from .backends import cpu_reduce
+        exe = fn._executables.get(call.signature) or cpu_reduce.build(fn, call)
+        fn._executables[call.signature] = exe
+        spec = exe.spec
+        n_kept = int(np.prod([call.sizes[lv] for lv in spec.kept]))
+        plan = reduce_blocking(n_kept, int(np.prod([call.sizes[lv] for lv in spec.reduced])))
+        head = [f"lanewise program: {fn!r}",
+                f"reduce {spec.op} over levels {list(spec.reduced)}, keeping {list(spec.kept)}; "
+                f"accumulators {[str(d) for d in spec.acc_dtypes]}",
+                f"schedule: {plan.n_blocks} blocks = {n_kept} kept x {plan.n_chunks} chunks of <= "
+                f"{plan.chunk} lanes; partials combined in a fixed order"]
+        return _explanation(head + _describe(exe.program, call), exe)
     if not isinstance(fn, Mapped):
-        raise TypeError("explain expects a function returned by lw.vmap")
+        raise TypeError("explain expects a function returned by lw.vmap or lw.reduce")
     call = bind_call(fn, args, kwargs)
     exe = fn._executable(cpu, call)
     program = exe.program
     order = loop_order(program)
-    lines = [f"lanewise program: {fn!r}", "inputs:"]
+    lines = [f"lanewise program: {fn!r}"] + _describe(program, call)
+    if all(call.sizes):
+        plan = blocking(call.sizes, order)
+        mode = "serial (small problem)" if cpu._is_small(call.sizes, call.values) else "parallel (prange)"
+        lines.append(
+            f"schedule: loops {' > '.join(f'i{lv}' for lv in order)} (innermost last, contiguous in "
+            f"{program.outputs[0].name if program.outputs else 'no output'}); {plan.n_blocks} blocks = "
+            f"{plan.n_outer} outer x {plan.inner_blocks} inner blocks of <= {plan.block} lanes; {mode}")
+    return _explanation(lines, exe)
+
+
+def _describe(program, call) -> list[str]:
+    lines = ["inputs:"]
     for leaf, value in zip(program.signature.leaves, call.values, strict=True):
         shape = list(getattr(value, "shape", ()))
         axes = ", ".join(f"level {lv}: axis {a}" for lv, a in enumerate(leaf.axes) if a is not None)
@@ -161,15 +189,11 @@ def explain(fn: Mapped, *args, **kwargs) -> Explanation:
     for out in program.outputs:
         dims = ", ".join(f"level {lv} -> axis {d}" for lv, d in enumerate(out.level_dims) if d is not None)
         lines.append(f"  {out.name}: {out.dtype}, lane rank {out.lane_ndim}; {dims or 'unmapped'}")
-    if all(call.sizes):
-        plan = blocking(call.sizes, order)
-        mode = "serial (small problem)" if cpu._is_small(call.sizes, call.values) else "parallel (prange)"
-        lines.append(
-            f"schedule: loops {' > '.join(f'i{lv}' for lv in order)} (innermost last, contiguous in "
-            f"{program.outputs[0].name if program.outputs else 'no output'}); {plan.n_blocks} blocks = "
-            f"{plan.n_outer} outer x {plan.inner_blocks} inner blocks of <= {plan.block} lanes; {mode}")
-    lines.append(f"cache: {exe.path or 'memory only'}")
-    lines += ["generated source:", exe.source]
+    return lines
+
+
+def _explanation(lines, exe) -> Explanation:
+    lines = lines + [f"cache: {exe.path or 'memory only'}", "generated source:", exe.source]
     text = Explanation("\n".join(lines))
-    text.source, text.program = exe.source, program
+    text.source, text.program = exe.source, exe.program
     return text
