@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 from .api import Explanation, Mapped, explain, vmap  # noqa: E402
 from .config import config  # noqa: E402
-from .reduce import Monoid, reduce  # noqa: E402
+from .reducing import Monoid, reduce  # noqa: E402
 from .scanning import scan  # noqa: E402
 from .errors import (  # noqa: E402
     AxisSpecError,

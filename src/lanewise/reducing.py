@@ -43,7 +43,7 @@ class Monoid:
       >>> import numpy as np, lanewise as lw
       >>> def bigger_abs(a, b):
       ...     return a if abs(a) >= abs(b) else b
-      >>> lw.reduce(lw.vmap(lambda v: v), lw.Monoid(bigger_abs, 0.0))(np.array([1.0, -5.0, 3.0]))
+      >>> float(lw.reduce(lw.vmap(lambda v: v), lw.Monoid(bigger_abs, 0.0))(np.array([1.0, -5.0, 3.0])))
       -5.0
     """
 

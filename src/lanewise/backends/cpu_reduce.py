@@ -27,7 +27,7 @@ from ..config import config
 from ..errors import LanewiseError
 from ..lanefn import fingerprint, jit_lane
 from ..program import Call, Program, make_program
-from ..reduce import OPS, Monoid, Reduced, reduced_levels
+from ..reducing import OPS, Monoid, Reduced, reduced_levels
 from ..runtime import cache
 from . import cpu
 from .cpu import result_type

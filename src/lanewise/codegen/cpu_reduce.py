@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..program import Program
-from ..reduce import OPS, Monoid
+from ..reducing import OPS, Monoid
 from .cpu import _JIT, Names, _decompose, _header, _lane_args
 
 

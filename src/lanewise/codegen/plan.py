@@ -11,7 +11,7 @@ machine.
 
 Example:
     >>> blocking((3, 100_000), (0, 1))
-    Blocking(n_outer=3, n_inner=100000, inner_blocks=25, block=4000)
+    Blocking(n_outer=3, n_inner=100000, inner_blocks=86, block=1163)
 """
 
 from __future__ import annotations
