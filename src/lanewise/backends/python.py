@@ -112,17 +112,27 @@ def _map(lane, call: Call, prefix: tuple, sample):
                 raise AxisSpecError("out_axes=None needs at least one lane to take the value from")
             stacked.append(columns[0][k])
         elif parts:
-            stacked.append(np.stack([np.asarray(c[k]) for c in columns], axis=axis))
+            stacked.append(_stack([np.asarray(c[k]) for c in columns], axis, depth))
         else:
             empty = np.asarray(leaves[k])
             stacked.append(np.moveaxis(np.empty((0,) + empty.shape, empty.dtype), 0, axis))
     return pytree.unflatten(tree, stacked)
 
 
+def _stack(values, axis, depth):
+    for i, v in enumerate(values):
+        if v.shape != values[0].shape:
+            raise LaneTypeError(
+                f"lane results differ in shape: index {i} of vmap level {depth} gave shape "
+                f"{v.shape}, index 0 gave {values[0].shape}; per-lane arrays must have one shape")
+    return np.stack(values, axis=axis)
+
+
 def _inner_template(call: Call, depth: int, sample):
-    """What one index of a size-0 level would produce (shapes from lane 0 of dummies)."""
-    sizes = tuple(max(s, 1) for s in call.sizes[depth + 1:])
-    dummy = Call(call.lane, call.signature, dummy_values(call), call.sizes[:depth + 1] + sizes)
+    """What one index of a size-0 level would produce: run that level at size 1
+    on zero-filled inputs (deeper size-0 levels recurse the same way)."""
+    sizes = call.sizes[:depth] + (1,) + call.sizes[depth + 1:]
+    dummy = Call(call.lane, call.signature, dummy_values(call), sizes)
     return _map(call.lane, dummy, (0,) * (depth + 1), sample)
 
 
