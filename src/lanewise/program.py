@@ -240,7 +240,8 @@ def _resolve_axes(info, values, per_level, nest):
                 continue
             dims = remaining[k]
             if not -len(dims) <= axis < len(dims):
-                raise AxisSpecError(_rank_message(info[k][0], values[k], axis, len(dims), depth, nest))
+                shape = tuple(np.shape(values[k])[d] for d in dims)
+                raise AxisSpecError(_rank_message(info[k][0], shape, axis, depth, nest))
             original = dims.pop(axis % len(dims))
             leaf_axes[k].append(original)
             seen.append((k, original))
@@ -272,12 +273,12 @@ def _level_size(seen, values, info, depth, nest) -> int:
         "vmap got inconsistent sizes for the mapped axis:\n" + "\n".join(lines) + level)
 
 
-def _rank_message(name, value, axis, rank, depth, nest) -> str:
+def _rank_message(name, shape, axis, depth, nest) -> str:
     level = "" if len(nest) == 1 else f" at vmap level {depth} (0 = outermost)"
+    seen = "" if len(nest) == 1 or depth == 0 else " as this level sees it, outer mapped axes removed"
     return (f"vmap was requested to map argument {name} along axis {axis}{level}, which "
             f"implies that its rank should be at least {axis + 1 if axis >= 0 else -axis}, "
-            f"but it is only {rank} (its shape is {np.shape(value)}, with the axes mapped "
-            "by enclosing vmaps removed)")
+            f"but it is only {len(shape)} (its shape is {shape}{seen})")
 
 
 def _make_leaf(name: str, param: str, value: Any, axes) -> Leaf:

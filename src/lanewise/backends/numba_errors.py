@@ -16,7 +16,7 @@ import re
 
 import numba
 
-from ..errors import LaneCompileError, format_location, function_location
+from ..errors import LaneCompileError, LaneTypeError, format_location, function_location
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FILE = re.compile(r'File "([^"]+)", line (\d+)')
@@ -53,13 +53,30 @@ def summary(message: str) -> str:
     return "\n".join(kept[:6])
 
 
-def compile_error(error: Exception, lane, backend: str) -> LaneCompileError:
-    """A :class:`LaneCompileError` naming the user's file:line for ``error``."""
+def compile_error(error: Exception, lane, backend: str) -> LaneCompileError | LaneTypeError:
+    """A lanewise error naming the user's file:line for Numba's ``error``.
+
+    Return paths of different kinds (a tuple here, a scalar there) are a
+    :class:`LaneTypeError` listing every return involved; anything else a
+    :class:`LaneCompileError`.
+    """
     message = _ANSI.sub("", str(error))
     name = getattr(lane, "__qualname__", repr(lane))
+    if "Can't unify return type" in message:
+        returns = [format_location(os.path.abspath(f), int(n)) for f, n in _FILE.findall(message)
+                   if not os.path.abspath(f).startswith(_SKIP) and not f.startswith("<")]
+        kinds = _UNIFY.search(message)
+        return LaneTypeError("\n".join([
+            f"lane function {name} ({function_location(lane)}) returns values of different kinds"
+            + (f" ({kinds.group(1).strip()})" if kinds else "") + "; every return must give the "
+            "same structure (e.g. always a 2-tuple):", *dict.fromkeys(returns),
+            "(Numba's full error is chained below as __cause__.)"]))
     head = f"lane function {name} ({function_location(lane)}) cannot be compiled for the {backend} backend:"
     frame = first_user_frame(message)
     where = format_location(*frame) if frame else ""
     parts = [head, where, summary(message),
              "(Numba's full error is chained below as __cause__.)"]
     return LaneCompileError("\n".join(p for p in parts if p))
+
+
+_UNIFY = re.compile(r"Can't unify return type from the following types: (.*)")
