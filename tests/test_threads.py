@@ -24,3 +24,16 @@ def test_concurrent_parallel_launches_from_threads():
     for t in threads:
         t.join()
     assert not wrong
+
+
+def test_lane_error_in_a_parallel_launch_names_the_lowest_failing_lane():
+    def lane(x):
+        if x == 700_000.0 or x == 900_000.0:
+            raise ValueError("bad lane")
+        return x * 2
+
+    import pytest
+
+    with pytest.raises(ValueError, match="bad lane") as info:
+        lw.vmap(lane)(np.arange(1e6))
+    assert "i0=700000" in info.value.__notes__[0]

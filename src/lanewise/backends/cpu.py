@@ -185,11 +185,14 @@ def launch(exe: Executable, plan, args: tuple, serial: bool):
             return None
         outer, lane = divmod(flat, plan.n_inner)
         return Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner), outer, lane
-    err = np.full(plan.n_blocks, -1, np.int64)
+    err = np.full((numba.config.NUMBA_NUM_THREADS, 2), -1, np.int64)
     with _PARALLEL:
         exe.call("kernel", *args, plan.inner_blocks, plan.block, err)
-    failed = np.flatnonzero(err >= 0)
-    return (plan, int(failed[0]), int(err[failed[0]])) if failed.size else None
+    failed = err[err[:, 0] >= 0]
+    if not failed.size:
+        return None
+    block, lane = failed[np.argmin(failed[:, 0])]
+    return plan, int(block), int(lane)
 
 
 def fast_launcher(exe: Executable, call: Call):

@@ -224,8 +224,12 @@ def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
         return "\n".join([
             f"@{_JIT.format(', parallel=True')}",
             f"def kernel({names.params('nib', 'blk', 'err')}):",
-            '    """Every block in parallel; err[b] = failed lane of block b."""',
-            head[0].format("prange", outer), *head[1:], "            err[b] = e"])
+            '    """Every block in parallel; err[thread] = (lowest failed block, its lane)."""',
+            head[0].format("prange", outer), *head[1:],
+            "            t = numba.get_thread_id()  # a slot per thread: no race, O(threads) memory",
+            "            if err[t, 0] < 0 or b < err[t, 0]:",
+            "                err[t, 0] = b",
+            "                err[t, 1] = e"])
     n_inner = names.sizes[order[-1]]
     return "\n".join([
         f"@{_JIT.format('')}",
