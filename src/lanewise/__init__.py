@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 from .api import Explanation, Mapped, explain, vmap  # noqa: E402
 from .config import config  # noqa: E402
+from . import random  # noqa: E402
 from .reducing import Monoid, reduce  # noqa: E402
 from .scanning import scan  # noqa: E402
 from .errors import (  # noqa: E402
@@ -28,7 +29,7 @@ from .errors import (  # noqa: E402
 )
 
 __all__ = [
-    "vmap", "scan", "reduce", "Monoid", "explain", "Mapped", "Explanation", "config",
+    "vmap", "scan", "reduce", "Monoid", "random", "explain", "Mapped", "Explanation", "config",
     "LanewiseError", "AxisSpecError", "SizeMismatchError", "UnmappedOutputError",
     "LaneCompileError", "LaneTypeError", "OutputError", "BackendError",
 ]

@@ -13,11 +13,12 @@ Example:
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any, Callable
 
 import numpy as np
 
-from . import backends
+from . import backends, pytree
 from .backends.cpu import MISS, fast_launcher
 from .config import config
 from .errors import AxisSpecError
@@ -40,7 +41,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, *, axis_size: int |
       out_axes: int, None or pytree prefix of the output: where the mapped axis
         goes.  None is allowed only for outputs that do not depend on it.
       axis_size: the number of lanes when no argument is mapped.
-      backend: ``"cpu"`` (default: Numba, all cores) or ``"python"`` (the
+      backend: ``"cpu"`` (default: Numba, all cores), ``"cuda"`` (numba-cuda; also
+        chosen when an argument is a CUDA device array) or ``"python"`` (the
         reference).  The outermost ``vmap``'s backend runs the whole nest.
 
     Returns:
@@ -99,11 +101,13 @@ class Mapped:
                 result = MISS if launcher is None else launcher(args)
             if result is not MISS:
                 return result
-        call = bind_call(self, args, kwargs)
-        backend = backends.get(self.backend or config.backend)
+        backend = backends.get(self.backend or device_backend(args, kwargs) or dask_backend(args, kwargs)
+                               or config.backend)
+        # A backend may bind arguments itself (cuda: device arrays stay on the device).
+        call = getattr(backend, "bind_call", bind_call)(self, args, kwargs)
         exe = self._executable(backend, call)
         result = backend.run(exe, call, out)
-        if fast:
+        if fast and backend.NAME == "cpu":
             launcher = fast_launcher(exe, call)
             if launcher is not None:
                 self._launchers[_fast_key(args)] = self._last = launcher
@@ -115,6 +119,26 @@ class Mapped:
         if exe is None:
             exe = self._executables[key] = backend.build(call)
         return exe
+
+
+def device_backend(args: tuple, kwargs: dict) -> str | None:
+    """``"cuda"`` if an argument holds a CUDA array (``__cuda_array_interface__``,
+    or a numba device array, simulated ones included), else None."""
+    for value in (*args, *kwargs.values()):
+        leaves = pytree.flatten(value)[0] if isinstance(value, (tuple, list, dict)) else (value,)
+        for leaf in leaves:
+            if hasattr(leaf, "__cuda_array_interface__") or type(leaf).__module__.startswith("numba.cuda"):
+                return "cuda"
+    return None
+
+
+def dask_backend(args: tuple, kwargs: dict) -> str | None:
+    """``"dask"`` if an argument holds a dask array (dask arrays in, lazy dask arrays
+    out), else None.  Never imports dask."""
+    if "dask.array" not in sys.modules:
+        return None
+    from dask.array import Array
+    return "dask" if any(isinstance(leaf, Array) for leaf in pytree.flatten((args, kwargs))[0]) else None
 
 
 def _fast_key(args: tuple):
@@ -156,7 +180,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
       True
     """
     from .backends import cpu
-    from .codegen.plan import blocking, loop_order, reduce_blocking
+    from .codegen.plan import blocking, lane_work, loop_order, reduce_blocking
     from .reducing import Reduced
 
     if isinstance(fn, Reduced):
@@ -166,7 +190,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
         fn._executables[call.signature] = exe
         spec = exe.spec
         n_kept = int(np.prod([call.sizes[lv] for lv in spec.kept]))
-        plan = reduce_blocking(n_kept, int(np.prod([call.sizes[lv] for lv in spec.reduced])))
+        plan = reduce_blocking(n_kept, int(np.prod([call.sizes[lv] for lv in spec.reduced])),
+                               lane_work(exe.program.signature.leaves, call.values, call.sizes))
         head = [f"lanewise program: {fn!r}",
                 f"reduce {spec.op} over levels {list(spec.reduced)}, keeping {list(spec.kept)}; "
                 f"accumulators {[str(d) for d in spec.acc_dtypes]}",
@@ -181,7 +206,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
     order = loop_order(program)
     lines = [f"lanewise program: {fn!r}"] + _describe(program, call)
     if all(call.sizes):
-        plan = blocking(call.sizes, order)
+        plan = blocking(call.sizes, order, lane_work(program.signature.leaves, call.values, call.sizes))
         mode = "serial (small problem)" if cpu._is_small(call.sizes, call.values) else "parallel (prange)"
         lines.append(
             f"schedule: loops {' > '.join(f'i{lv}' for lv in order)} (innermost last, contiguous in "

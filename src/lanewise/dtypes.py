@@ -1,10 +1,12 @@
 """Which dtype a lane's result is stored as: one rule shared by every backend.
 
-Python scalars and literals are *weak* (NumPy 2 / JAX semantics): ``x * 2.0``
-with ``x`` float32 stays float32.  Numba types such literals as float64, so a
-backend reports the lane's *natural* dtype and :func:`storage_dtype` demotes a
-float/complex/int result to the width of the strong (array) inputs when the
-extra width can only have come from weak values.
+Python float literals are *weak* (NumPy 2 / JAX semantics): ``x * 2.0`` with
+``x`` float32 stays float32.  Numba types such literals as float64, so a backend
+reports the lane's *natural* dtype and :func:`storage_dtype` demotes a float or
+complex result to the width of the strong (array) inputs when those are all
+narrower.  Integer results are never demoted: narrowing an int64 the lane
+computed could silently wrap its value (``int32`` lanes doing ``x + 1`` store
+int64, as the compiled code computes).
 
 Example:
     >>> import numpy as np
@@ -12,6 +14,8 @@ Example:
     dtype('float32')
     >>> storage_dtype(np.dtype("float64"), [np.dtype("float32"), np.dtype("float64")])
     dtype('float64')
+    >>> storage_dtype(np.dtype("int64"), [np.dtype("uint32")])
+    dtype('int64')
 """
 
 from __future__ import annotations
@@ -43,13 +47,9 @@ def storage_dtype(natural: np.dtype, strong: Iterable[np.dtype]) -> np.dtype:
     if natural.kind == "b" or not strong:
         return natural
     widest = np.result_type(*strong)
-    if _family(natural) == _family(widest) and natural.itemsize > widest.itemsize:
+    if natural.kind in "fc" and widest.kind == natural.kind and natural.itemsize > widest.itemsize:
         return widest
     if natural.kind == "c" and widest.kind == "f" and natural.itemsize > 2 * widest.itemsize:
         return np.result_type(widest, np.complex64)
     return natural
 
-
-def _family(dtype: np.dtype) -> str:
-    # Signed and unsigned ints demote alike: NumPy keeps uint8 + 1 as uint8.
-    return "i" if dtype.kind in "iu" else dtype.kind

@@ -147,6 +147,7 @@ def _check_shape(out, shape):
 
 
 _check_shape._lw_intrinsic = True
+_check_shape._lw_may_raise = True  # raises when a lane's output shape changes
 
 
 @numba.extending.overload(_check_shape, jit_options={"error_model": "numpy"})

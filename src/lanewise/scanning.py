@@ -85,6 +85,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
 
 
 scan._lw_intrinsic = True  # lanes call the Numba overload below, not this body
+scan._lw_may_raise = True  # it checks lengths at run time (lanefn.may_raise)
 
 
 # ----------------------------------------------------------------------------- reference
@@ -179,11 +180,39 @@ def _entry(f, init, xs, length, reverse):
 
 @overload(scan, jit_options={"error_model": "numpy"}, inline="always")
 def _scan_overload(f, init, xs=None, length=None, reverse=False):
+    return _scan_impl(cpu_target.typing_context, f, init, xs)
+
+
+_cuda_registered = False
+
+
+def register_cuda() -> None:
+    """Register the same generated implementation for numba-cuda lanes (once).
+
+    Called by the cuda backend, so ``import lanewise`` never imports
+    ``numba.cuda``.  On the GPU a lane cannot allocate, so the step's ``y``
+    must be None there (keep what you need in the carry).
+    """
+    global _cuda_registered
+    if _cuda_registered:
+        return
+    from numba.cuda.descriptor import cuda_target
+    from numba.cuda.extending import overload as cuda_overload
+
+    @cuda_overload(scan, inline="always")
+    def _scan_overload_cuda(f, init, xs=None, length=None, reverse=False):
+        return _scan_impl(cuda_target.typing_context, f, init, xs, stacked_ys=False)
+
+    _cuda_registered = True
+
+
+def _scan_impl(typing_context, f, init, xs, stacked_ys=True):
+    """The generated implementation of ``scan`` for these argument types."""
     init_t = _unliteral(init)
     x_leaves, x_tree = _type_leaves(xs, "xs")
     x_types = [_element_type(t) for t in x_leaves]
     x_type = _rebuild_type(x_tree, iter(x_types))
-    sig = cpu_target.typing_context.resolve_function_type(f, (init_t, x_type), {})
+    sig = typing_context.resolve_function_type(f, (init_t, x_type), {})
     if sig is None:
         raise TypingError(f"lw.scan: cannot call {f} with (carry: {init_t}, x: {x_type})")
     out = sig.return_type
@@ -195,6 +224,10 @@ def _scan_overload(f, init, xs=None, length=None, reverse=False):
                           f"init has type {init_t}; the carry must keep its type (make init the "
                           "same type, e.g. 0.0 instead of 0)")
     y_leaves, y_tree = _type_leaves(out[1], "y")
+    if y_leaves and not stacked_ys:
+        raise TypingError(f"lw.scan: on the GPU a lane cannot allocate the stacked ys; the step "
+                          f"function must return (carry, None) there, got y of type {out[1]} "
+                          "(keep what you need in the carry)")
     # A real module name, and the step function as a global rather than the
     # argument value: Numba can then cache the lanes that call this scan.
     namespace = {"np": np, "__name__": __name__, "_step": f.dispatcher}

@@ -27,11 +27,11 @@ from numba.np.numpy_support import as_dtype
 
 from .. import pytree
 from ..codegen import cpu as render_cpu
-from ..codegen.plan import Blocking, blocking, loop_order
+from ..codegen.plan import Blocking, blocking, lane_work, loop_order
 from ..config import config
 from ..errors import LaneTypeError, LanewiseError, OutputError
 from ..inplace import rewrite
-from ..lanefn import fingerprint, jit_lane, python_function
+from ..lanefn import fingerprint, inlined_lane, jit_lane, may_raise, python_function
 from ..program import (Call, Program, ResultLeaf, ResultNode, dummy_values, lane_arguments,
                        make_program)
 from ..runtime import cache
@@ -94,11 +94,16 @@ def build(call: Call) -> Executable:
         stats["typed"] += 1
     if config.debug:
         print(f"# ---- lanewise kernel ({path or 'in memory'})\n{source}")
-    inject = {"lane": jit_lane(call.lane), **render_cpu.injected_names(call.signature)}
+    inject = {"lane": kernel_lane(call.lane), **render_cpu.injected_names(call.signature)}
     if inplace:
-        inject["lane_inplace"] = jit_lane(_inplace_lane(program, result))
+        inject["lane_inplace"] = kernel_lane(_inplace_lane(program, result))
     module = cache.load_module(f"lw_{key or id(call.signature)}", path, source, inject)
     return Executable(program, module, source, path, inject)
+
+
+def kernel_lane(fn):
+    """The lane as the kernel calls it: inlined when it cannot raise (lanefn.may_raise)."""
+    return jit_lane(fn) if may_raise(fn) else inlined_lane(fn)
 
 
 def _inplace_lane(program: Program, result):
@@ -157,7 +162,8 @@ def run(exe: Executable, call: Call, out=None):
     values = _unaliased(call.values, outs)
     if all(sizes):
         extra = tuple(lane_shapes[k] for k in exe.array_outputs)
-        failure = launch(exe, blocking(sizes, exe.order), (*values, *outs, *sizes, *extra),
+        plan = blocking(sizes, exe.order, lane_work(program.signature.leaves, values, sizes))
+        failure = launch(exe, plan, (*values, *outs, *sizes, *extra),
                          _is_small(sizes, values))
         if failure is not None:
             _raise_lane_error(exe, call, *failure, lane_shapes)
@@ -214,7 +220,9 @@ def fast_launcher(exe: Executable, call: Call):
 
 def _parallel(exe: Executable):
     def run_parallel(args, sizes):
-        return launch(exe, blocking(sizes, exe.order), args, False) is not None
+        leaves = exe.program.signature.leaves
+        work = lane_work(leaves, args[:len(leaves)], sizes)
+        return launch(exe, blocking(sizes, exe.order, work), args, False) is not None
     return run_parallel
 
 

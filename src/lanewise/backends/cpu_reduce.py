@@ -22,7 +22,7 @@ import numpy as np
 from .. import pytree
 from ..codegen import cpu_reduce as render_reduce
 from ..codegen.cpu import injected_names
-from ..codegen.plan import reduce_blocking
+from ..codegen.plan import lane_work, reduce_blocking
 from ..config import config
 from ..errors import LanewiseError
 from ..lanefn import fingerprint, jit_lane
@@ -58,7 +58,7 @@ def build(reduced: Reduced, call: Call) -> ReduceExecutable:
     path = found[0] if found else (cache.store(key, source, None) if key else None)
     if config.debug:
         print(f"# ---- lanewise reduce kernel ({path or 'in memory'})\n{source}")
-    inject = {"lane": jit_lane(call.lane), **injected_names(call.signature), **_identities(spec, monoid)}
+    inject = {"lane": cpu.kernel_lane(call.lane), **injected_names(call.signature), **_identities(spec, monoid)}
     if monoid:
         inject["combine"] = jit_lane(monoid.combine)
     module = cache.load_module(f"lw_r{key or id(spec)}", path, source, inject)
@@ -122,7 +122,7 @@ def run(exe: ReduceExecutable, call: Call):
     spec, sizes = exe.spec, call.sizes
     n_kept = int(np.prod([sizes[lv] for lv in spec.kept]))
     n_red = int(np.prod([sizes[lv] for lv in spec.reduced]))
-    plan = reduce_blocking(n_kept, n_red)
+    plan = reduce_blocking(n_kept, n_red, lane_work(exe.program.signature.leaves, call.values, sizes))
     partials = []
     for dtype in spec.acc_dtypes:
         partials.append(np.empty(plan.n_blocks, dtype))

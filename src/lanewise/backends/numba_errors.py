@@ -33,7 +33,7 @@ def first_user_frame(message: str) -> tuple[str, int] | None:
     return None
 
 
-_OURS = re.compile(r"(lw\.\w+: .*)")
+_OURS = re.compile(r"(lw\.[\w.]+(?:: |\().*)")
 
 
 def summary(message: str) -> str:

@@ -56,14 +56,20 @@ class Blocking:
         return self.n_outer * self.n_inner
 
 
-def blocking(sizes, order) -> Blocking:
-    """Cut the iteration space of ``sizes`` (looped in ``order``) into blocks."""
+def blocking(sizes, order, lane_work: int = 1) -> Blocking:
+    """Cut the iteration space of ``sizes`` (looped in ``order``) into blocks.
+
+    ``lane_work`` (elements one lane reads, see :func:`lane_work`) shrinks the
+    minimum block: 2000 lanes that each scan a 5000-step row are 250 blocks,
+    not two.
+    """
     n_inner = sizes[order[-1]]
     n_outer = 1
     for level in order[:-1]:
         n_outer *= sizes[level]
     wanted = -(-TARGET_BLOCKS // max(n_outer, 1))  # inner blocks per outer index
-    block = max(MIN_BLOCK, -(-n_inner // wanted)) if wanted > 1 else n_inner
+    smallest = max(1, MIN_BLOCK // max(lane_work, 1))
+    block = max(smallest, -(-n_inner // wanted)) if wanted > 1 else n_inner
     block = max(1, min(block, n_inner))
     return Blocking(n_outer, n_inner, -(-n_inner // block) if n_inner else 0, block)
 
@@ -88,13 +94,38 @@ class ReduceBlocking:
         return self.n_kept * self.n_chunks
 
 
-def reduce_blocking(n_kept: int, n_reduced: int) -> ReduceBlocking:
-    """Chunks of the reduced lane space; sizes only, so any thread count agrees.
+def reduce_blocking(n_kept: int, n_reduced: int, lane_work: int = 1) -> ReduceBlocking:
+    """Chunks of the reduced lane space; shapes only, so any thread count agrees.
 
     Example:
         >>> reduce_blocking(1, 10**6)
         ReduceBlocking(n_kept=1, n_reduced=1000000, n_chunks=256, chunk=3907)
     """
     wanted = -(-TARGET_BLOCKS // max(n_kept, 1))
-    chunk = min(max(MIN_BLOCK, -(-n_reduced // wanted)), MAX_CHUNK, max(n_reduced, 1))
+    smallest = max(1, MIN_BLOCK // max(lane_work, 1))
+    chunk = min(max(smallest, -(-n_reduced // wanted)), MAX_CHUNK, max(n_reduced, 1))
     return ReduceBlocking(n_kept, n_reduced, -(-n_reduced // chunk), chunk)
+
+
+def lane_work(leaves, values, sizes) -> int:
+    """Elements one lane can read through its mapped argument views (>= 1).
+
+    Depends on shapes only, so blocking stays independent of the thread count.
+
+    Example:
+        >>> import numpy as np
+        >>> from lanewise.program import bind_call
+        >>> import lanewise as lw
+        >>> call = bind_call(lw.vmap(lambda r: r.sum()), (np.ones((4, 100)),), {})
+        >>> lane_work(call.signature.leaves, call.values, call.sizes)
+        101
+    """
+    work = 1
+    for leaf, value in zip(leaves, values, strict=True):
+        if leaf.is_array and leaf.lane_ndim and any(a is not None for a in leaf.axes):
+            lanes = 1
+            for level, axis in enumerate(leaf.axes):
+                if axis is not None:
+                    lanes *= sizes[level]
+            work += value.size // lanes if lanes else 0
+    return work

@@ -36,7 +36,11 @@ API
 ``philox4x32(counter, key)``  -> 4 x uint32: the raw block function
 
 Return types are the same in lanes and on the host (NumPy scalars there), so
-``vmap(..., backend="python")`` and compiled backends agree.  ``fold_in``
+``vmap(..., backend="python")`` and compiled backends agree.  Each public name
+is a Numba dispatcher: Numba code calling it inlines the compiled version
+(no call, no reference counting; LLVM can vectorise a lane loop of Philox
+rounds), while a Python call runs a host version that checks its arguments
+and calls the same compiled core.  ``fold_in``
 returns a tuple, not an array, so a lane deriving keys never allocates;
 ``np.asarray(fold_in(k, i))`` gives the array form.  ``key`` and ``split``
 allocate their array when called inside a lane: there, prefer ``fold_in``.
@@ -92,9 +96,9 @@ Draws (all floating point is IEEE round-to-nearest, with no FMA contraction;
   sqrt(2)]; fdlibm's log1p scheme, Taylor coefficients 2/(2i+1), i = 1..10,
   Horner; error <= 1 ulp).  cos2pi(n), 0 <= n < 2**53, is cos(2 pi n 2**-53)
   by ``_core.cos2pi`` (quadrant j and remainder f from integer arithmetic;
-  degree-16 Taylor polynomials of cos and sin(pi f/2) in f, Horner; error
-  <= 1.5 ulp).  Both use only + - * / and exact conversions: no libm, so any
-  IEEE platform reproduces them; ``sqrt`` is IEEE (correctly rounded).
+  Taylor polynomials of cos(pi f/2) and sin(pi f/2) of degree 16 and 17 in f,
+  Horner; error <= 1.5 ulp).  Both use only + - * / and exact conversions (no
+  libm), so any IEEE platform reproduces them; ``sqrt`` is correctly rounded.
 
 Example:
     >>> import numpy as np, lanewise as lw
@@ -106,23 +110,174 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import importlib
 import operator
 
 import numpy as np
 from numba.core import types as nt
 from numba.core.errors import TypingError
+from numba.core.registry import CPUDispatcher
 from numba.extending import overload
 
 from . import _core
+from ._core import (  # by name: lanewise re-targets lanes' global callees
+    bits as _core_bits,
+    exponential as _core_exponential,
+    fold_in as _core_fold_in,
+    integers as _core_integers,
+    key_array as _core_key_array,
+    normal as _core_normal,
+    philox_words as _core_philox_words,
+    split as _core_split,
+    uniform as _core_uniform,
+    uniform32 as _core_uniform32,
+)
 
 __all__ = ["key", "split", "fold_in", "uniform", "uniform32", "normal", "exponential",
            "integers", "bits", "philox4x32"]
 
 _MASK32 = 0xFFFFFFFF
 _MASK64 = 0xFFFFFFFFFFFFFFFF
-_LANE_OPTIONS = {"error_model": "numpy"}
 
 
+class _Dual(CPUDispatcher):
+    """A public lw.random function: compiled (and inlined) when Numba code calls
+    it, a host function with argument checks when Python calls it."""
+
+    _lw_intrinsic = True  # lanewise.lanefn: already compiled, do not re-jit
+
+    def __init__(self, lane_impl, host):
+        super().__init__(lane_impl, targetoptions=dict(nopython=True, **_core.JIT))
+        functools.update_wrapper(self, host)  # name, docstring, signature of the host
+        self._host = host
+
+    def __call__(self, *args, **kwargs):
+        return self._host(*args, **kwargs)
+
+    def __reduce__(self):  # pickle by reference (dask ships lanes to workers)
+        return _public, (self.__name__,)
+
+    def __repr__(self) -> str:
+        return f"<lanewise.random.{self.__name__}>"
+
+
+def _public(name: str):
+    return getattr(importlib.import_module(__name__), name)
+
+
+def _compiled_as(lane_impl):
+    """Decorator: the host function becomes a dispatcher compiling ``lane_impl``."""
+    return lambda host: _Dual(lane_impl, host)
+
+
+# ----------------------------------------------------------------------------- in-lane versions
+# Plain Python that Numba compiles (inlined into the caller).  The first line
+# of each is a compile-time type check that fails with lanewise's message.
+
+
+def _is_key(t, n=2) -> bool:
+    if isinstance(t, nt.Array):
+        return t.ndim == 1 and isinstance(t.dtype, nt.Integer)
+    return isinstance(t, nt.BaseTuple) and len(t.types) == n and all(
+        isinstance(e, nt.Integer) for e in t.types)
+
+
+_KINDS = {
+    "key": (_is_key, "a key (key/split's uint32 array row or fold_in's tuple of two ints)"),
+    "counter": (lambda t: _is_key(t, 4), "a 1-d integer array or a tuple of four ints"),
+    "int": (lambda t: isinstance(t, (nt.Integer, nt.Omitted, int)) and not isinstance(t, nt.Boolean),
+            "an integer"),
+    "real": (lambda t: isinstance(t, (nt.Integer, nt.Float, nt.Omitted, int, float))
+             and not isinstance(t, nt.Boolean), "a real number"),
+}
+
+
+def _checker(fn: str, **params: str):
+    """A no-op function whose typing checks lw.random.``fn``'s arguments."""
+    def check(*args):
+        pass
+    # Numba's error names the function: make it read lw.random.<fn>(<argument types>).
+    check.__name__ = check.__qualname__ = f"lw.random.{fn}"
+
+    @overload(check)
+    def _typing(*args):
+        for (name, kind), t in zip(params.items(), args):
+            accepts, what = _KINDS[kind]
+            if not accepts(t):
+                raise TypingError(f"lw.random.{fn}: {name} must be {what}, got {t}")
+        return lambda *args: None
+    return check
+
+
+_check_key = _checker("key", seed="int")
+_check_split = _checker("split", key="key", num="int")
+_check_fold_in = _checker("fold_in", key="key", data="int")
+_check_uniform = _checker("uniform", key="key", lo="real", hi="real")
+_check_uniform32 = _checker("uniform32", key="key", lo="real", hi="real")
+_check_normal = _checker("normal", key="key")
+_check_exponential = _checker("exponential", key="key")
+_check_integers = _checker("integers", key="key", lo="int", hi="int")
+_check_bits = _checker("bits", key="key")
+_check_philox4x32 = _checker("philox4x32", counter="counter", key="key")
+
+
+def _key_lane(seed):
+    _check_key(seed)
+    return _core_key_array(seed)
+
+
+def _split_lane(key, num=2):
+    _check_split(key, num)
+    return _core_split(key, max(num, 0))
+
+
+def _fold_in_lane(key, data):
+    _check_fold_in(key, data)
+    a, b = _core_fold_in(key, data)
+    return np.uint32(a), np.uint32(b)
+
+
+def _uniform_lane(key, lo=0.0, hi=1.0):
+    _check_uniform(key, lo, hi)
+    return np.float64(_core_uniform(key, np.float64(lo), np.float64(hi)))
+
+
+def _uniform32_lane(key, lo=0.0, hi=1.0):
+    _check_uniform32(key, lo, hi)
+    return np.float32(_core_uniform32(key, np.float32(lo), np.float32(hi)))
+
+
+def _normal_lane(key):
+    _check_normal(key)
+    return np.float64(_core_normal(key))
+
+
+def _exponential_lane(key):
+    _check_exponential(key)
+    return np.float64(_core_exponential(key))
+
+
+def _integers_lane(key, lo, hi):
+    _check_integers(key, lo, hi)
+    return np.int64(_core_integers(key, np.int64(lo), np.int64(hi)))
+
+
+def _bits_lane(key):
+    _check_bits(key)
+    return np.uint64(_core_bits(key))
+
+
+def _philox4x32_lane(counter, key):
+    _check_philox4x32(counter, key)
+    a, b, c, d = _core_philox_words(counter, key)
+    return np.uint32(a), np.uint32(b), np.uint32(c), np.uint32(d)
+
+
+# ----------------------------------------------------------------------------- public functions
+
+
+@_compiled_as(_key_lane)
 def key(seed) -> np.ndarray:
     """A new key from an integer seed in [-2**63, 2**64): uint32 array of shape (2,).
 
@@ -139,6 +294,7 @@ def key(seed) -> np.ndarray:
     return np.array([s & _MASK32, s >> 32], np.uint32)
 
 
+@_compiled_as(_split_lane)
 def split(key, num=2) -> np.ndarray:
     """``num`` new keys derived from ``key``: uint32 array of shape (num, 2).
 
@@ -154,9 +310,10 @@ def split(key, num=2) -> np.ndarray:
     num = operator.index(num)
     if num < 0:
         raise ValueError(f"lw.random.split: num must be >= 0, got {num}")
-    return _core.split(_host_key(key, "split"), num)
+    return _core_split(_host_key(key, "split"), num)
 
 
+@_compiled_as(_fold_in_lane)
 def fold_in(key, data):
     """The key for integer ``data`` (a step, a lane index, ...) under ``key``.
 
@@ -171,10 +328,11 @@ def fold_in(key, data):
         >>> type(k1).__name__, k1 == lw.random.fold_in(k, 1), k1 == lw.random.fold_in(k, 2)
         ('tuple', True, False)
     """
-    a, b = _core.fold_in(_host_key(key, "fold_in"), _int64ish(data, "fold_in", "data"))
+    a, b = _core_fold_in(_host_key(key, "fold_in"), np.uint64(_int64ish(data, "fold_in", "data")))
     return np.uint32(a), np.uint32(b)
 
 
+@_compiled_as(_uniform_lane)
 def uniform(key, lo=0.0, hi=1.0):
     """A float64 uniform in [lo, hi), from 53 random bits.
 
@@ -182,15 +340,16 @@ def uniform(key, lo=0.0, hi=1.0):
         >>> import lanewise as lw
         >>> k = lw.random.key(0)
         >>> u = lw.random.uniform(k)
-        >>> 0.0 <= u < 1.0, type(u).__name__, u == lw.random.uniform(k)
+        >>> bool(0.0 <= u < 1.0), type(u).__name__, bool(u == lw.random.uniform(k))
         (True, 'float64', True)
         >>> bool(-1.0 <= lw.random.uniform(k, -1.0, 1.0) < 1.0)
         True
     """
-    return np.float64(_core.uniform(_host_key(key, "uniform"), _real(lo, "uniform", "lo"),
+    return np.float64(_core_uniform(_host_key(key, "uniform"), _real(lo, "uniform", "lo"),
                                     _real(hi, "uniform", "hi")))
 
 
+@_compiled_as(_uniform32_lane)
 def uniform32(key, lo=0.0, hi=1.0):
     """A float32 uniform in [lo, hi), from 24 random bits (bounds rounded to float32).
 
@@ -198,29 +357,31 @@ def uniform32(key, lo=0.0, hi=1.0):
         >>> import lanewise as lw
         >>> k = lw.random.key(0)
         >>> u = lw.random.uniform32(k)
-        >>> type(u).__name__, u == float(lw.random.uniform(k)) // 2**-24 * 2**-24
+        >>> type(u).__name__, bool(u == float(lw.random.uniform(k)) // 2**-24 * 2**-24)
         ('float32', True)
     """
-    return np.float32(_core.uniform32(_host_key(key, "uniform32"),
+    return np.float32(_core_uniform32(_host_key(key, "uniform32"),
                                       np.float32(_real(lo, "uniform32", "lo")),
                                       np.float32(_real(hi, "uniform32", "hi"))))
 
 
+@_compiled_as(_normal_lane)
 def normal(key):
     """A float64 standard normal: Box-Muller (cosine branch) on two 53-bit uniforms.
 
     Branch-free and the same cost for every key; |z| < 8.58 (tails beyond are
-    cut off, probability < 1e-17).
+    cut off: probability 1e-17).
 
     Example:
         >>> import numpy as np, lanewise as lw
-        >>> z = lw.vmap(lambda k: lw.random.normal(k))(lw.random.split(lw.random.key(1), 100_000))
-        >>> bool(abs(z.mean()) < 0.01 and abs(z.std() - 1) < 0.01)
+        >>> z = np.array([lw.random.normal(k) for k in lw.random.split(lw.random.key(1), 5000)])
+        >>> bool(abs(z.mean()) < 0.05 and abs(z.std() - 1) < 0.05)
         True
     """
-    return np.float64(_core.normal(_host_key(key, "normal")))
+    return np.float64(_core_normal(_host_key(key, "normal")))
 
 
+@_compiled_as(_exponential_lane)
 def exponential(key):
     """A float64 exponential with rate 1: ``-ln(1 - u)``, u uniform from 53 bits.
 
@@ -230,9 +391,10 @@ def exponential(key):
         >>> bool(e >= 0.0), type(e).__name__
         (True, 'float64')
     """
-    return np.float64(_core.exponential(_host_key(key, "exponential")))
+    return np.float64(_core_exponential(_host_key(key, "exponential")))
 
 
+@_compiled_as(_integers_lane)
 def integers(key, lo, hi):
     """An int64 uniform in [lo, hi), without modulo bias (Lemire's method).
 
@@ -242,15 +404,17 @@ def integers(key, lo, hi):
 
     Example:
         >>> import numpy as np, lanewise as lw
-        >>> ks = lw.random.split(lw.random.key(0), 1000)
-        >>> d = lw.vmap(lambda k: lw.random.integers(k, 1, 7))(ks)
+        >>> dice = lw.vmap(lambda i, k: lw.random.integers(lw.random.fold_in(k, i), 1, 7),
+        ...                in_axes=(0, None))
+        >>> d = dice(np.arange(1000), lw.random.key(0))
         >>> sorted(set(d.tolist())), d.dtype
         ([1, 2, 3, 4, 5, 6], dtype('int64'))
     """
     lo, hi = _int64(lo, "integers", "lo"), _int64(hi, "integers", "hi")
-    return np.int64(_core.integers(_host_key(key, "integers"), lo, hi))
+    return np.int64(_core_integers(_host_key(key, "integers"), lo, hi))
 
 
+@_compiled_as(_bits_lane)
 def bits(key):
     """64 random bits as a uint64 (the word every other draw is made from).
 
@@ -259,9 +423,10 @@ def bits(key):
         >>> hex(lw.random.bits((0, 0)))  # words 1 and 0 of Philox(0, 0)
         '0xe169c58d6627e8d5'
     """
-    return np.uint64(_core.bits(_host_key(key, "bits")))
+    return np.uint64(_core_bits(_host_key(key, "bits")))
 
 
+@_compiled_as(_philox4x32_lane)
 def philox4x32(counter, key):
     """Philox4x32-10 of four counter words under ``key``: a tuple of 4 uint32.
 
@@ -275,7 +440,7 @@ def philox4x32(counter, key):
     if len(counter) != 4:
         raise TypeError(f"lw.random.philox4x32: counter must have 4 words, got {len(counter)}")
     c = tuple(operator.index(w) & _MASK32 for w in counter)
-    return tuple(np.uint32(w) for w in _core.philox_words(c, _host_key(key, "philox4x32")))
+    return tuple(np.uint32(w) for w in _core_philox_words(c, _host_key(key, "philox4x32")))
 
 
 # ----------------------------------------------------------------------------- host checks
@@ -321,107 +486,7 @@ def _int64(value, fn: str, name: str) -> int:
 
 
 def _real(value, fn: str, name: str) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+    real = isinstance(value, (int, float, np.integer, np.floating))
+    if isinstance(value, (bool, np.bool_)) or not real:
         raise TypeError(f"lw.random.{fn}: {name} must be a real number, got {type(value).__name__}")
     return float(value)
-
-
-# ----------------------------------------------------------------------------- in lanes
-# The same names compile inside Numba code (lanes, any njit function) through
-# @overload; ``_lw_intrinsic`` tells lanewise.lanefn not to re-jit them.
-
-
-def _check_key(k, fn: str, what: str = "key", n: int = 2) -> None:
-    if isinstance(k, nt.Array) and k.ndim == 1 and isinstance(k.dtype, nt.Integer):
-        return
-    if isinstance(k, nt.BaseTuple) and len(k.types) == n and all(isinstance(t, nt.Integer) for t in k.types):
-        return
-    raise TypingError(f"lw.random.{fn}: {what} must be a 1-d integer array or a tuple of {n} ints "
-                      f"(a key: uint32 (2,) array or fold_in's tuple), got {k}")
-
-
-def _check_int(t, fn: str, name: str) -> None:
-    if not isinstance(t, (nt.Integer, nt.IntegerLiteral, int)) or isinstance(t, bool):
-        raise TypingError(f"lw.random.{fn}: {name} must be an integer, got {t}")
-
-
-def _check_real(t, fn: str, name: str) -> None:
-    if isinstance(t, nt.Omitted) or (isinstance(t, (int, float)) and not isinstance(t, bool)):
-        return
-    if not isinstance(t, (nt.Integer, nt.Float)):
-        raise TypingError(f"lw.random.{fn}: {name} must be a real number, got {t}")
-
-
-@overload(key, jit_options=_LANE_OPTIONS, inline="always")
-def _key_lane(seed):
-    _check_int(seed, "key", "seed")
-    return lambda seed: _core.key_array(seed)
-
-
-@overload(split, jit_options=_LANE_OPTIONS, inline="always")
-def _split_lane(key, num=2):
-    _check_key(key, "split")
-    if not isinstance(num, (int, nt.Omitted)):
-        _check_int(num, "split", "num")
-    return lambda key, num=2: _core.split(key, max(num, 0))
-
-
-@overload(fold_in, jit_options=_LANE_OPTIONS, inline="always")
-def _fold_in_lane(key, data):
-    _check_key(key, "fold_in")
-    _check_int(data, "fold_in", "data")
-    return lambda key, data: _core.fold_in(key, data)
-
-
-@overload(uniform, jit_options=_LANE_OPTIONS, inline="always")
-def _uniform_lane(key, lo=0.0, hi=1.0):
-    _check_key(key, "uniform")
-    _check_real(lo, "uniform", "lo")
-    _check_real(hi, "uniform", "hi")
-    return lambda key, lo=0.0, hi=1.0: _core.uniform(key, np.float64(lo), np.float64(hi))
-
-
-@overload(uniform32, jit_options=_LANE_OPTIONS, inline="always")
-def _uniform32_lane(key, lo=0.0, hi=1.0):
-    _check_key(key, "uniform32")
-    _check_real(lo, "uniform32", "lo")
-    _check_real(hi, "uniform32", "hi")
-    return lambda key, lo=0.0, hi=1.0: _core.uniform32(key, np.float32(lo), np.float32(hi))
-
-
-@overload(normal, jit_options=_LANE_OPTIONS, inline="always")
-def _normal_lane(key):
-    _check_key(key, "normal")
-    return lambda key: _core.normal(key)
-
-
-@overload(exponential, jit_options=_LANE_OPTIONS, inline="always")
-def _exponential_lane(key):
-    _check_key(key, "exponential")
-    return lambda key: _core.exponential(key)
-
-
-@overload(integers, jit_options=_LANE_OPTIONS, inline="always")
-def _integers_lane(key, lo, hi):
-    _check_key(key, "integers")
-    _check_int(lo, "integers", "lo")
-    _check_int(hi, "integers", "hi")
-    return lambda key, lo, hi: _core.integers(key, np.int64(lo), np.int64(hi))
-
-
-@overload(bits, jit_options=_LANE_OPTIONS, inline="always")
-def _bits_lane(key):
-    _check_key(key, "bits")
-    return lambda key: _core.bits(key)
-
-
-@overload(philox4x32, jit_options=_LANE_OPTIONS, inline="always")
-def _philox4x32_lane(counter, key):
-    _check_key(counter, "philox4x32", "counter", 4)
-    _check_key(key, "philox4x32")
-    return lambda counter, key: _core.philox_words(counter, key)
-
-
-for _f in (key, split, fold_in, uniform, uniform32, normal, exponential, integers, bits, philox4x32):
-    _f._lw_intrinsic = True
-del _f
