@@ -7,12 +7,17 @@ A workload module (``benchmarks/w*.py``) exposes::
     REF                  name of the tool whose result the others are checked against
     TOL                  Tolerance for that check
     BAR                  Bar: the figure lanewise must reach (WORKLOADS.md)
+    check(out) -> dict   (optional) checks every result on its own instead (MC: the closed form)
+    MEMORY_SIZES         (optional) {"full": sizes, "quick": sizes}: peak RSS probed at each n
+    NOTE                 (optional) a paragraph for the notes of BENCHMARKS.md
     setup(n) -> data     a tuple of NumPy arrays, built once and shared by every tool
     tools() -> {name: callable(data) -> NumPy array}
     describe(data) -> str          (optional) size label for the table
     SCALING              (optional) {"full": sizes, "quick": sizes} for a time-vs-n plot
 
 Tools whose name starts with ``lanewise`` are lanewise rows; all others are peers.
+A tool that cannot run here (not enough memory, an optional API missing) raises
+:class:`Skip` and becomes an "n/a" row with the reason.
 Every tool gets NumPy arrays in and returns a NumPy array, so conversions count.
 
 Timing: one warm-up call per tool (reported as "first call", it includes
@@ -60,6 +65,8 @@ class Bar:
     text: str  # the bar in WORKLOADS.md's words
     stretch: float | None = None  # second, harder factor (e.g. SPMD-on-SIMD)
     mem_factor: float | None = None  # peak <= mem_factor x (output + baseline)
+    stretch_peer: str | None = None  # the stretch factor's peer when not ``peer`` (W3: JAX)
+    mem_flat: float | None = None  # peak at the largest MEMORY_SIZES n <= mem_flat x at the smallest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +74,17 @@ class Tolerance:
     rtol: float = 0.0
     atol: float = 0.0
     max_mismatch_frac: float = 0.0  # fraction of elements allowed to differ
+
+
+class Skip(Exception):
+    """Raised by a tool that cannot run here (memory, a missing optional API): an "n/a" row."""
+
+
+def available_mb() -> float:
+    """MemAvailable from /proc/meminfo."""
+    with open("/proc/meminfo") as fh:
+        line = next(ln for ln in fh if ln.startswith("MemAvailable:"))
+    return int(line.split()[1]) / 1024  # kB
 
 
 def is_lanewise(tool: str) -> bool:
@@ -158,15 +176,23 @@ def failed(row: dict, exc: Exception) -> dict:
     return dict(row, status="error", note=f"{type(exc).__name__}: {exc}"[:300])
 
 
-def first_call(name, fn, data, ref, tol) -> tuple[dict, np.ndarray | None]:
-    """The warm-up call (compilation included), checked against ``ref`` (None: it *is* the reference)."""
+def first_call(name, fn, data, ref, tol, check=None) -> tuple[dict, np.ndarray | None]:
+    """The warm-up call (compilation included), checked by ``check(out)`` if given, else
+    against ``ref`` (None: it *is* the reference)."""
     row = {"tool": name, "status": "ok", "times_s": []}
     try:
         out, row["first_s"] = timed(fn, data)
+    except Skip as exc:
+        return error_row(name, "n/a", str(exc)), None
     except Exception as exc:  # noqa: BLE001 - a failing tool is a row, not a crash
         return failed(row, exc), None
     row["out_dtype"] = str(out.dtype)
-    row["check"] = compare(ref, out, tol) if ref is not None else {"ok": True, "mismatches": 0, "note": "reference"}
+    if check is not None:
+        row["check"] = check(out)
+    elif ref is not None:
+        row["check"] = compare(ref, out, tol)
+    else:
+        row["check"] = {"ok": True, "mismatches": 0, "note": "reference"}
     if not row["check"]["ok"]:
         row["status"] = "wrong"
     return row, out
@@ -184,7 +210,7 @@ def warm_up(mod, tools, data, lw_ok) -> list[dict]:
         if is_lanewise(name) and not lw_ok[0]:
             rows.append(error_row(name, "n/a", lw_ok[1]))
             continue
-        row, out = first_call(name, tools[name], data, ref, mod.TOL)
+        row, out = first_call(name, tools[name], data, ref, mod.TOL, getattr(mod, "check", None))
         print(f"  {mod.ID} {name}: first call {row.get('first_s', float('nan')):.3g} s [{row['status']}]", flush=True)
         if ref is None and row["status"] == "ok":
             ref = out
@@ -282,10 +308,11 @@ def probe(module: str, tool: str, folder: str, tiny_n: int) -> dict:
             "in_mb": in_mb, "out_mb": out.nbytes / 2**20}
 
 
-def measure_memory(module: str, tool: str, folder: Path, tiny_n: int) -> dict:
+def measure_memory(module: str, tool: str, folder: Path, tiny_n: int, env: dict | None = None) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.harness", "probe", module, tool, str(folder), str(tiny_n)]
     try:
-        p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                           env=None if env is None else {**os.environ, **env})
     except subprocess.TimeoutExpired:
         return {"error": f"timeout after {PROBE_TIMEOUT_S}s"}
     lines = p.stdout.strip().splitlines()
@@ -295,18 +322,47 @@ def measure_memory(module: str, tool: str, folder: Path, tiny_n: int) -> dict:
     return json.loads(lines[-1])
 
 
-def memory_workload(mod, data, rows: list[dict]) -> None:
-    """Adds a ``mem`` entry to every row that ran, one subprocess each."""
+def memory_workload(mod, data, rows: list[dict], cold: bool = False) -> None:
+    """Adds a ``mem`` entry to every row that ran, one subprocess each.
+
+    ``cold``: every probe gets its own empty ``LANEWISE_CACHE_DIR``, so lanewise
+    compiles in the probe as the Numba peers do, whatever earlier probes cached
+    (loading from the disk cache instead moves the baseline by tens of MB).
+    """
     folder = Path(tempfile.mkdtemp(prefix=f"lw-bench-{mod.ID}-"))
     try:
         save_data(data, folder)
         for row in rows:
             if row["status"] in ("ok", "wrong"):
-                print(f"  {mod.ID} {row['tool']} memory ...", end=" ", flush=True)
-                row["mem"] = measure_memory(mod.__name__, row["tool"], folder, mod.SIZES["tiny"])
+                print(f"  {mod.ID} {row['tool']} memory{' (empty cache)' if cold else ''} ...", end=" ", flush=True)
+                cache = Path(tempfile.mkdtemp(prefix="lw-bench-probe-cache-")) if cold else None
+                try:
+                    env = {"LANEWISE_CACHE_DIR": str(cache)} if cold else None
+                    row["mem"] = measure_memory(mod.__name__, row["tool"], folder, mod.SIZES["tiny"], env)
+                finally:
+                    if cache is not None:
+                        shutil.rmtree(cache, ignore_errors=True)
                 print(row["mem"].get("peak_mb", row["mem"].get("error")), flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def memory_sizes(mod, mode: str, rows: list[dict]) -> dict:
+    """{tool: {n: probe}} over mod.MEMORY_SIZES[mode], every probe with an empty lanewise cache
+    (the main size is probed again: the rows' own probes share the run's warm cache)."""
+    res: dict = {}
+    for m in getattr(mod, "MEMORY_SIZES", {}).get(mode, ()):
+        sized = [{"tool": r["tool"], "status": r["status"]} for r in rows]
+        data = mod.setup(m)
+        try:
+            memory_workload(mod, data, sized, cold=True)
+        finally:
+            del data
+            gc.collect()
+        for row in sized:
+            if "mem" in row:
+                res.setdefault(row["tool"], {})[m] = row["mem"]
+    return res
 
 
 # ------------------------------------------------------------------ summary
@@ -336,9 +392,21 @@ def mem_verdict(row: dict, bar: Bar) -> tuple[float | None, str]:
     return ratio, verdict(ratio, bar.mem_factor)
 
 
-def summarize(rows: list[dict], bar: Bar) -> dict:
+def mem_flat_verdict(lw: dict | None, memory: dict, bar: Bar) -> tuple[float | None, str]:
+    """Peak at the largest probed n / peak at the smallest, for lanewise, and the verdict."""
+    if bar.mem_flat is None:
+        return None, ""
+    peaks = {int(m): p["peak_mb"] for m, p in memory.get((lw or {}).get("tool"), {}).items() if "peak_mb" in p}
+    if len(peaks) < 2:
+        return None, "n/a"
+    ratio = peaks[max(peaks)] / peaks[min(peaks)]
+    return ratio, verdict(ratio, bar.mem_flat)
+
+
+def summarize(rows: list[dict], bar: Bar, memory: dict | None = None) -> dict:
     """Ratios of every row to the bar peer; lanewise's verdict against the bar."""
     fast, peer = fastest_peer(rows), bar_peer(rows, bar)
+    speer = bar_peer(rows, dataclasses.replace(bar, peer=bar.stretch_peer)) if bar.stretch_peer else peer
     for r in rows:
         if r["status"] == "ok" and peer is not None:
             r["x_bar_peer"] = r["median_s"] / peer["median_s"]
@@ -347,13 +415,17 @@ def summarize(rows: list[dict], bar: Bar) -> dict:
     ok = lw is not None and lw["status"] == "ok" and peer is not None
     x_bar = lw["x_bar_peer"] if ok else None
     mem_ratio, mem_pass = mem_verdict(lw, bar) if ok else (None, "n/a" if bar.mem_factor else "")
+    if bar.mem_flat is not None:
+        mem_ratio, mem_pass = mem_flat_verdict(lw, memory or {}, bar) if ok else (None, "n/a")
+    x_stretch = lw["median_s"] / speer["median_s"] if ok and speer is not None else None
     return {
         "fastest_peer": fast and fast["tool"], "bar_peer": peer and peer["tool"],
         "lanewise_status": lw["status"] if lw else "absent",
         "lanewise_note": (lw or {}).get("note", ""),
         "x_fastest": lw["x_fastest"] if ok else None, "x_bar_peer": x_bar,
         "time": verdict(x_bar, bar.factor) if lw is not None else "n/a",
-        "stretch": verdict(x_bar, bar.stretch),
+        "stretch_peer": speer and speer["tool"], "x_stretch_peer": x_stretch,
+        "stretch": verdict(x_stretch, bar.stretch),
         "mem_ratio": mem_ratio, "mem": mem_pass,
     }
 
@@ -368,8 +440,10 @@ def run_workload(mod, mode: str, repeats: int, lw_ok, memory: bool = True) -> di
         memory_workload(mod, data, rows)
     del data
     gc.collect()
+    by_n = memory_sizes(mod, mode, rows) if memory else {}
     return {"id": mod.ID, "title": mod.TITLE, "n": n, "size": label, "bar": dataclasses.asdict(mod.BAR),
-            "rows": rows, "summary": summarize(rows, mod.BAR),
+            "rows": rows, "summary": summarize(rows, mod.BAR, by_n), "memory": by_n,
+            "note": getattr(mod, "NOTE", ""),
             "scaling": with_main_size(scaling(mod, mode, repeats, lw_ok, n), rows, n)}
 
 

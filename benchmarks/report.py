@@ -1,6 +1,13 @@
-"""Turns a results document (a dict) into Markdown tables, BENCHMARKS.md, JSON and a PNG."""
+"""Turns a results document (a dict) into Markdown tables, BENCHMARKS.md, JSON and a PNG.
+
+A document holds one or more *runs*: a partial run (``--only``) is merged into the
+saved results of its mode (:func:`merge`), replacing the workloads it measured and
+keeping the others, and every workload, dispatch and startup section names the run
+(date, command, conditions) that measured it.
+"""
 from __future__ import annotations
 
+import copy
 import json
 import platform
 import subprocess
@@ -19,6 +26,16 @@ def machine() -> str:
     get = lambda key: info.get(key, "?").strip()  # noqa: E731
     avx512 = "avx512f" in get("Flags")
     return f"{get('Model name')}, {get('CPU(s)')} CPUs, AVX-512: {'yes' if avx512 else 'no'}"
+
+
+def git_state() -> str | None:
+    """The lanewise tree measured: ``git describe --always --dirty`` of the repository."""
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parent, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
 
 
 def versions() -> dict:
@@ -54,7 +71,8 @@ def check_text(row: dict) -> str:
     if chk.get("note") == "reference":
         return "reference"
     word = "ok" if chk["ok"] else "**WRONG**"
-    return f"{word} ({chk['mismatches']} differ)" if chk.get("mismatches") else word
+    word = f"{word} ({chk['mismatches']} differ)" if chk.get("mismatches") else word
+    return f"{word}: {chk['note']}".replace("|", "/") if chk.get("note") else word
 
 
 def mem_cells(row: dict) -> list[str]:
@@ -70,26 +88,47 @@ def tool_cells(wl: dict, row: dict) -> list[str]:
     return [wl["id"], name, *times, *mem_cells(row), num(row.get("x_bar_peer")), check_text(row)]
 
 
-def results_table(workloads: list[dict]) -> list[str]:
+def with_run(cells: list[str], item: dict, runs: bool) -> list[str]:
+    """Prefixes the run id when the document holds more than one run."""
+    return [item.get("run", "?"), *cells] if runs else cells
+
+
+def results_table(workloads: list[dict], runs: bool = False) -> list[str]:
     header = ["WL", "tool", "median s", "min s", "1st call s", "peak MB", "base MB",
               "in+out MB", "× bar peer", "check"]
-    return table(header, [tool_cells(wl, r) for wl in workloads for r in wl["rows"]])
+    return table(with_run(header, {"run": "run"}, runs),
+                 [with_run(tool_cells(wl, r), wl, runs) for wl in workloads for r in wl["rows"]])
 
 
 def summary_cells(wl: dict) -> list[str]:
     s, bar = wl["summary"], wl["bar"]
     lw = next((r for r in wl["rows"] if is_lanewise(r["tool"])), {})
     verdicts = [s["time"] or "—", s["stretch"] or "—", s["mem"] or "—"]
+    if s.get("stretch_peer") and s["stretch_peer"] != s["bar_peer"] and s["stretch"]:
+        verdicts[1] = f"{s['stretch']} ({num(s['x_stretch_peer'])}× {s['stretch_peer']})"
     if s["mem_ratio"] is not None:
-        verdicts[2] = f"{s['mem']} ({s['mem_ratio']:.2f}×)"
+        across = " at largest/smallest n" if bar.get("mem_flat") is not None else ""
+        verdicts[2] = f"{s['mem']} ({s['mem_ratio']:.2f}×{across})"
     return [wl["id"], wl["size"], bar["text"], str(s["bar_peer"]), num(lw.get("median_s")),
             num(s["x_fastest"]), num(s["x_bar_peer"]), *verdicts]
 
 
-def summary_table(workloads: list[dict]) -> list[str]:
+def summary_table(workloads: list[dict], runs: bool = False) -> list[str]:
     header = ["WL", "size", "bar (WORKLOADS.md)", "bar peer", "lanewise s", "× fastest peer",
               "× bar peer", "time bar", "stretch bar", "memory bar"]
-    return table(header, [summary_cells(wl) for wl in workloads])
+    return table(with_run(header, {"run": "run"}, runs),
+                 [with_run(summary_cells(wl), wl, runs) for wl in workloads])
+
+
+def memory_table(wl: dict) -> list[str]:
+    """Peak RSS (MB) of each tool at every probed n (MEMORY_SIZES)."""
+    series = wl.get("memory") or {}
+    if not series:
+        return []
+    sizes = sorted({int(n) for s in series.values() for n in s})
+    cell = lambda p: num(p["peak_mb"], 4) if p and "peak_mb" in p else (p or {}).get("error", "—")[:40]  # noqa: E731
+    rows = [[tool, *(cell(series[tool].get(n)) for n in sizes)] for tool in series]
+    return [f"\n{wl['id']} peak RSS MB (fresh process, empty lanewise cache) vs n:\n", *table(["tool", *map(str, sizes)], rows)]
 
 
 def dispatch_table(d: dict) -> list[str]:
@@ -111,7 +150,7 @@ def startup_table(d: dict) -> list[str]:
     return table(header, rows)
 
 
-def scaling_table(wl: dict) -> list[str]:
+def scaling_table(wl: dict) -> list[str]:  # noqa: D103 - rows: tools, columns: n
     series = wl["scaling"]
     if not series:
         return []
@@ -130,47 +169,167 @@ over fork+exec) that imports the tool, warms it up on a tiny input ("base MB" is
 loads the full inputs from `.npy` files and runs once; "in+out MB" is the inputs' plus the
 result's size. "× bar peer" divides by the median of the peer that WORKLOADS.md names for the
 bar (the fastest peer where the bar says so). Checks compare against the reference tool
-(W1 NumPy, W2 Numba, W6 Numba, W7 SciPy): floats with `isclose`, integers exactly, and the
-number of differing elements is shown. In W2, JAX differs on a few boundary points because
-XLA on CPU contracts `a*b+c` into FMA (Numba with `fastmath={{"contract"}}` reproduces JAX's
-counts exactly). The machine is shared and noisy: compare ratios within one run, not across runs.
+({refs}): floats with `isclose`, integers exactly, and the
+number of differing elements is shown.{w2} The machine is shared and noisy: compare ratios within one run, not across runs.
 """
+W2_NOTE = """ In W2, JAX differs on a few boundary points because
+XLA on CPU contracts `a*b+c` into FMA (Numba with `fastmath={"contract"}` reproduces JAX's
+counts exactly)."""
 
 
 TIMING = {
     "rounds": "the timed calls run in rounds\nthat call every tool once, so background load falls on all tools alike.",
     "back-to-back": "each tool's timed calls ran\nback to back (this run predates interleaved rounds), so background load can favour a tool.",
 }
+RUN_KEYS = ("date", "command", "machine", "versions", "lanewise", "git", "wall_s", "load_before",
+            "load_after", "repeats", "timing", "remarks", "selected")
+SECTIONS = ("dispatch", "startup")
+
+
+# --------------------------------------------------------------------- runs
+def stamp(doc: dict) -> dict:
+    """The run-level facts of a single-run document (what a row's run stamp points to)."""
+    run = {k: doc.get(k) for k in RUN_KEYS}
+    run["timing"] = run["timing"] or "back-to-back"  # documents before interleaved rounds
+    run["remarks"] = list(run["remarks"] or ())
+    return run
+
+
+def items(doc: dict) -> list[dict]:
+    """Every part of a document that a run measured: workloads, dispatch, startup."""
+    return [*doc["workloads"], *(doc[k] for k in SECTIONS if doc.get(k))]
+
+
+def with_runs(doc: dict) -> dict:
+    """``doc`` with a ``runs`` table and every item tagged with its run (R1 for old documents)."""
+    if not doc.get("runs"):
+        doc["runs"] = {"R1": stamp(doc)}
+        for item in items(doc):
+            item["run"] = "R1"
+    return doc
+
+
+def merge(base: dict, part: dict, order: list[str]) -> dict:
+    """``base`` with ``part``'s workloads/sections replacing or joining it.
+
+    Each item keeps the stamp of the run that measured it; runs no longer
+    referenced are dropped.  ``order`` is the registry order of workload ids.
+    """
+    doc, part = with_runs(copy.deepcopy(base)), copy.deepcopy(part)
+    run_id = f"R{1 + max(int(r[1:]) for r in doc['runs'])}"
+    for key in ("runs", "plot"):
+        part.pop(key, None)
+    new_run = stamp(part)
+    new = {wl["id"]: dict(wl, run=run_id) for wl in part["workloads"]}
+    kept = {wl["id"]: wl for wl in doc["workloads"] if wl["id"] not in new}
+    both = {**kept, **new}
+    doc["workloads"] = [both[i] for i in sorted(both, key=lambda i: order.index(i) if i in order else len(order))]
+    for key in SECTIONS:
+        if part.get(key):
+            doc[key] = dict(part[key], run=run_id)
+    doc["runs"][run_id] = new_run
+    used = {item["run"] for item in items(doc)}
+    doc["runs"] = {r: v for r, v in doc["runs"].items() if r in used}
+    doc["selected"] = [wl["id"] for wl in doc["workloads"]] + [k for k in SECTIONS if doc.get(k)]
+    for k in RUN_KEYS:  # the top level describes the latest run
+        if k != "selected":
+            doc[k] = part.get(k)
+    doc["wall_s"] = sum(r["wall_s"] or 0 for r in doc["runs"].values())
+    return doc
+
+
+def run_lines(run_id: str | None, run: dict, shared: set[str]) -> list[str]:
+    """A run's header lines; ``shared`` keys are printed once for the document instead."""
+    lead = f"  - **{run_id}**: " if run_id else "- "
+    sub = "    - " if run_id else "- "
+    lines = [f"{lead}date: {run['date']}" + (f"; command: `{run['command'].strip()}`" if run_id else "")]
+    if not run_id:
+        lines.append(f"- command: `{run['command'].strip()}`")
+    if "machine" not in shared:
+        lines.append(f"{sub}machine: {run['machine']}")
+    if "versions" not in shared:
+        lines.append(f"{sub}versions: {', '.join(f'{k} {v}' for k, v in run['versions'].items())}")
+    if "lanewise" not in shared:
+        lines.append(f"{sub}lanewise: {run['lanewise']}")
+    if run.get("git"):
+        lines.append(f"{sub}source tree: `{run['git']}` (git describe --dirty)")
+    lines.append(f"{sub}wall time of the run: {run['wall_s']:.0f} s; load average (1/5/15 min) before "
+                 f"{fmt_load(run.get('load_before'))}, after {fmt_load(run.get('load_after'))}"
+                 + (f"; {run['repeats']} timed calls per tool, "
+                    f"{'interleaved rounds' if run['timing'] == 'rounds' else 'back to back'}" if run_id else ""))
+    return lines + [f"{sub}remark: {r}" for r in run.get("remarks") or ()]
+
+
+def header(doc: dict) -> list[str]:
+    runs = doc["runs"]
+    same = lambda k: len({json.dumps(r.get(k), sort_keys=True) for r in runs.values()}) == 1  # noqa: E731
+    shared = {k for k in ("machine", "versions", "lanewise") if same(k)}
+    first = next(iter(runs.values()))
+    lines = [f"- machine: {first['machine']}"] if "machine" in shared else []
+    if "versions" in shared:
+        lines.append(f"- versions: {', '.join(f'{k} {v}' for k, v in first['versions'].items())}")
+    if "lanewise" in shared:
+        lines.append(f"- lanewise: {first['lanewise']}")
+    if len(runs) == 1:
+        single = run_lines(None, first, shared)
+        return single[:1] + lines + single[1:]
+    return lines + [f"- runs merged here ({len(runs)}; the `run` column of each row names its run):",
+                    *(ln for rid, run in runs.items() for ln in run_lines(rid, run, shared))]
+
+
+def timing_text(doc: dict) -> tuple[str, str]:
+    """(how many timed calls, how they were ordered), per run where runs differ."""
+    runs = doc["runs"]
+    reps = {r["repeats"] for r in runs.values()}
+    repeats = str(reps.pop()) if len(reps) == 1 else "the (per run: " + ", ".join(
+        f"{rid} {r['repeats']}" for rid, r in runs.items()) + ")"
+    groups: dict[str, list[str]] = {}
+    for rid, run in runs.items():
+        groups.setdefault(run["timing"], []).append(rid)
+    if len(groups) == 1:
+        return repeats, TIMING[next(iter(groups))]
+    return repeats, " ".join(f"In {', '.join(rids)} {TIMING[t]}" for t, rids in groups.items())
+
+
+def reference_text(doc: dict) -> str:
+    refs = []
+    for wl in doc["workloads"]:
+        ref = next((r["tool"] for r in wl["rows"] if r.get("check", {}).get("note") == "reference"), None)
+        refs.append(f"{wl['id']} {ref}" if ref else f"{wl['id']} its own check, see below")
+    return ", ".join(refs)
 
 
 def markdown(doc: dict) -> str:
+    doc = with_runs(doc)
+    multi = len(doc["runs"]) > 1
     parts = [f"# lanewise benchmarks{' (QUICK sizes — not the benchmark)' if doc['quick'] else ''}",
-             "", f"- date: {doc['date']}", f"- machine: {doc['machine']}",
-             f"- versions: {', '.join(f'{k} {v}' for k, v in doc['versions'].items())}",
-             f"- lanewise: {doc['lanewise']}", f"- command: `{doc['command'].strip()}`",
-             f"- wall time of the run: {doc['wall_s']:.0f} s; load average (1/5/15 min) "
-             f"before {fmt_load(doc.get('load_before'))}, after {fmt_load(doc.get('load_after'))}",
-             *(f"- remark: {r}" for r in doc.get("remarks", ())), ""]
+             "", *header(doc), ""]
     if doc["workloads"]:
-        parts += ["## Against the bar", "", *summary_table(doc["workloads"]), "",
-                  "## All tools", "", *results_table(doc["workloads"]), ""]
+        parts += ["## Against the bar", "", *summary_table(doc["workloads"], multi), "",
+                  "## All tools", "", *results_table(doc["workloads"], multi), ""]
         parts += [line for wl in doc["workloads"] for line in scaling_table(wl)]
+        parts += [line for wl in doc["workloads"] for line in memory_table(wl)]
     for key, render, title in (("dispatch", dispatch_table, "Dispatch overhead"),
                                ("startup", startup_table, "Compile: cold and warm from disk")):
         if doc.get(key):
-            parts += ["", f"## {title}", "", *render(doc[key])]
+            run = f" (run {doc[key].get('run')})" if multi else ""
+            parts += ["", f"## {title}{run}", "", *render(doc[key])]
     if doc.get("plot"):
         parts += ["", f"![median times]({doc['plot']})"]
-    parts += ["", "## Notes", "", NOTES.format(repeats=doc["repeats"], timing=TIMING[doc.get("timing", "back-to-back")])]
+    repeats, timing = timing_text(doc)
+    w2 = W2_NOTE if any(wl["id"] == "W2" for wl in doc["workloads"]) else ""
+    parts += ["", "## Notes", "", NOTES.format(repeats=repeats, timing=timing, refs=reference_text(doc), w2=w2)]
+    parts += [wl["note"] + "\n" for wl in doc["workloads"] if wl.get("note")]
     return "\n".join(parts) + "\n"
 
 
 def read_json(path: Path) -> dict:
-    """A saved results document; JSON turned the scaling sizes into strings."""
+    """A saved results document; JSON turned the integer sizes (scaling, memory) into strings."""
     doc = json.loads(Path(path).read_text())
     for wl in doc["workloads"]:
         wl["scaling"] = {t: {int(n): v for n, v in pts.items()} for t, pts in wl["scaling"].items()}
-    doc.setdefault("selected", [wl["id"] for wl in doc["workloads"]] + [k for k in ("dispatch", "startup") if doc.get(k)])
+        wl["memory"] = {t: {int(n): v for n, v in pts.items()} for t, pts in (wl.get("memory") or {}).items()}
+    doc.setdefault("selected", [wl["id"] for wl in doc["workloads"]] + [k for k in SECTIONS if doc.get(k)])
     return doc
 
 
@@ -191,8 +350,13 @@ def plot(doc: dict, path: Path) -> bool:
     scaled = [wl for wl in wls if wl["scaling"]]
     if not wls:
         return False
-    fig, axes = plt.subplots(1, len(wls) + len(scaled), figsize=(3.2 * (len(wls) + len(scaled)), 3.2))
-    axes = list(getattr(axes, "flat", [axes]))
+    panels = len(wls) + len(scaled)
+    cols = min(panels, 5)
+    rows = -(-panels // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.2 * rows), squeeze=False)
+    axes = list(axes.flat)
+    for ax in axes[panels:]:
+        ax.set_visible(False)
     for ax, wl in zip(axes, wls):
         bars_panel(ax, wl)
     for ax, wl in zip(axes[len(wls):], scaled):

@@ -2,7 +2,11 @@
 
 Runs the workloads' peers and lanewise side by side, prints the tables and writes
 ``BENCHMARKS.md`` (full suite) or ``benchmarks/results/<mode>.md`` (quick or partial
-runs), raw JSON and a PNG under ``benchmarks/results/``.  ``--render JSON`` re-renders
+runs), raw JSON and a PNG under ``benchmarks/results/``.  A partial run (``--only``)
+also merges into the saved results of its mode (``benchmarks/results/<mode>.json``,
+replacing what it re-measured, each row keeping its own run stamp) and re-renders
+that mode's document from the merged results: ``BENCHMARKS.md`` at full size,
+``benchmarks/results/quick.md`` for ``--quick`` (``--no-merge`` skips this).  ``--render JSON`` re-renders
 saved results without measuring (``--remark`` adds a line about the run's conditions).  Exit status 1 when a peer's
 result disagrees with the reference (the benchmark itself would be wrong).
 """
@@ -25,8 +29,9 @@ if __package__ in (None, ""):  # `python benchmarks/run.py`
 
 from benchmarks import dispatch, harness, report, startup  # noqa: E402
 
-WORKLOADS = {"W1": "benchmarks.w1_grid", "W2": "benchmarks.w2_fractal",
-             "W6": "benchmarks.w6_first_pass", "W7": "benchmarks.w7_csr_gather"}
+WORKLOADS = {"W1": "benchmarks.w1_grid", "W2": "benchmarks.w2_fractal", "W3": "benchmarks.w3_backtest",
+             "W5": "benchmarks.w5_mapreduce", "W6": "benchmarks.w6_first_pass",
+             "W7": "benchmarks.w7_csr_gather", "MC": "benchmarks.mc_option"}
 EXTRAS = {"dispatch": dispatch, "startup": startup}
 
 
@@ -39,6 +44,7 @@ def parse(argv) -> argparse.Namespace:
     p.add_argument("--md", type=Path, help="Markdown output (default: see module doc)")
     p.add_argument("--render", type=Path, metavar="JSON", help="measure nothing: re-render a results JSON")
     p.add_argument("--remark", help="a line about the run's conditions, shown in the Markdown")
+    p.add_argument("--no-merge", action="store_true", help="partial runs: do not merge into <mode>.json")
     args = p.parse_args(argv)
     args.repeats = max(args.repeats, 5)
     return args
@@ -76,10 +82,20 @@ def measure(names: list[str], mode: str, args, lw_ok) -> dict:
 def outputs(doc: dict, args) -> tuple[Path, Path]:
     """Markdown and JSON paths: BENCHMARKS.md only for the full suite at full size."""
     names = doc["selected"]
-    whole = len(names) == len(WORKLOADS) + len(EXTRAS)
+    whole = is_whole(names)
     stem = doc["mode"] if whole else f"{doc['mode']}-{'-'.join(names)}"
     md = args.md or (harness.REPO / "BENCHMARKS.md" if whole and not doc["quick"] else harness.RESULTS / f"{stem}.md")
     return md, harness.RESULTS / f"{stem}.json"
+
+
+def is_whole(names: list[str]) -> bool:
+    return set(names) >= {*WORKLOADS, *EXTRAS}
+
+
+def merged_outputs(mode: str) -> tuple[Path, Path]:
+    """Where a mode's merged results live: its JSON, and BENCHMARKS.md or <mode>.md."""
+    md = harness.REPO / "BENCHMARKS.md" if mode == "full" else harness.RESULTS / f"{mode}.md"
+    return md, harness.RESULTS / f"{mode}.json"
 
 
 def peer_failures(doc: dict) -> list[str]:
@@ -101,13 +117,12 @@ def run_suite(args, argv) -> dict:
     doc.update(mode=mode, quick=args.quick, selected=names, repeats=args.repeats, timing="rounds",
                wall_s=time.perf_counter() - t0, load_before=load0, load_after=os.getloadavg(),
                date=datetime.datetime.now().isoformat(timespec="seconds"), machine=report.machine(),
-               versions=report.versions(), lanewise=lw_ok[1] if not lw_ok[0] else f"importable ({lw_ok[1]})",
+               versions=report.versions(), git=report.git_state(), lanewise=lw_ok[1] if not lw_ok[0] else f"importable ({lw_ok[1]})",
                command=shlex.join(["python", "-m", "benchmarks.run", *argv]))
     return doc
 
 
-def publish(doc: dict, args) -> None:
-    md, js = outputs(doc, args)
+def write(doc: dict, md: Path, js: Path, show: bool = True) -> None:
     png = js.with_suffix(".png")
     doc.pop("plot", None)
     if report.plot(doc, png):
@@ -115,15 +130,26 @@ def publish(doc: dict, args) -> None:
     report.write_json(doc, js)
     text = report.markdown(doc)
     md.write_text(text)
-    print("\n" + text + f"\nwrote {md}, {js}" + (f", {png}" if doc.get("plot") else ""))
+    print(("\n" + text if show else "") + f"\nwrote {md}, {js}" + (f", {png}" if doc.get("plot") else ""))
+
+
+def publish(doc: dict, args) -> None:
+    doc = report.with_runs(doc)
+    write(doc, *outputs(doc, args))
+    if args.render or args.no_merge or is_whole(doc["selected"]):
+        return
+    md, js = merged_outputs(doc["mode"])
+    merged = report.merge(report.read_json(js), doc, list(WORKLOADS)) if js.exists() else doc
+    write(merged, md, js, show=False)
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse(argv)
     doc = report.read_json(args.render) if args.render else run_suite(args, argv)
-    if args.remark:
-        doc["remarks"] = [*doc.get("remarks", []), args.remark]
+    if args.remark:  # about this run, or about the latest run of a merged document
+        target = doc["runs"][max(doc["runs"], key=lambda r: int(r[1:]))] if doc.get("runs") else doc
+        target["remarks"] = [*(target.get("remarks") or []), args.remark]
     publish(doc, args)
     failures = peer_failures(doc)
     if failures:
