@@ -139,10 +139,18 @@ class Reduced:
         return f"reduce({self.fun!r}, {self.op!r}, axis={self.axis!r})"
 
     def __call__(self, *args, **kwargs):
+        from .api import dask_backend, device_backend
         from .program import bind_call
 
+        backend = (self.fun.backend or device_backend(args, kwargs) or dask_backend(args, kwargs)
+                   or config.backend)
+        if backend == "cuda":
+            from .backends import cuda_reduce
+            return cuda_reduce.call_reduced(self, args, kwargs)
+        if backend == "dask":  # lazy: a tree of partials that is bitwise chunking-independent
+            from .backends import dask_reduce
+            return dask_reduce.call_reduced(self, args, kwargs)
         call = bind_call(self.fun, args, kwargs)
-        backend = self.fun.backend or config.backend
         if backend == "python":
             return reference(self, call)
         from .backends import cpu_reduce
