@@ -43,6 +43,10 @@ class Config:
     #: Backend used when ``vmap(..., backend=None)``: ``"cpu"`` or ``"python"``
     #: (``LANEWISE_BACKEND``).
     backend: str = field(default_factory=lambda: os.environ.get("LANEWISE_BACKEND", "cpu"))
+    #: Lanes' ``math.*``/``np.*`` scalar calls use lanewise's vectorisable,
+    #: <= 1 ulp functions (lanewise.lanemath) instead of libm
+    #: (``LANEWISE_VECTOR_MATH=0`` restores libm).  CPU backend only.
+    vector_math: bool = field(default_factory=lambda: _flag("LANEWISE_VECTOR_MATH", True))
     #: Below this many lanes the CPU backend runs the nest on the calling thread:
     #: a parallel launch costs more than it saves on small problems.
     serial_below: int = 32768

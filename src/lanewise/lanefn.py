@@ -29,6 +29,8 @@ import numba
 import numpy as np
 from numba.core.dispatcher import Dispatcher
 
+from .config import config
+
 #: Options every lane and generated kernel is compiled with.  ``error_model``
 #: "numpy" makes ``x / 0.0`` give inf/nan (as NumPy and JAX do) and removes the
 #: zero checks that would stop LLVM vectorising the nest.
@@ -46,14 +48,25 @@ def python_function(fn: Callable) -> Callable:
 
 
 def jit_lane(fn: Callable) -> Dispatcher:
-    """An ``njit`` dispatcher for ``fn`` whose helper calls are compiled too."""
+    """An ``njit`` dispatcher for ``fn`` whose helper calls are compiled too.
+
+    With ``lw.config.vector_math`` (the default) the lane's ``math``/``numpy``
+    calls use :mod:`lanewise.lanemath` (<= 1 ulp, vectorisable) instead of libm.
+    """
     if isinstance(fn, Dispatcher):
         return fn
-    cached = _jitted.get(fn)
-    if cached is None:
-        cached = numba.njit(**JIT_OPTIONS)(_rebind(fn))
-        _jitted[fn] = cached
-    return cached
+    return _cached(_jitted, fn, lambda: numba.njit(**JIT_OPTIONS)(_rebind(fn)))
+
+
+def _cached(table, fn, make):
+    """One compiled variant per (function, vector-math setting)."""
+    variants = table.get(fn)
+    if variants is None:
+        variants = table[fn] = {}
+    flag = config.vector_math
+    if flag not in variants:
+        variants[flag] = make()
+    return variants[flag]
 
 
 def inlined_lane(fn: Callable) -> Dispatcher:
@@ -63,11 +76,8 @@ def inlined_lane(fn: Callable) -> Dispatcher:
     in the innermost loop stops it vectorising: inlined, such a lane ran 7x
     faster.  Only the lane itself is forced; its helpers stay LLVM's choice.
     """
-    cached = _inlined.get(fn)
-    if cached is None:
-        cached = numba.njit(inline="always", **JIT_OPTIONS)(_rebind(python_function(fn)))
-        _inlined[fn] = cached
-    return cached
+    return _cached(_inlined, fn,
+                   lambda: numba.njit(inline="always", **JIT_OPTIONS)(_rebind(python_function(fn))))
 
 
 _cuda_jitted: "weakref.WeakKeyDictionary[Callable, Any]" = weakref.WeakKeyDictionary()
@@ -109,6 +119,8 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
             new_globals[name] = CUDA_SUBSTITUTES[id(value)]
         elif _is_plain_function(value) or (retarget and isinstance(value, Dispatcher)):
             new_globals[name] = jit(value)
+        elif not retarget and config.vector_math and name in new_globals:
+            new_globals[name] = _vector_math(value)
     closure = fn.__closure__
     if closure:
         closure = tuple(_rebind_cell(c, jit, retarget) for c in closure)
@@ -128,7 +140,16 @@ def _rebind_cell(cell: types.CellType, jit: Callable = jit_lane, retarget: bool 
         return cell
     if _is_plain_function(value) or (retarget and isinstance(value, Dispatcher)):
         return types.CellType(jit(value))
+    if not retarget and config.vector_math and _vector_math(value) is not value:
+        return types.CellType(_vector_math(value))
     return cell
+
+
+def _vector_math(value):
+    """lanemath's stand-in for ``math``/``numpy`` (or one of their functions)."""
+    from . import lanemath  # imported on first use: it registers many overloads
+
+    return lanemath.replacement(value)
 
 
 def _is_plain_function(value: Any) -> bool:

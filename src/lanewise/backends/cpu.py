@@ -79,7 +79,7 @@ class Executable:
 def build(call: Call) -> Executable:
     """The executable for ``call``'s signature: from disk if cached, else compiled."""
     fp = fingerprint(call.lane) if config.disk_cache else None
-    key = cache.key_of(fp, call.signature) if fp else None
+    key = cache.key_of(fp, call.signature, config.vector_math) if fp else None
     found = cache.lookup(key) if key else None
     if found is not None:
         path, source, (result, inplace) = found

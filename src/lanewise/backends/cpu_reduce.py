@@ -52,7 +52,7 @@ def build(reduced: Reduced, call: Call) -> ReduceExecutable:
     fp = fingerprint(call.lane) if config.disk_cache else None
     fp_monoid = fingerprint(monoid.combine) if monoid else ""
     key = cache.key_of("reduce", fp, fp_monoid, repr(monoid.identity) if monoid else "", call.signature,
-                       spec) if fp and fp_monoid is not None else None
+                       spec, config.vector_math) if fp and fp_monoid is not None else None
     found = cache.lookup(key) if key else None
     source = found[1] if found else render_reduce.render(program, spec)
     path = found[0] if found else (cache.store(key, source, None) if key else None)

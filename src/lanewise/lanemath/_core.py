@@ -79,7 +79,8 @@ def fma(typingctx, a, b, c):
         return None
 
     def codegen(context, builder, sig, args):
-        fn = builder.module.declare_intrinsic("llvm.fma", [_float_ir(sig.return_type)])
+        ft = _float_ir(sig.return_type)
+        fn = builder.module.declare_intrinsic("llvm.fma", [ft], ir.FunctionType(ft, [ft] * 3))
         return builder.call(fn, args)
 
     return a(a, b, c), codegen
@@ -92,7 +93,8 @@ def fmuladd(typingctx, a, b, c):
         return None
 
     def codegen(context, builder, sig, args):
-        fn = builder.module.declare_intrinsic("llvm.fmuladd", [_float_ir(sig.return_type)])
+        ft = _float_ir(sig.return_type)
+        fn = builder.module.declare_intrinsic("llvm.fmuladd", [ft], ir.FunctionType(ft, [ft] * 3))
         return builder.call(fn, args)
 
     return a(a, b, c), codegen
@@ -105,7 +107,8 @@ def _unary_intrinsic(llvm_name, doc):
             return None
 
         def codegen(context, builder, sig, args):
-            fn = builder.module.declare_intrinsic(llvm_name, [_float_ir(sig.return_type)])
+            ft = _float_ir(sig.return_type)
+            fn = builder.module.declare_intrinsic(llvm_name, [ft], ir.FunctionType(ft, [ft]))
             return builder.call(fn, args)
 
         return x(x), codegen
@@ -128,7 +131,8 @@ def copysign(typingctx, mag, sgn):
         return None
 
     def codegen(context, builder, sig, args):
-        fn = builder.module.declare_intrinsic("llvm.copysign", [_float_ir(sig.return_type)])
+        ft = _float_ir(sig.return_type)
+        fn = builder.module.declare_intrinsic("llvm.copysign", [ft], ir.FunctionType(ft, [ft] * 2))
         return builder.call(fn, args)
 
     return mag(mag, sgn), codegen
@@ -184,8 +188,12 @@ _SPLIT = 134217729.0  # 2**27 + 1
 
 @kernel
 def _split(a):
-    c = _SPLIT * a
-    hi = c - (c - a)
+    """Veltkamp split of ``a`` into two 26-bit halves (scaled so huge ``a`` cannot overflow)."""
+    big = fabs(a) > 6.69692879491417e+299           # 2**996
+    s = a * 3.725290298461914e-09 if big else a      # 2**-28
+    c = _SPLIT * s
+    hi = c - (c - s)
+    hi = hi * 268435456.0 if big else hi             # 2**28
     return hi, a - hi
 
 
@@ -237,10 +245,15 @@ def dd_mul_d(ah, al, b):
 
 @kernel
 def dd_div(ah, al, bh, bl):
-    """Double-double quotient ``(ah + al) / (bh + bl)`` (relative error about 2**-100)."""
-    q = ah / bh
+    """Double-double quotient ``(ah + al) / (bh + bl)`` (relative error about 2**-100).
+
+    One division: ``q = ah * (1/bh)`` may be off by an ulp, the exact residual
+    ``ah - q*bh`` (FMA/Dekker) corrects it.
+    """
+    inv = 1.0 / bh
+    q = ah * inv
     p, e = two_prod(q, bh)
-    r = ((ah - p) - e + al - q * bl) / bh
+    r = ((ah - p) - e + al - q * bl) * inv
     return fast_two_sum(q, r)
 
 

@@ -1,0 +1,151 @@
+"""Rare slow paths that do not stop LLVM from vectorising the loop around them.
+
+A branch such as ``if abs(x) > 2**28: r = payne_hanek_cos(x)`` inside a loop body
+normally defeats the loop vectoriser: the call has no vector form, so LLVM keeps the
+whole loop scalar.  :func:`vector_callable` turns a scalar Numba function into an
+intrinsic whose call site carries LLVM's ``vector-function-abi-variant`` attribute,
+naming *masked* vector versions of the function for 2, 4, ..., 64 lanes.  When the
+vectoriser predicates the branch it calls the masked variant with the lane mask; the
+variant tests the mask first (one ``kortest``) and only when some lane needs it calls
+the scalar slow function for the active lanes.  So the common path is fully
+vectorised, and the slow path costs one test-and-branch per vector when no lane
+takes it — the same structure SLEEF uses, produced by the compiler.
+
+Everything is plain LLVM IR in the caller's module (no function addresses), so
+Numba's on-disk cache keeps working.  The variants are listed in
+``llvm.compiler.used`` so no optimisation pass deletes them before the vectoriser
+looks for them.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from llvmlite.ir.values import AttributeSet
+from numba import types
+from numba.extending import intrinsic
+
+#: Vector widths the variants are generated for (float64 lanes: 8 per AVX-512 register;
+#: float32 loops computing in float64 may use 16 or 32).
+VECTOR_WIDTHS = (2, 4, 8, 16, 32)
+
+
+class _RawAttributes(AttributeSet):
+    """An llvmlite attribute set that accepts any attribute text verbatim."""
+
+    _known = ()
+
+    def add(self, name):
+        return set.add(self, name)
+
+
+def _keep(module: ir.Module, functions) -> None:
+    """Append ``functions`` to the module's ``llvm.compiler.used`` array."""
+    ptr = ir.PointerType(ir.IntType(8))
+    gv = module.globals.get("llvm.compiler.used")
+    items = list(gv.initializer.constant) if gv is not None else []
+    items += [f.bitcast(ptr) for f in functions]
+    arr = ir.ArrayType(ptr, len(items))
+    if gv is None:
+        gv = ir.GlobalVariable(module, arr, "llvm.compiler.used")
+        gv.linkage = "appending"
+        gv.section = "llvm.metadata"
+    gv.value_type = arr
+    gv.initializer = ir.Constant(arr, items)
+
+
+def _define_variant(module, scalar_fn, vf, ftype):
+    """``<vf x T> f_v{vf}m(<vf x T> x, <vf x i1> mask)``: if no mask bit is set, return at
+    once; otherwise run a small loop calling the scalar function for the set lanes."""
+    vty = ir.VectorType(ftype, vf)
+    mty = ir.VectorType(ir.IntType(1), vf)
+    i32 = ir.IntType(32)
+    bits_t = ir.IntType(vf)
+    fn = ir.Function(module, ir.FunctionType(vty, [vty, mty]), f"{scalar_fn.name}_v{vf}m")
+    fn.linkage = "linkonce_odr"
+    fn.attributes = _RawAttributes(["nounwind", "willreturn", "memory(none)"])
+    x, mask = fn.args
+    entry = fn.append_basic_block("entry")
+    work = fn.append_basic_block("work")
+    head = fn.append_basic_block("head")
+    call = fn.append_basic_block("call")
+    nxt = fn.append_basic_block("next")
+    done = fn.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    bits = b.bitcast(mask, bits_t)
+    br = b.cbranch(b.icmp_unsigned("!=", bits, ir.Constant(bits_t, 0)), work, done)
+    br.set_weights([1, 1000])          # the slow path is rare
+    b.position_at_end(work)
+    b.branch(head)
+    # head: i, acc
+    b.position_at_end(head)
+    i = b.phi(i32)
+    acc = b.phi(vty)
+    bit = b.trunc(b.lshr(bits, b.zext(i, bits_t) if vf > 32 else b.trunc(i, bits_t) if vf < 32 else i),
+                  ir.IntType(1))
+    b.cbranch(bit, call, nxt)
+    b.position_at_end(call)
+    res = b.call(scalar_fn, [b.extract_element(x, i)])
+    acc2 = b.insert_element(acc, res, i)
+    b.branch(nxt)
+    b.position_at_end(nxt)
+    acc3 = b.phi(vty)
+    acc3.add_incoming(acc, head)
+    acc3.add_incoming(acc2, call)
+    i2 = b.add(i, ir.Constant(i32, 1))
+    b.cbranch(b.icmp_unsigned("<", i2, ir.Constant(i32, vf)), head, done)
+    i.add_incoming(ir.Constant(i32, 0), work)
+    i.add_incoming(i2, nxt)
+    acc.add_incoming(ir.Constant(vty, None), work)
+    acc.add_incoming(acc3, nxt)
+    b.position_at_end(done)
+    out = b.phi(vty)
+    out.add_incoming(ir.Constant(vty, None), entry)
+    out.add_incoming(acc3, nxt)
+    b.ret(out)
+    return fn
+
+
+def vector_callable(name: str, impl, nbtype=types.float64):
+    """An intrinsic ``f(x)`` calling the Numba-compilable ``impl(x)`` out of line.
+
+    ``impl`` maps one ``nbtype`` scalar to one ``nbtype`` scalar and must be pure (no
+    exceptions, no memory effects).  The call is marked so the loop vectoriser can
+    widen it to the masked variants described in the module docstring.
+    """
+    symbol = f"lanewise_lanemath_{name}"
+    sig = nbtype(nbtype)
+
+    def ensure(context, builder):
+        module = builder.module
+        fn = module.globals.get(symbol)
+        if fn is not None:
+            return fn
+        cres = context.compile_subroutine(builder, impl, sig)
+        ftype = context.get_value_type(nbtype)
+        fn = ir.Function(module, ir.FunctionType(ftype, [ftype]), symbol)
+        fn.linkage = "linkonce_odr"
+        fn.attributes = _RawAttributes(["noinline", "nounwind", "willreturn", "memory(none)"])
+        b = ir.IRBuilder(fn.append_basic_block())
+        _status, res = context.call_internal_no_propagate(b, cres.fndesc, sig, [fn.args[0]])
+        b.ret(res)
+        _keep(module, [_define_variant(module, fn, vf, ftype) for vf in VECTOR_WIDTHS])
+        return fn
+
+    variants = ",".join(f"_ZGV_LLVM_M{vf}v_{symbol}({symbol}_v{vf}m)" for vf in VECTOR_WIDTHS)
+
+    @intrinsic
+    def call(typingctx, x):
+        if x != nbtype:
+            return None
+
+        def codegen(context, builder, signature, args):
+            fn = ensure(context, builder)
+            inst = builder.call(fn, [args[0]])
+            inst.attributes = _RawAttributes(
+                [f'"vector-function-abi-variant"="{variants}"', "nounwind", "memory(none)"])
+            return inst
+
+        return sig, codegen
+
+    call.__name__ = f"slow_{name}"
+    return call
