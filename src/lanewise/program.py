@@ -40,6 +40,7 @@ class Leaf:
     layout: str  # "C", "F" or "A": compiled code specialises on it
     readonly: bool
     axes: tuple[int | None, ...]  # per vmap level: original axis mapped there
+    strong: bool = True  # arrays and NumPy scalars fix result widths; Python scalars are weak
 
     @property
     def lane_ndim(self) -> int:
@@ -287,7 +288,7 @@ def _make_leaf(name: str, param: str, value: Any, axes) -> Leaf:
         layout = "C" if value.flags.c_contiguous else "F" if value.flags.f_contiguous else "A"
         return Leaf(name, param, True, dtype, value.ndim, layout, not value.flags.writeable, axes)
     dtype = check_supported(np.asarray(value).dtype, f"argument {name}")
-    return Leaf(name, param, False, dtype, 0, "", True, axes)
+    return Leaf(name, param, False, dtype, 0, "", True, axes, strong=isinstance(value, np.generic))
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -315,7 +316,7 @@ def make_program(call: Call, result) -> Program:
     sig = call.signature
     skeleton, flat = _skeleton(result, ())
     leaves, out_tree = pytree.flatten(skeleton)
-    strong = [leaf.dtype for leaf in sig.leaves if leaf.is_array]
+    strong = [leaf.dtype for leaf in sig.leaves if leaf.strong]
     per_level = [pytree.broadcast_axes(pytree.thaw(level.out_axes), skeleton, "vmap out_axes") for level in sig.levels]
     outputs = []
     for k, (path, rleaf) in enumerate(flat):
@@ -418,9 +419,15 @@ def _lane_leaf(leaf: Leaf, value, index):
         if axis is not None:
             idx[axis] = index[level]
     value = value[tuple(idx)]
-    # Lanes are Python: a bool element is a Python bool (True + True == 2), as
-    # compiled lanes treat it, not NumPy's logical np.bool_.
-    return bool(value) if isinstance(value, np.bool_) else value
+    # Lanes are Python: a bool or integer element is a Python bool/int (True + True
+    # == 2; int8 127 * 2 == 254), as compiled lanes (which compute in int64) treat
+    # it, not NumPy's wrapping np.int8 or logical np.bool_.
+    if isinstance(value, np.bool_):
+        return bool(value)
+    # (64-bit elements stay NumPy scalars: they wrap like the compiled int64.)
+    if isinstance(value, np.integer) and value.dtype.itemsize < 8:
+        return int(value)
+    return value
 
 
 def dummy_values(call: Call) -> tuple:

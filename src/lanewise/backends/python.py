@@ -39,7 +39,7 @@ def run(lane, call: Call, out=None):
     if len(leaves) == len(program.outputs):
         leaves = [np.asarray(v).astype(o.dtype, copy=False) for v, o in zip(leaves, program.outputs)]
     else:  # the static type disagrees with the values: trust the values
-        strong = [leaf.dtype for leaf in call.signature.leaves if leaf.is_array]
+        strong = [leaf.dtype for leaf in call.signature.leaves if leaf.strong]
         leaves = [np.asarray(v).astype(storage_dtype(np.asarray(v).dtype, strong), copy=False)
                   for v in leaves]
     if out is not None:
