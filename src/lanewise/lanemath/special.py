@@ -38,6 +38,7 @@ E10 = -9.712573055859602e-10
 _SMALL = 0.75
 _LIMIT = 27.9       # erfc(x) < 2**-1075 beyond: rounds to 0
 _FIRST_ROW = 1022 << 4   # bits >> 48 of 0.5
+_LAST_ROW = ERFCX.shape[0] - 1
 
 
 @kernel
@@ -65,7 +66,9 @@ def _erf_small(x):
 def _erfc_large(a):
     """``(k, h, l)`` with erfc(a) = 2**k * (h + l), for 3/4 <= a <= 27.9."""
     bits = f2i(a) >> 48
-    row = bits - _FIRST_ROW
+    # Every lane evaluates this (the caller selects), NaN/inf/small ones too:
+    # clamp the row so their gathers stay inside the table.
+    row = min(max(bits - _FIRST_ROW, 0), _LAST_ROW)
     c = i2f((bits << 48) | 0x800000000000)   # midpoint of a's interval
     t = a - c                                # exact
     C = ERFCX
