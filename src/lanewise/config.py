@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,25 @@ class Config:
     #: Below this many lanes the CPU backend runs the nest on the calling thread:
     #: a parallel launch costs more than it saves on small problems.
     serial_below: int = 32768
+
+
+    @contextlib.contextmanager
+    def overridden(self, **values):
+        """Temporarily change options (restored on exit).
+
+        Example:
+            >>> with config.overridden(debug=True):
+            ...     config.debug
+            True
+        """
+        saved = {name: getattr(self, name) for name in values}
+        for name, value in values.items():
+            setattr(self, name, value)
+        try:
+            yield self
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
 
 
 config = Config()
