@@ -153,18 +153,26 @@ def _lane_and_store(program: Program, names: Names, inplace: bool) -> list[str]:
             lines += [f"v = {value}", f"if v.shape != {next(shape_names)}:",
                       "    raise ValueError('lane output shape changed')"]
             value = "v"
-        store = f"{oname}[{_out_index(out)}] = {value}"
-        guard = [f"i{lv} == 0" for lv, dim in enumerate(out.level_dims) if dim is None]
-        lines += [f"if {' and '.join(guard)}:", "    " + store] if guard else [store]
+        lines += guarded_store(out, oname, value)
     return lines
 
 
-def _out_index(out) -> str:
-    index = [":"] * out.ndim
+def guarded_store(out, oname: str, value: str, fill: str = ":", scalar: str = "()") -> list[str]:
+    """``oname[index] = value``, written by the first lane only along unmapped levels
+    (out_axes=None: every lane computes the same value, one of them stores it)."""
+    store = f"{oname}[{_out_index(out, fill, scalar)}] = {value}"
+    guard = [f"i{lv} == 0" for lv, dim in enumerate(out.level_dims) if dim is None]
+    return [f"if {' and '.join(guard)}:", "    " + store] if guard else [store]
+
+
+def _out_index(out, fill: str = ":", scalar: str = "()") -> str:
+    """The output slice of the current lane: ``fill`` for the lane's own dimensions
+    (a whole per-lane array on the CPU; element 0 of a 1-element array on CUDA)."""
+    index = [fill] * out.ndim
     for lv, dim in enumerate(out.level_dims):
         if dim is not None:
             index[dim] = f"i{lv}"
-    return ", ".join(index) if index else "()"
+    return ", ".join(index) if index else scalar
 
 
 def _lane_args(sig: Signature, names: Names) -> str:

@@ -37,7 +37,7 @@ from .. import __version__
 from ..errors import LaneTypeError, function_location
 from ..program import Program, Signature
 from ..reducing import OPS
-from .cpu import Names, _tree_expr, injected_names
+from .cpu import Names, _tree_expr, guarded_store, injected_names
 from .cpu_reduce import ReduceSpec
 from .plan import loop_order
 
@@ -189,18 +189,8 @@ def _stores(program: Program, names: Names) -> list[str]:
     lines = []
     for out, oname in zip(program.outputs, names.outputs, strict=True):
         value = "r" + "".join(f"[{i}]" for i in out.path)
-        store = f"{oname}[{_out_index(out)}] = {value}"
-        guard = [f"i{lv} == 0" for lv, dim in enumerate(out.level_dims) if dim is None]
-        lines += [f"if {' and '.join(guard)}:", "    " + store] if guard else [store]
+        lines += guarded_store(out, oname, value, fill="0", scalar="0")
     return lines
-
-
-def _out_index(out) -> str:
-    index = ["0"] * out.ndim
-    for lv, dim in enumerate(out.level_dims):
-        if dim is not None:
-            index[dim] = f"i{lv}"
-    return ", ".join(index) if index else "0"
 
 
 # ----------------------------------------------------------------------------- reduce kernels
