@@ -92,6 +92,32 @@ def test_more_accurate_than_a_running_sum():
     assert abs(got - exact) < abs(naive - exact) / 100
 
 
+@pytest.mark.parametrize("op, tiled", [("sum", True), ("max", True), ("all", True), ("argmax", False)])
+def test_commutative_ops_fold_vectorisable_tiles(op, tiled):
+    # Built-in commutative ops evaluate lanes into a tile buffer (a store loop LLVM
+    # vectorises) and fold it into interleaved slots; argmin/argmax keep one running
+    # fold (first index on ties).  Values are checked against NumPy above.
+    x = np.linspace(-1, 1, 3001)
+    source = lw.explain(lw.reduce(grid_of(wave), op, axis=None), x, x).source
+    assert ("buf0[i1 - start] = r" in source) == tiled
+    assert ("a0_7 = " in source) == tiled
+
+
+def test_tiled_sum_keeps_thread_count_independence_across_tile_edges():
+    # sizes that leave partial tiles and partial slot groups in every block
+    x, y = np.linspace(-2, 2, 1237), np.linspace(-1, 1, 263)
+    total = lw.reduce(grid_of(wave), "sum", axis=1)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = total(x, y)
+    finally:
+        numba.set_num_threads(before)
+    assert one.tobytes() == total(x, y).tobytes()
+    np.testing.assert_allclose(one, np.cos(x[:, None] ** 2 + y ** 2).__truediv__(1 + x[:, None] ** 2 + y ** 2)
+                               .sum(axis=1), rtol=1e-12)
+
+
 def test_multiple_outputs_reduce_independently():
     x = np.linspace(0, 1, 101)
     lo, hi = lw.reduce(lw.vmap(lambda v: (v * 2, -v)), "max")(x)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+import numba
 import numpy as np
 
 from .. import pytree
@@ -51,20 +52,25 @@ def build(reduced: Reduced, call: Call) -> ReduceExecutable:
     spec, result_dtypes = _spec(reduced, program, call)
     fp = fingerprint(call.lane) if config.disk_cache else None
     fp_monoid = fingerprint(monoid.combine) if monoid else ""
+    vector_math = config.vector_math and spec.tiled
     key = cache.key_of("reduce", fp, fp_monoid, repr(monoid.identity) if monoid else "", call.signature,
-                       spec, "libm") if fp and fp_monoid is not None else None
+                       spec, vector_math) if fp and fp_monoid is not None else None
     found = cache.lookup(key) if key else None
     source = found[1] if found else render_reduce.render(program, spec)
     path = found[0] if found else (cache.store(key, source, None) if key else None)
     if config.debug:
         print(f"# ---- lanewise reduce kernel ({path or 'in memory'})\n{source}")
-    # The fold's running accumulator keeps the lane loop scalar, where libm is
-    # faster than lanewise's vector math (W5: 0.30 s vs 0.42 s): reductions use libm
-    # until the fold is vectorised (several interleaved accumulators).
-    with config.overridden(vector_math=False):
+    # A running fold (argmin/argmax, Monoid) keeps the lane loop scalar, where libm
+    # is faster than lanewise's vector math (W5: 0.30 s vs 0.42 s); tiled folds
+    # evaluate lanes in a vectorisable loop, where vector math pays.
+    with config.overridden(vector_math=vector_math):
         lane = cpu.kernel_lane(call.lane)
         combine = jit_lane(monoid.combine) if monoid else None
     inject = {"lane": lane, **injected_names(call.signature), **_identities(spec, monoid)}
+    for m, out in enumerate(program.outputs):  # tile buffers: lane values, padded with the identity
+        inject[f"BT{m}"] = numba.from_dtype(out.dtype)
+        if spec.tiled:
+            inject[f"IDB{m}"] = np.asarray(inject[f"ID{m}"]).astype(out.dtype)[()]
     if monoid:
         inject["combine"] = combine
     module = cache.load_module(f"lw_r{key or id(spec)}", path, source, inject)

@@ -4,8 +4,21 @@ Loop structure: the *kept* levels (not reduced) are collapsed into one index
 ``k``; the *reduced* levels into one flat lane index ``r`` cut into chunks.  A
 block is one ``(k, chunk)``: it walks its lanes with an odometer over the
 reduced levels (contiguous runs of the innermost one, no division per lane),
-folds each lane's value into a register accumulator, and stores one partial.
-The host combines partials in a fixed order (backends.cpu_reduce).
+folds each lane's value into accumulators, and stores one partial.  The host
+combines partials in a fixed order (backends.cpu_reduce).
+
+Two folds.  A single running accumulator is a loop-carried dependency: LLVM may
+not reorder floating-point folds, so the lane loop stays scalar (and libm beats
+vector math there).  For the built-in commutative ops (sum, prod, mean, min,
+max, any, all) the block instead evaluates ``TILE`` lanes into a small buffer —
+the same store loop as ``lw.vmap``, which LLVM vectorises — then folds the
+buffer into ``U`` interleaved accumulators (lane ``t`` of a tile into slot
+``t % U``) and combines the slots pairwise at the end.  Which lane lands in
+which slot depends only on the block's lane range, so results stay bitwise
+independent of the thread count; ``U`` partial sums also make the sum more
+accurate than one running sum.  ``argmin``/``argmax`` (first index on ties) and
+``lw.Monoid`` (associative, not necessarily commutative) keep the running fold.
+
 
 Example:
     >>> import numpy as np, lanewise as lw
@@ -25,6 +38,12 @@ from ..reducing import OPS, Monoid
 from .cpu import _JIT, Names, _decompose, _header, _lane_args
 
 
+#: Lanes evaluated into the buffer per tile (L1-resident: 2 KiB of float64).
+TILE = 256
+#: Interleaved accumulators (one AVX-512 vector of float64; latency hiding elsewhere).
+U = 8
+
+
 @dataclass(frozen=True)
 class ReduceSpec:
     """What a reduction kernel computes (everything its source depends on)."""
@@ -38,13 +57,21 @@ class ReduceSpec:
     def indexed(self) -> bool:
         return self.op in OPS and OPS[self.op].indexed
 
+    @property
+    def tiled(self) -> bool:
+        """Lanes evaluated in vectorisable tiles, folded into interleaved slots."""
+        return self.op in OPS and not self.indexed
+
 
 def render(program: Program, spec: ReduceSpec) -> str:
     """The module source: ``rblock``, ``rkernel``, ``rkernel_serial`` (+ ``rfinish``)."""
     names = Names.of(program)
     header = _header(program, spec.kept + spec.reduced).replace(
         "# loop order:", f"# reduce {spec.op} over levels {list(spec.reduced)}; loop order:")
-    parts = [header, _block(program, spec, names), _kernel(program, spec, names, True),
+    if spec.tiled:
+        header += "\nimport numpy as np"
+    block = _tiled_block if spec.tiled else _block
+    parts = [header, block(program, spec, names), _kernel(program, spec, names, True),
              _kernel(program, spec, names, False)]
     if spec.op == "monoid":
         parts.append(_finish())
@@ -88,6 +115,78 @@ def _block(program: Program, spec: ReduceSpec, names: Names) -> str:
     lines += ["        " + s for s in _store(program, spec)]
     lines += ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
     return "\n".join(lines)
+
+
+def _tiled_block(program: Program, spec: ReduceSpec, names: Names) -> str:
+    """``rblock`` for the commutative built-in ops (see the module docstring)."""
+    outs = range(len(program.outputs))
+    inner = spec.reduced[-1] if spec.reduced else None
+    lines = [f"@{_JIT.format('')}", f"def rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')}):",
+             '    """Fold reduced lanes [lo, hi) at kept index k into partial b; -1 or the failed lane."""',
+             "    c = uint64(lo)", "    failed = c"]
+    lines += ["    " + s for s in _decompose("uint64(k)", list(spec.kept), names)]
+    lines += ["    " + s for s in _decompose("c", list(spec.reduced), names)]
+    lines += [f"    buf{m} = np.empty({TILE}, BT{m})" for m in outs]
+    lines += [f"    a{m}_{j} = ID{m}" for m in outs for j in range(U)]
+    lines += ["    try:", "        pos = uint64(lo)", "        end = uint64(hi)", "        while pos < end:"]
+    if inner is None:  # nothing reduced: one lane per kept index
+        lines += ["            n = uint64(1)", "            failed = pos"]
+        lines += ["            " + s for s in _buffer_lane(program, names, "0")]
+    else:
+        n_inner = f"uint64({names.sizes[inner]})"
+        lines += [f"            start = i{inner}",
+                  f"            n = min({n_inner} - start, end - pos, uint64({TILE}))",
+                  f"            for i{inner} in range(start, start + n):",
+                  f"                failed = pos + (i{inner} - start)"]
+        lines += ["                " + s for s in _buffer_lane(program, names, f"i{inner} - start")]
+    lines += ["            " + s for s in _fold_tile(program, spec)]
+    lines.append("            pos += n")
+    if inner is not None:
+        lines += [f"            i{inner} = start + n", f"            if i{inner} == uint64({names.sizes[inner]}):",
+                  f"                i{inner} = uint64(0)"]
+        lines += ["                " + s for s in _carry(spec.reduced[:-1], names)]
+    lines += ["        " + s for s in _combine_slots(program, spec)]
+    lines += ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
+    return "\n".join(lines)
+
+
+def _buffer_lane(program: Program, names: Names, slot: str) -> list[str]:
+    lines = [f"r = lane({_lane_args(program.signature, names)})"]
+    for m, out in enumerate(program.outputs):
+        lines.append(f"buf{m}[{slot}] = r" + "".join(f"[{i}]" for i in out.path))
+    return lines
+
+
+def _fold_tile(program: Program, spec: ReduceSpec) -> list[str]:
+    """Buffer lane t into slot t % U; a partial last group is padded with the
+    identity (one loop, no per-slot tail branches)."""
+    fold = OPS[spec.op].fold
+    outs = range(len(program.outputs))
+    lines = [f"whole = (n + uint64({U - 1})) // uint64({U}) * uint64({U})",
+             "for t in range(n, whole):"]
+    lines += [f"    buf{m}[t] = IDB{m}" for m in outs]
+    lines.append(f"for t in range(uint64(0), whole, uint64({U})):")
+    for m in outs:
+        lines += [f"    a{m}_{j} = {fold.format(a=f'a{m}_{j}', v=f'buf{m}[t + uint64({j})]')}" for j in range(U)]
+    return lines
+
+
+def _combine_slots(program: Program, spec: ReduceSpec) -> list[str]:
+    """Slots combined pairwise in a fixed tree: ((0 1)(2 3))((4 5)(6 7)); store the partial."""
+    fold = OPS[spec.op].fold
+    lines = []
+    for m in range(len(program.outputs)):
+        level = [f"a{m}_{j}" for j in range(U)]
+        depth = 0
+        while len(level) > 1:
+            nxt = []
+            for i in range(0, len(level), 2):
+                name = f"c{m}_{depth}_{i // 2}"
+                lines.append(f"{name} = {fold.format(a=level[i], v=level[i + 1])}")
+                nxt.append(name)
+            level, depth = nxt, depth + 1
+        lines.append(f"p{m}[b] = {level[0]}")
+    return lines
 
 
 def _init(program, spec) -> list[str]:
