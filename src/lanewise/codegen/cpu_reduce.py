@@ -91,13 +91,21 @@ def _params(program, spec, names: Names, *extra) -> str:
     return ", ".join([*names.leaves, *partial_names(program, spec), *names.sizes, *strides, *extra])
 
 
-def _block(program: Program, spec: ReduceSpec, names: Names) -> str:
-    inner = spec.reduced[-1] if spec.reduced else None
+def _prologue(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
+    """``rblock``'s signature and the start indices of its lane range."""
     lines = [f"@{_JIT.format('')}", f"def rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')}):",
              '    """Fold reduced lanes [lo, hi) at kept index k into partial b; -1 or the failed lane."""',
              "    c = uint64(lo)", "    failed = c"]
     lines += ["    " + s for s in _decompose("uint64(k)", list(spec.kept), names)]
-    lines += ["    " + s for s in _decompose("c", list(spec.reduced), names)]
+    return lines + ["    " + s for s in _decompose("c", list(spec.reduced), names)]
+
+
+_EPILOGUE = ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
+
+
+def _block(program: Program, spec: ReduceSpec, names: Names) -> str:
+    inner = spec.reduced[-1] if spec.reduced else None
+    lines = _prologue(program, spec, names)
     lines += ["    " + s for s in _init(program, spec)]
     lines += ["    try:", "        pos = uint64(lo)", "        end = uint64(hi)", "        while pos < end:"]
     if inner is None:  # nothing reduced: one lane per kept index
@@ -113,19 +121,14 @@ def _block(program: Program, spec: ReduceSpec, names: Names) -> str:
         lines += ["            pos += stop - start", f"            i{inner} = uint64(0)"]
         lines += ["            " + s for s in _carry(spec.reduced[:-1], names)]
     lines += ["        " + s for s in _store(program, spec)]
-    lines += ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
-    return "\n".join(lines)
+    return "\n".join(lines + _EPILOGUE)
 
 
 def _tiled_block(program: Program, spec: ReduceSpec, names: Names) -> str:
     """``rblock`` for the commutative built-in ops (see the module docstring)."""
     outs = range(len(program.outputs))
     inner = spec.reduced[-1] if spec.reduced else None
-    lines = [f"@{_JIT.format('')}", f"def rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')}):",
-             '    """Fold reduced lanes [lo, hi) at kept index k into partial b; -1 or the failed lane."""',
-             "    c = uint64(lo)", "    failed = c"]
-    lines += ["    " + s for s in _decompose("uint64(k)", list(spec.kept), names)]
-    lines += ["    " + s for s in _decompose("c", list(spec.reduced), names)]
+    lines = _prologue(program, spec, names)
     lines += [f"    buf{m} = np.empty({TILE}, BT{m})" for m in outs]
     lines += [f"    a{m}_{j} = ID{m}" for m in outs for j in range(U)]
     lines += ["    try:", "        pos = uint64(lo)", "        end = uint64(hi)", "        while pos < end:"]
@@ -146,8 +149,7 @@ def _tiled_block(program: Program, spec: ReduceSpec, names: Names) -> str:
                   f"                i{inner} = uint64(0)"]
         lines += ["                " + s for s in _carry(spec.reduced[:-1], names)]
     lines += ["        " + s for s in _combine_slots(program, spec)]
-    lines += ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
-    return "\n".join(lines)
+    return "\n".join(lines + _EPILOGUE)
 
 
 def _buffer_lane(program: Program, names: Names, slot: str) -> list[str]:
