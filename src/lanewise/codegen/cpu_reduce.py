@@ -125,30 +125,49 @@ def _block(program: Program, spec: ReduceSpec, names: Names) -> str:
 
 
 def _tiled_block(program: Program, spec: ReduceSpec, names: Names) -> str:
-    """``rblock`` for the commutative built-in ops (see the module docstring)."""
+    """``rtile`` and ``rblock`` for the commutative built-in ops (module docstring).
+
+    The lanes live in their own function: an inlined lane's many blocks next to
+    the slot variables would overflow Numba's recursive SSA pass."""
     outs = range(len(program.outputs))
     inner = spec.reduced[-1] if spec.reduced else None
-    lines = _prologue(program, spec, names)
+    lines = [_tile_fn(program, names, inner), "", ""] + _prologue(program, spec, names)
     lines += [f"    buf{m} = np.empty({TILE}, BT{m})" for m in outs]
     lines += [f"    a{m}_{j} = ID{m}" for m in outs for j in range(U)]
-    lines += ["    try:", "        pos = uint64(lo)", "        end = uint64(hi)", "        while pos < end:"]
+    lines += ["    pos = uint64(lo)", "    end = uint64(hi)", "    while pos < end:"]
     if inner is None:  # nothing reduced: one lane per kept index
-        lines += ["            n = uint64(1)", "            failed = pos"]
-        lines += ["            " + s for s in _buffer_lane(program, names, "0")]
+        lines += ["        start = uint64(0)", "        n = uint64(1)"]
     else:
-        n_inner = f"uint64({names.sizes[inner]})"
-        lines += [f"            start = i{inner}",
-                  f"            n = min({n_inner} - start, end - pos, uint64({TILE}))",
-                  f"            for i{inner} in range(start, start + n):",
-                  f"                failed = pos + (i{inner} - start)"]
-        lines += ["                " + s for s in _buffer_lane(program, names, f"i{inner} - start")]
-    lines += ["            " + s for s in _fold_tile(program, spec)]
-    lines.append("            pos += n")
+        lines += [f"        start = i{inner}",
+                  f"        n = min(uint64({names.sizes[inner]}) - start, end - pos, uint64({TILE}))"]
+    lines += [f"        e = rtile({_tile_args(program, names, inner)})", "        if e >= 0:", "            return e"]
+    lines += ["        " + s for s in _fold_tile(program, spec)]
+    lines.append("        pos += n")
     if inner is not None:
-        lines += [f"            i{inner} = start + n", f"            if i{inner} == uint64({names.sizes[inner]}):",
-                  f"                i{inner} = uint64(0)"]
-        lines += ["                " + s for s in _carry(spec.reduced[:-1], names)]
-    lines += ["        " + s for s in _combine_slots(program, spec)]
+        lines += [f"        i{inner} = start + n", f"        if i{inner} == uint64({names.sizes[inner]}):",
+                  f"            i{inner} = uint64(0)"]
+        lines += ["            " + s for s in _carry(spec.reduced[:-1], names)]
+    lines += ["    " + s for s in _combine_slots(program, spec)]
+    return "\n".join(lines + ["    return int64(-1)"])
+
+
+def _tile_args(program: Program, names: Names, inner) -> str:
+    """``rtile``'s arguments: inputs, sizes, the fixed indices, the run and the buffers."""
+    fixed = [f"i{lv}" for lv in range(len(names.sizes)) if lv != inner]
+    bufs = [f"buf{m}" for m in range(len(program.outputs))]
+    return ", ".join([*names.leaves, *names.sizes, *fixed, "start", "n", "pos", *bufs])
+
+
+def _tile_fn(program: Program, names: Names, inner) -> str:
+    lines = [f"@{_JIT.format('')}", f"def rtile({_tile_args(program, names, inner)}):",
+             '    """Lanes start..start+n of the innermost reduced level into the buffers; -1 or the failed lane."""',
+             "    failed = pos", "    try:"]
+    if inner is None:
+        lines += ["        " + s for s in _buffer_lane(program, names, "0")]
+    else:
+        lines += [f"        for i{inner} in range(start, start + n):",
+                  f"            failed = pos + (i{inner} - start)"]
+        lines += ["            " + s for s in _buffer_lane(program, names, f"i{inner} - start")]
     return "\n".join(lines + _EPILOGUE)
 
 
