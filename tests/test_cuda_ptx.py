@@ -193,3 +193,27 @@ def test_random_lane_compiles():
     if lwr is None:
         pytest.skip("lanewise.random is not available")
     kernels(lw.vmap(random_walk, in_axes=(0, None), backend="cuda"), lwr.split(lwr.key(1), 4), 3)
+
+
+def draws(k, lo):
+    # sums of products: what NVVM would contract into FMAs (changing last bits)
+    kk = lwr.fold_in(k, 7)
+    return (lwr.normal(kk) * 2.0 + lwr.exponential(kk) + lwr.uniform(kk, lo, 3.0),
+            lwr.uniform32(kk, np.float32(lo), np.float32(3.0)) + np.float32(1.0))
+
+
+def fused(x, y):
+    return x * y + 1.0
+
+
+def test_random_draws_have_no_fma_so_gpu_bits_match_cpu():
+    """Every product in the samplers is libdevice's dmul_rn/fmul_rn (never contracted);
+    the user's own `normal * 2.0 + ...` still may be, as in any CUDA code."""
+    if lwr is None:
+        pytest.skip("lanewise.random is not available")
+    ptx = kernels(lw.vmap(draws, in_axes=(0, None), backend="cuda"), lwr.split(lwr.key(1), 4), 1.0)["kernel"][0]
+    assert ptx.count("mul.rn.f64") > 30 and ptx.count("mul.rn.f32") >= 1
+    user_fmas = 1  # normal(kk) * 2.0 + exponential(kk): the lane's own arithmetic
+    assert ptx.count("fma.rn.f64") <= user_fmas and "fma.rn.f32" not in ptx
+    control = kernels(lw.vmap(fused, backend="cuda"), np.arange(4.0), np.arange(4.0))["kernel"][0]
+    assert "fma.rn.f64" in control  # NVVM contracts by default: the check above can fail

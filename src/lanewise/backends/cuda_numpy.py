@@ -167,6 +167,22 @@ def _make_module() -> pytypes.ModuleType:
 #: NumPy with the replacements, as a CUDA lane's ``np``.
 numpy_for_lanes = _make_module()
 
+
+
+def _register_rounded_products() -> None:
+    """lanewise.random's ``mul``/``mul32`` as libdevice's ``dmul_rn``/``fmul_rn``:
+    products NVVM never contracts into an FMA, so draws match the CPU bit for bit."""
+    from numba.cuda import libdevice
+
+    from ..random import _core
+
+    overload(_core.mul, inline="always")(lambda a, b: lambda a, b: libdevice.dmul_rn(a, b))
+    overload(_core.mul32, inline="always")(lambda a, b: lambda a, b: libdevice.fmul_rn(a, b))
+
+
+_register_rounded_products()
+
+
 #: id(object) -> what a CUDA lane's globals get instead (lanefn.CUDA_SUBSTITUTES).
 SUBSTITUTES = {id(np): numpy_for_lanes,
                **{id(getattr(np, name)): fn for name, fn in REPLACEMENTS.items()}}

@@ -11,8 +11,9 @@ Integer words are carried in ``uint64`` variables (32-bit values are kept
 masked) so that no Numba integer promotion (``int64`` mixed with ``uint64``
 becomes ``float64``) can creep in; every constant is a typed NumPy scalar.
 
-Floating point is plain IEEE binary64/binary32 ``+ - * /`` and ``sqrt`` (Numba
-compiles without fast-math, so LLVM never contracts ``a * b + c`` into an FMA).
+Floating point is plain IEEE binary64/binary32 ``+ - * /`` and ``sqrt``; every
+product that feeds a sum goes through :func:`mul`, so no compiler may contract it
+into an FMA (LLVM never does without fast-math; NVVM does unless told, see ``mul``).
 The two transcendentals the samplers need, :func:`ln53` and :func:`cos2pi`,
 are written out here instead of calling libm, so their results are defined
 by this source alone (a CUDA port reproduces them bit for bit) and the
@@ -32,7 +33,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import types as nt
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 #: Compile options of every function here.  ``inline="always"`` inlines them
 #: into the caller at Numba IR level, so a lane's loop holds no calls (and no
@@ -207,7 +208,7 @@ def bits(key):
 def uniform(key, lo, hi):
     """float64 in [lo, hi); ``lo``, ``hi`` float64."""
     u = np.float64(np.int64(bits(key) >> _11)) * _2M53
-    v = lo + (hi - lo) * u
+    v = lo + mul(hi - lo, u)
     return below(hi) if v >= hi and hi > lo else v  # rounding reached hi
 
 
@@ -215,7 +216,7 @@ def uniform(key, lo, hi):
 def uniform32(key, lo, hi):
     """float32 in [lo, hi); ``lo``, ``hi`` float32."""
     u = np.float32(np.int64(bits(key) >> _40)) * _2M24_F32
-    v = lo + (hi - lo) * u
+    v = lo + mul32(hi - lo, u)
     return below32(hi) if v >= hi and hi > lo else v
 
 
@@ -225,7 +226,7 @@ def normal(key):
     k0, k1 = words(key)
     w0, w1, w2, w3 = block(k0, k1, _0, TAG_DRAW)
     r = math.sqrt(-2.0 * ln53((pair(w0, w1) >> _11) + _1))
-    return r * cos2pi(pair(w2, w3) >> _11)
+    return mul(r, cos2pi(pair(w2, w3) >> _11))  # a product the caller may add to
 
 
 @jit
@@ -267,6 +268,33 @@ def mul128(a, b):
 
 
 # ----------------------------------------------------------------------------- exact math
+
+
+def mul(a, b):
+    """``a * b`` (float64) rounded on its own, never fused with an add.
+
+    A stub with one implementation per target.  On the CPU it is plain ``*``
+    (Numba compiles without fast-math, so LLVM never contracts).  NVVM contracts
+    ``a * b + c`` into an FMA by default, which changes the last bit, so the CUDA
+    backend registers libdevice's ``dmul_rn``, a product NVVM never contracts
+    (backends.cuda_numpy): draws are then bit-identical on both.
+    """
+    return a * b
+
+
+def mul32(a, b):
+    """:func:`mul` for float32 (``fmul_rn`` on CUDA)."""
+    return a * b
+
+
+@overload(mul, target="cpu", inline="always")
+def _mul_cpu(a, b):
+    return lambda a, b: a * b
+
+
+@overload(mul32, target="cpu", inline="always")
+def _mul32_cpu(a, b):
+    return lambda a, b: a * b
 
 
 @jit
@@ -311,13 +339,13 @@ def ln53(n):
         m = m * 0.5
         e = e + 1.0
     f = m - 1.0  # exact
-    hfsq = 0.5 * f * f
+    hfsq = mul(0.5 * f, f)  # 0.5 * f is exact
     s = np.true_divide(f, 2.0 + f)  # never raises, whatever the caller's error_model
     z = s * s
-    r = z * (_L1 + z * (_L2 + z * (_L3 + z * (_L4 + z * (_L5 + z * (
-        _L6 + z * (_L7 + z * (_L8 + z * (_L9 + z * _L10)))))))))
-    t = s * (hfsq + r) + e * _LN2_LO
-    return e * _LN2_HI - ((hfsq - t) - f)
+    r = mul(z, _L1 + mul(z, _L2 + mul(z, _L3 + mul(z, _L4 + mul(z, _L5 + mul(z, (
+        _L6 + mul(z, _L7 + mul(z, _L8 + mul(z, _L9 + mul(z, _L10)))))))))))
+    t = mul(s, hfsq + r) + mul(e, _LN2_LO)
+    return mul(e, _LN2_HI) - ((hfsq - t) - f)
 
 
 @jit
@@ -331,10 +359,10 @@ def cos2pi(n):
     j = (n + _HALF_QUADRANT) >> _51
     f = np.float64(np.int64(n) - np.int64(j << _51)) * _2M51
     x = f * f
-    c = 1.0 + x * (_C1 + x * (_C2 + x * (_C3 + x * (_C4 + x * (_C5 + x * (
-        _C6 + x * (_C7 + x * _C8)))))))
-    s = f * (_S0 + x * (_S1 + x * (_S2 + x * (_S3 + x * (_S4 + x * (_S5 + x * (
-        _S6 + x * (_S7 + x * _S8))))))))
+    c = 1.0 + mul(x, _C1 + mul(x, _C2 + mul(x, _C3 + mul(x, _C4 + mul(x, _C5 + mul(x, (
+        _C6 + mul(x, _C7 + mul(x, _C8)))))))))
+    s = mul(f, _S0 + mul(x, _S1 + mul(x, _S2 + mul(x, _S3 + mul(x, _S4 + mul(x, _S5 + mul(x, (
+        _S6 + mul(x, _S7 + mul(x, _S8))))))))))
     q = j & U(3)
     v = c if q == _0 else -s
     v = -c if q == U(2) else v
