@@ -39,8 +39,12 @@ OUT = "__lw_out"
 _CTORS = {"empty": None, "zeros": 0, "ones": 1, "full": "arg1"}
 
 
-def rewrite(fn) -> types.FunctionType | None:
-    """``fn`` rewritten to fill ``__lw_out`` instead of allocating, or None."""
+def rewrite(fn, returns_array: bool = True) -> types.FunctionType | None:
+    """``fn`` rewritten to fill ``__lw_out`` instead of allocating, or None.
+
+    ``returns_array=False``: every ``return v`` becomes ``return True`` (numba-cuda
+    device functions may not return an array, even one passed in).
+    """
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
@@ -55,6 +59,9 @@ def rewrite(fn) -> types.FunctionType | None:
     node.body[index:index + 1] = _fill_statements(node.body[index].targets[0].id, kind, call)
     if node.args.kwonlyargs:
         return None  # Numba does not take keyword-only parameters
+    if not returns_array:
+        for ret in (n for n in ast.walk(node) if isinstance(n, ast.Return)):
+            ret.value = ast.copy_location(ast.Constant(True), ret.value)
     node.args.args.append(ast.arg(OUT))  # last, with a default: positions unchanged
     node.args.defaults.append(ast.Constant(None))
     node.decorator_list = []

@@ -66,6 +66,35 @@ def test_per_lane_array_outputs_are_refused(entry):
         run(entry, canonical_args(entry, 3), "cuda")
 
 
+def binned(x, k):
+    v = np.zeros(4)  # built, filled, returned: rewritten to fill the output slice
+    for j in range(k):
+        v[j % 4] += x * j
+    return v
+
+
+def ragged(x):
+    v = np.full(int(x), 1.5)  # a lane-dependent length
+    return v
+
+
+@pytest.mark.parametrize("out_axes", [0, 1, -1])
+def test_per_lane_arrays_filled_in_place_match_python(out_axes):
+    x = np.linspace(0, 1, 7)
+    got = lw.vmap(binned, in_axes=(0, None), out_axes=out_axes, backend="cuda")(x, 6)
+    want = lw.vmap(binned, in_axes=(0, None), out_axes=out_axes, backend="python")(x, 6)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    grid = lw.vmap(lw.vmap(binned, in_axes=(0, None)), in_axes=(0, None), backend="cuda")
+    np.testing.assert_array_equal(grid(np.outer(x, x), 5), lw.vmap(lw.vmap(binned, in_axes=(0, None)),
+                                  in_axes=(0, None), backend="python")(np.outer(x, x), 5))
+
+
+def test_per_lane_array_of_changing_shape_is_an_output_error():
+    with pytest.raises(lw.OutputError, match=r"returned shape \(3,\); lane 0 returned \(2,\)"):
+        lw.vmap(ragged, backend="cuda")(np.array([2.0, 2.0, 3.0]))
+
+
 @pytest.mark.parametrize("name", ["arith", "sincos", "rownorm", "helper", "logic"])
 @settings(max_examples=3)
 @given(data=st.data())

@@ -106,12 +106,12 @@ def kernel_lane(fn):
     return jit_lane(fn) if may_raise(fn) else inlined_lane(fn)
 
 
-def _inplace_lane(program: Program, result):
+def _inplace_lane(program: Program, result, returns_array: bool = True):
     """The lane rewritten to fill its output slice (lanewise.inplace), or None."""
     outs = program.outputs
     if len(outs) != 1 or not outs[0].lane_ndim or outs[0].dtype != result.dtype:
         return None
-    return rewrite(python_function(program.lane))
+    return rewrite(python_function(program.lane), returns_array)
 
 
 # ----------------------------------------------------------------------------- typing

@@ -236,9 +236,16 @@ class CudaExecutable:
     program: Program
     module: ModuleType
     source: str
+    shapes_from: Any = None  # per-lane array outputs: the CPU executable whose probe runs lane 0
 
     def __post_init__(self):
         self.order = loop_order(self.program)
+
+    def lane_shapes(self, call: Call) -> dict[int, tuple]:
+        """Shapes of per-lane array outputs, from lane 0 on the CPU (zeros for device data)."""
+        if self.shapes_from is None:
+            return {}
+        return cpu._lane_shapes(self.shapes_from, dataclasses.replace(call, values=typing_values(call.values)))
 
 
 def lane_inject(lane, sig) -> dict:
@@ -257,6 +264,10 @@ def _as_dict(keys, *values):
 
 def program_of(call: Call) -> Program:
     """Type lane 0 on the CPU (device arrays as placeholders) and build the program."""
+    return _typed(call)[0]
+
+
+def _typed(call: Call):
     typing = dataclasses.replace(call, values=typing_values(call.values))
     try:
         result = cpu.result_type(typing)
@@ -264,20 +275,26 @@ def program_of(call: Call) -> Program:
         if isinstance(e.__cause__, NumbaError):
             raise compile_error(e.__cause__, call.lane, NAME) from e.__cause__
         raise
-    return make_program(call, result)
+    return make_program(call, result), result, typing
 
 
 def build(call: Call, *, need_device: bool = True) -> CudaExecutable:
     if need_device:
         require_device()
     _register_overloads()
-    program = program_of(call)
-    source = render_cuda.render(program)
+    program, result, typing = _typed(call)
+    inplace = cpu._inplace_lane(program, result, returns_array=False)  # device code returns no arrays
+    if inplace is not None and any(dim is None for dim in program.outputs[0].level_dims):
+        inplace = None  # out_axes=None: every lane would write the one slice
+    source = render_cuda.render(program, inplace is not None)
     if config.debug:
         print(f"# ---- lanewise cuda kernel\n{source}")
-    module = cache.load_module(f"lw_cuda_{id(call.signature)}", None, source,
-                               lane_inject(call.lane, call.signature))
-    return CudaExecutable(program, module, source)
+    inject = lane_inject(call.lane, call.signature)
+    if inplace is not None:
+        inject["lane_inplace"] = jit_lane_cuda(inplace)
+    module = cache.load_module(f"lw_cuda_{id(call.signature)}", None, source, inject)
+    shapes_from = cpu.build(typing) if inplace is not None else None
+    return CudaExecutable(program, module, source, shapes_from)
 
 
 # ----------------------------------------------------------------------------- run
@@ -286,7 +303,8 @@ def build(call: Call, *, need_device: bool = True) -> CudaExecutable:
 def run(exe: CudaExecutable, call: Call, out=None):
     """Run every lane of ``call`` on the GPU; return the output pytree."""
     program, sizes = exe.program, call.sizes
-    shapes = [o.shape(sizes) for o in program.outputs]
+    lane_shapes = exe.lane_shapes(call)
+    shapes = [o.shape(sizes, lane_shapes.get(k, ())) for k, o in enumerate(program.outputs)]
     on_device = any(is_device_array(v) for v in call.values)
     values = device_values(call)
     targets, outs = _outputs(program, shapes, out)
@@ -296,7 +314,7 @@ def run(exe: CudaExecutable, call: Call, out=None):
         launch(exe, exe.module.kernel, total, (*values, *outs, *sizes, err), call)
         failed = int(err.copy_to_host()[0])
         if failed != render_cuda.INT64_MAX:
-            _raise_lane_error(call, exe.order, failed)
+            _raise_lane_error(call, exe.order, failed, lane_shapes)
     results = _results(outs, shapes, targets, out, on_device, call)
     return pytree.unflatten(program.out_tree, results) if out is None else out
 
@@ -464,9 +482,14 @@ def flat_to_index(flat: int, order, sizes) -> tuple[int, ...]:
     return tuple(index)
 
 
-def _raise_lane_error(call: Call, order, flat: int):
+def _raise_lane_error(call: Call, order, flat: int, lane_shapes=None):
     index = flat_to_index(flat, order, call.sizes)
-    cpu.replay_lane(host_call(call), index)  # raises the lane's own exception, with a note
+    result = cpu.replay_lane(host_call(call), index, raise_anyway=False)  # raises the lane's own exception
+    if lane_shapes and np.shape(result) != lane_shapes[0]:
+        raise OutputError(f"lane ({', '.join(f'i{lv}={i}' for lv, i in enumerate(index))}) of "
+                          f"{getattr(call.lane, '__qualname__', call.lane)} returned shape "
+                          f"{np.shape(result)}; lane 0 returned {lane_shapes[0]} (lanes return one shape)")
+    raise LanewiseError(f"lane {index} failed inside the CUDA kernel but not when replayed on the CPU")
 
 
 # ----------------------------------------------------------------------------- PTX without a GPU

@@ -37,24 +37,32 @@ from .. import __version__
 from ..errors import LaneTypeError, function_location
 from ..program import Program, Signature
 from ..reducing import OPS
-from .cpu import Names, _tree_expr, guarded_store, injected_names
+from .cpu import Names, _out_index, _tree_expr, guarded_store, injected_names
 from .cpu_reduce import ReduceSpec
 from .plan import loop_order
 
 INT64_MAX = (1 << 63) - 1
 
 
-def render(program: Program) -> str:
-    """The module source of the map kernel for ``program`` (deterministic)."""
-    if any(out.lane_ndim for out in program.outputs):
+def render(program: Program, inplace: bool = False) -> str:
+    """The module source of the map kernel for ``program`` (deterministic).
+
+    ``inplace``: the single per-lane array output is filled by ``lane_inplace``
+    (the lane rewritten by :mod:`lanewise.inplace`) in its slice of the output:
+    device code cannot allocate an array per lane.
+    """
+    if any(out.lane_ndim for out in program.outputs) and not inplace:
         raise LaneTypeError(
             f"lane function {getattr(program.lane, '__qualname__', program.lane)} returns an array "
-            "per lane; the cuda backend stores scalar lane results (and tuples of them) only")
+            "per lane; on the cuda backend a lane may return an array only in the form "
+            "`v = np.zeros(shape)` (or empty/ones/full), fill v, `return v` — it then fills its "
+            "slice of the output — or scalars and tuples of them")
     names = Names.of(program)
     order = loop_order(program)
     return "\n\n".join([_header(program, f"loop order: {' > '.join(f'i{lv}' for lv in order)} "
                                          "(innermost last: consecutive threads)"),
-                        _lane_at(program.signature, names, program.lane), _kernel(program, names, order)]) + "\n"
+                        _lane_at(program.signature, names, program.lane, inplace),
+                        _kernel(program, names, order, inplace)]) + "\n"
 
 
 def _header(program: Program, schedule: str) -> str:
@@ -81,11 +89,14 @@ def lane_params(sig: Signature, names: Names) -> list[str]:
     return list(names.leaves) + [f"i{lv}" for lv in range(len(sig.levels))]
 
 
-def _lane_at(sig: Signature, names: Names, lane) -> str:
+def _lane_at(sig: Signature, names: Names, lane, inplace: bool = False) -> str:
+    params, call = lane_params(sig, names), f"lane({lane_args(sig, names, lane)})"
+    if inplace:  # the output slice travels last, positionally (the simulator has no keywords)
+        params, call = params + ["slot"], f"lane_inplace({lane_args(sig, names, lane)}, slot)"
     return "\n".join([
-        f"def _lane_at({', '.join(lane_params(sig, names))}):",
+        f"def _lane_at({', '.join(params)}):",
         '    """The lane at level indices i0, i1, ... (outermost first)."""',
-        f"    return lane({lane_args(sig, names, lane)})",
+        f"    return {call}",
         "",
         "",
         "lane_at = device_jit(_lane_at)"])
@@ -162,10 +173,13 @@ def _odometer_add(levels, sizes, step: str = "s") -> list[str]:
     return lines
 
 
-def _kernel(program: Program, names: Names, order) -> str:
+def _kernel(program: Program, names: Names, order, inplace: bool = False) -> str:
     sizes = names.sizes
     total = " * ".join(f"int64({sizes[lv]})" for lv in order)
-    call = f"checked(lane_at, ({', '.join(lane_params(program.signature, names))},))"
+    params = lane_params(program.signature, names)
+    if inplace:
+        params.append(f"{names.outputs[0]}[{_out_index(program.outputs[0])}]")
+    call = f"checked(lane_at, ({', '.join(params)},))"
     lines = [f"def _kernel({', '.join(names.leaves + names.outputs + names.sizes)}, err):",
              '    """Every lane, grid-stride; err[0] = smallest failed flat lane index (loop order)."""',
              f"    total = {total}",
@@ -178,7 +192,8 @@ def _kernel(program: Program, names: Names, order) -> str:
               "        if failed:",
               "            cuda.atomic.min(err, 0, flat)",
               "            break"]
-    lines += ["        " + s for s in _stores(program, names)]
+    if not inplace:  # in place, the lane has written its slice
+        lines += ["        " + s for s in _stores(program, names)]
     lines.append("        flat += stride")
     lines += ["        " + s for s in _odometer_add(order, sizes)]
     lines += ["", "", "kernel = cuda.jit(_kernel)"]
