@@ -26,7 +26,7 @@ from .program import bind_call, unwrap_nest
 
 
 def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, *, axis_size: int | None = None,
-         backend: str | None = None) -> "Mapped":
+         backend: str | None = None, progress: bool = False) -> "Mapped":
     """Map ``fun`` over an axis of its arguments, with :func:`jax.vmap`'s semantics.
 
     ``fun`` computes one lane in plain Python (``if``/``for``/``while``/``break``,
@@ -44,6 +44,10 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, *, axis_size: int |
       backend: ``"cpu"`` (default: Numba, all cores), ``"cuda"`` (numba-cuda; also
         chosen when an argument is a CUDA device array) or ``"python"`` (the
         reference).  The outermost ``vmap``'s backend runs the whole nest.
+      progress: show a progress bar (tqdm, the ``[progress]`` extra) for a long
+        CPU run: the outermost loop level runs in about 100 pieces, each a
+        launch of the same kernel into views of the outputs (same bits).
+        Set it on the outermost ``vmap``.
 
     Returns:
       A callable; ``mapped(*args, out=None, **kwargs)``.  ``out=`` (a pytree of
@@ -59,7 +63,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, *, axis_size: int |
       >>> lw.vmap(first_above, in_axes=(0, None))(np.array([[0, 5], [9, 0], [0, 0]]), 4)
       array([ 1,  0, -1])
     """
-    return Mapped(fun, in_axes, out_axes, axis_size, backend)
+    return Mapped(fun, in_axes, out_axes, axis_size, backend, progress)
 
 
 class Mapped:
@@ -74,7 +78,7 @@ class Mapped:
 
     _lw_vmap_spec = True
 
-    def __init__(self, fun, in_axes, out_axes, axis_size, backend):
+    def __init__(self, fun, in_axes, out_axes, axis_size, backend, progress=False):
         if not callable(fun):
             raise TypeError(f"vmap expects a callable lane function, got {type(fun).__name__}")
         if axis_size is not None and (not isinstance(axis_size, int) or axis_size < 0):
@@ -82,7 +86,7 @@ class Mapped:
         if backend is not None:
             backends.get(backend)  # fail early on a typo
         self.fun, self.in_axes, self.out_axes = fun, in_axes, out_axes
-        self.axis_size, self.backend = axis_size, backend
+        self.axis_size, self.backend, self.progress = axis_size, backend, bool(progress)
         self._executables: dict = {}
         self._launchers: dict = {}  # fast path: argument types -> generated launcher
         self._last = _miss
@@ -92,7 +96,7 @@ class Mapped:
         return f"vmap({self.fun!r}, in_axes={self.in_axes!r}, out_axes={self.out_axes!r})"
 
     def __call__(self, *args, out=None, **kwargs):
-        fast = out is None and not kwargs and (self.backend or config.backend) == "cpu"
+        fast = out is None and not kwargs and not self.progress and (self.backend or config.backend) == "cpu"
         if fast:
             # The last launcher checks its argument types itself; others by key.
             result = self._last(args)
@@ -106,6 +110,9 @@ class Mapped:
         # A backend may bind arguments itself (cuda: device arrays stay on the device).
         call = getattr(backend, "bind_call", bind_call)(self, args, kwargs)
         exe = self._executable(backend, call)
+        if self.progress:
+            from . import progress
+            return progress.run(backend, exe, call, out)
         result = backend.run(exe, call, out)
         if fast and backend.NAME == "cpu":
             launcher = fast_launcher(exe, call)
