@@ -18,6 +18,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -79,6 +80,7 @@ def main(argv=None):
     ap.add_argument("--memory-limit", default="1.5GiB", help="per worker, for the zarr run")
     ap.add_argument("--skip-grid", action="store_true")
     ap.add_argument("--out", default=None, help="zarr directory (default: a temporary one)")
+    ap.add_argument("--write", action="store_true", help="write benchmarks/sections/60_dask_scale.md")
     args = ap.parse_args(argv)
 
     import dask.array as da
@@ -106,10 +108,17 @@ def main(argv=None):
                         f"chunk {g['chunk_mb']:.0f} MB, limit {args.memory_limit} | worker peak RSS "
                         f"{', '.join(f'{p:.0f}' for p in g['worker_peak_mb'])} MB | spot check: {g['spot_check']}, "
                         f"{g['disk_gb']:.1f} GB on disk |")
-    print(f"\n{time.strftime('%Y-%m-%dT%H:%M:%S')} {platform.machine()} {os.cpu_count()} cores; "
-          f"`python -m benchmarks.dask_scale --n {args.n} --grid {args.grid}`\n")
-    print("| run | | | | |\n|---|---|---|---|---|")
-    print("\n".join(rows))
+    text = "\n".join([
+        "## Dask: issue 6's bars", "",
+        f"{time.strftime('%Y-%m-%dT%H:%M:%S')}, {platform.machine()}, {os.cpu_count()} cores, "
+        f"{os.getloadavg()[0]:.1f} load after; `python -m benchmarks.dask_scale --n {args.n} "
+        f"--grid {args.grid} --chunk {args.chunk} --memory-limit {args.memory_limit}`. A 2-worker "
+        "LocalCluster (processes, one thread each) against the single-process CPU backend (prange "
+        f"over both cores), alternating, median of {args.repeat}.", "",
+        "| run | | | | |", "|---|---|---|---|---|", *rows, ""])
+    print(text)
+    if args.write:
+        (Path(__file__).parent / "sections" / "60_dask_scale.md").write_text(text)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from . import harness
 from .harness import is_lanewise
 
 PACKAGES = ("lanewise", "numpy", "numba", "llvmlite", "numexpr", "jax", "jaxlib", "scipy")
@@ -316,11 +317,34 @@ def markdown(doc: dict) -> str:
             parts += ["", f"## {title}{run}", "", *render(doc[key])]
     if doc.get("plot"):
         parts += ["", f"![median times]({doc['plot']})"]
+    parts += extra_sections(harness.REPO)
     repeats, timing = timing_text(doc)
     w2 = W2_NOTE if any(wl["id"] == "W2" for wl in doc["workloads"]) else ""
     parts += ["", "## Notes", "", NOTES.format(repeats=repeats, timing=timing, refs=reference_text(doc), w2=w2)]
     parts += [wl["note"] + "\n" for wl in doc["workloads"] if wl.get("note")]
     return "\n".join(parts) + "\n"
+
+
+def extra_sections(repo: Path) -> list[str]:
+    """Sections measured by their own scripts: ``benchmarks/sections/*.md`` (each
+    says its date, machine and command), and lanemath's accuracy and throughput
+    tables, taken from docs/lanemath.md (where ``python -m lanewise.lanemath.*``
+    writes them) so the two never disagree."""
+    parts = []
+    lanemath = repo / "docs" / "lanemath.md"
+    if lanemath.exists():
+        text = lanemath.read_text()
+        parts += ["", "## Vector math (lanemath): ulp error and throughput against NumPy", "",
+                  "Measured by `python -m lanewise.lanemath.accuracy` (mpmath reference, 10^6 points "
+                  "per function) and `python -m lanewise.lanemath.throughput` (10^7 float64 "
+                  "arguments, one thread); method and notes in docs/lanemath.md.", ""]
+        for name in ("accuracy", "throughput"):
+            begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+            if begin in text and end in text:
+                parts += [text.split(begin, 1)[1].split(end, 1)[0].strip(), ""]
+    for path in sorted((repo / "benchmarks" / "sections").glob("*.md")):
+        parts += ["", path.read_text().rstrip()]
+    return parts
 
 
 def read_json(path: Path) -> dict:
