@@ -27,6 +27,7 @@ def test_readme_examples_run(capsys):
     np.testing.assert_allclose(namespace["ramp"], [0, 0, 0.15625, 0.5, 0.84375, 1, 1])
     assert "lane_block" in capsys.readouterr().out
     z = namespace["z"]
+    assert namespace["z_watched"].tobytes() == z.tobytes()
     np.testing.assert_allclose(namespace["s"], z.sum(), rtol=1e-12)
     # Reductions call libm, the materialised grid lanewise's vector math: 1 ulp apart.
     np.testing.assert_allclose(namespace["row_max"], z.max(axis=1), rtol=1e-15)
