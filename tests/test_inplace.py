@@ -67,3 +67,13 @@ def test_ordinary_path_still_correct():
 def test_shape_change_between_lanes_is_an_error():
     with pytest.raises(lw.LaneTypeError, match=r"shape \(3,\).*lane 0 returned shape \(1,\)"):
         lw.vmap(growing)(np.array([0.0, 0.0, 2.0]))
+
+
+def test_code_whose_file_shows_other_source_is_not_rewritten():
+    # exec'd with this file's name (as a README block or notebook cell is): inspect
+    # would read *this file's* first lines; the compiled-code check refuses them.
+    ns = {"np": np}
+    exec(compile("def filled(x):\n    v = np.ones(5)\n    v[0] = x\n    return v\n", __file__, "exec"), ns)
+    assert rewrite(ns["filled"]) is None
+    np.testing.assert_array_equal(lw.vmap(ns["filled"])(np.array([2.0, 3.0])),
+                                  [[2.0, 1, 1, 1, 1], [3.0, 1, 1, 1, 1]])

@@ -30,17 +30,59 @@ def output_dependencies(fn: Callable) -> tuple[Deps, ...] | Deps | None:
 
     ``None`` means the source could not be analysed: assume everything depends.
     """
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return None
-    node = _find_definition(tree, fn)
+    node = definition(fn)
     if node is None:
         return None
     if isinstance(node, ast.Lambda):
         node = ast.FunctionDef(name="<lambda>", args=node.args,
                                body=[ast.Return(node.body)], decorator_list=[])
     return _Taint(node).run()
+
+
+def definition(fn: Callable):
+    """The ``def``/``lambda`` node of ``fn``, or None when its source is unavailable,
+    ambiguous, or not the code that runs.
+
+    ``inspect.getsource`` reads the file *now* at the function's line: for code
+    exec'd from a string with a file name (a README block, a notebook cell), or
+    a file edited since import, that is other code.  The node is therefore
+    compiled again and compared with ``fn``'s code (names, locals, constants)
+    before anyone analyses or rewrites it.
+    """
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return None
+    node = _find_definition(tree, fn)
+    return node if node is not None and _same_code(node, fn) else None
+
+
+def _same_code(node, fn) -> bool:
+    """Does ``node``, compiled with ``fn``'s free variables, give ``fn``'s code (see _shape)?"""
+    code = fn.__code__
+    inner = ast.FunctionDef(name=node.name, args=node.args, body=node.body, decorator_list=[],
+                            returns=None, type_comment=None) if isinstance(node, ast.FunctionDef) else node
+    body = [inner, ast.Return(ast.Name(node.name, ast.Load()))] if isinstance(node, ast.FunctionDef) \
+        else [ast.Return(inner)]
+    factory = ast.FunctionDef(name="__lw_factory", args=ast.arguments(
+        posonlyargs=[], args=[ast.arg(v) for v in code.co_freevars], vararg=None, kwonlyargs=[],
+        kw_defaults=[], kwarg=None, defaults=[]), body=body, decorator_list=[], returns=None,
+        type_comment=None)
+    module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
+    try:
+        compiled = compile(module, code.co_filename, "exec")
+    except (SyntaxError, ValueError, TypeError):
+        return False
+    made = next(c for c in compiled.co_consts if hasattr(c, "co_code"))
+    found = [c for c in made.co_consts if hasattr(c, "co_code") and c.co_name == code.co_name]
+    return len(found) == 1 and _shape(found[0]) == _shape(code)
+
+
+def _shape(code) -> tuple:
+    """What compiling the same source always reproduces: names, locals, constants
+    (bytecode itself differs with how the module was compiled, e.g. by pytest)."""
+    consts = tuple(_shape(c) if hasattr(c, "co_code") else (type(c).__name__, repr(c)) for c in code.co_consts)
+    return code.co_argcount, code.co_names, code.co_varnames, code.co_freevars, consts
 
 
 def _find_definition(tree, fn):

@@ -219,6 +219,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
             f"schedule: loops {' > '.join(f'i{lv}' for lv in order)} (innermost last, contiguous in "
             f"{program.outputs[0].name if program.outputs else 'no output'}); {plan.n_blocks} blocks = "
             f"{plan.n_outer} outer x {plan.inner_blocks} inner blocks of <= {plan.block} lanes; {mode}")
+    lines.append(f"lane path: {exe.lane_path}")  # lanewise.spmd: SPMD on SIMD or scalar, and why
     return _explanation(lines, exe)
 
 

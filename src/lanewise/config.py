@@ -29,6 +29,13 @@ def _default_cache_dir() -> Path:
     return Path(base) / "lanewise"
 
 
+def _spmd_mode(value: str) -> str | bool:
+    value = value.strip().lower()
+    if value in ("", "auto"):
+        return "auto"
+    return value not in ("0", "false", "no", "off", "never")
+
+
 @dataclass
 class Config:
     #: Where generated kernel modules, their metadata and Numba's object code
@@ -51,6 +58,17 @@ class Config:
     #: Below this many lanes the CPU backend runs the nest on the calling thread:
     #: a parallel launch costs more than it saves on small problems.
     serial_below: int = 32768
+    #: SPMD on SIMD (lanewise.spmd): run lanes with divergent control flow
+    #: (``while``, ``break``, early ``return``) W at a time in vector registers.
+    #: ``"auto"``: divergent lanes that the transformation supports; ``True``:
+    #: every supported lane; ``False``: never (``LANEWISE_SPMD=auto|1|0``).
+    #: ``lw.explain`` says which path ran and why.  CPU backend only.
+    spmd: str | bool = field(default_factory=lambda: _spmd_mode(os.environ.get("LANEWISE_SPMD", "auto")))
+    #: Lanes per vector step of the SPMD path; None: several vector registers'
+    #: worth of the widest lane value (32 float64 lanes with AVX-512, 8 with
+    #: AVX2 or NEON) (``LANEWISE_SPMD_WIDTH``).
+    spmd_width: int | None = field(default_factory=lambda: int(os.environ["LANEWISE_SPMD_WIDTH"])
+                                   if os.environ.get("LANEWISE_SPMD_WIDTH") else None)
 
 
     @contextlib.contextmanager

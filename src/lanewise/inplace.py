@@ -26,14 +26,12 @@ Example:
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
 import types
 
 import numba
 import numpy as np
 
-from .analysis import _find_definition
+from .analysis import definition
 
 OUT = "__lw_out"
 _CTORS = {"empty": None, "zeros": 0, "ones": 1, "full": "arg1"}
@@ -45,11 +43,7 @@ def rewrite(fn, returns_array: bool = True) -> types.FunctionType | None:
     ``returns_array=False``: every ``return v`` becomes ``return True`` (numba-cuda
     device functions may not return an array, even one passed in).
     """
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
-        return None
-    node = _find_definition(tree, fn)
+    node = definition(fn)
     if not isinstance(node, ast.FunctionDef) or node.args.vararg or node.args.kwarg:
         return None
     found = _allocation(node, fn.__globals__)

@@ -20,7 +20,6 @@ import builtins
 import hashlib
 import inspect
 import sys
-import textwrap
 import types
 import weakref
 from typing import Any, Callable
@@ -29,6 +28,7 @@ import numba
 import numpy as np
 from numba.core.dispatcher import Dispatcher
 
+from .analysis import definition
 from .config import config
 
 #: Options every lane and generated kernel is compiled with.  ``error_model``
@@ -273,9 +273,8 @@ def _may_raise(fn, seen: set[int]) -> bool:
         return True
     if (getattr(fn, "__module__", None) or "").startswith("lanewise") or not isinstance(fn, types.FunctionType):
         return False
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
+    tree = definition(fn)
+    if tree is None:  # no trustworthy source: assume it may
         return True
     if any(isinstance(node, (ast.Raise, ast.Assert)) for node in ast.walk(tree)):
         return True

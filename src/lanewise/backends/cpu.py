@@ -25,7 +25,7 @@ from numba.core import types as nt
 from numba.core.errors import NumbaError
 from numba.np.numpy_support import as_dtype
 
-from .. import pytree
+from .. import pytree, spmd
 from ..codegen import cpu as render_cpu
 from ..codegen.plan import Blocking, blocking, lane_work, loop_order
 from ..config import config
@@ -54,6 +54,7 @@ class Executable:
     path: Any  # pathlib.Path of the cached module, or None (memory only)
 
     inject: dict = None
+    lane_path: str = "scalar (one lane per iteration)"  # lanewise.spmd: which path runs, and why
 
     def __post_init__(self):
         self.order = loop_order(self.program)
@@ -79,18 +80,20 @@ class Executable:
 def build(call: Call) -> Executable:
     """The executable for ``call``'s signature: from disk if cached, else compiled."""
     fp = fingerprint(call.lane) if config.disk_cache else None
-    key = cache.key_of(fp, call.signature, config.vector_math) if fp else None
+    key = cache.key_of(fp, call.signature, config.vector_math, spmd.cache_key()) if fp else None
     found = cache.lookup(key) if key else None
     if found is not None:
-        path, source, (result, inplace) = found
+        path, source, (result, inplace, lane_path) = found
         program = make_program(call, result)
         stats["disk"] += 1
     else:
         result = result_type(call)
         program = make_program(call, result)
         inplace = _inplace_lane(program, result) is not None
-        source = render_cpu.render(program, inplace)
-        path = cache.store(key, source, (result, inplace)) if key else None
+        choice = spmd.choose(program, call, result, inplace)
+        lane_path = choice.describe()
+        source = render_cpu.render(program, inplace, spmd=choice.plan)
+        path = cache.store(key, source, (result, inplace, lane_path)) if key else None
         stats["typed"] += 1
     if config.debug:
         print(f"# ---- lanewise kernel ({path or 'in memory'})\n{source}")
@@ -98,7 +101,7 @@ def build(call: Call) -> Executable:
     if inplace:
         inject["lane_inplace"] = kernel_lane(_inplace_lane(program, result))
     module = cache.load_module(f"lw_{key or id(call.signature)}", path, source, inject)
-    return Executable(program, module, source, path, inject)
+    return Executable(program, module, source, path, inject, lane_path)
 
 
 def kernel_lane(fn):

@@ -79,15 +79,23 @@ def _walk(spec):
         yield from _walk(child)
 
 
-def render(program: Program, inplace: bool = False) -> str:
+def render(program: Program, inplace: bool = False, spmd=None) -> str:
     """The complete module source for ``program`` (deterministic).
 
     ``inplace``: the single per-lane array output is written by ``lane_inplace``
     (the lane rewritten by :mod:`lanewise.inplace`) straight into its slice.
+    ``spmd``: a :class:`lanewise.spmd.Plan`; ``lane_block`` then runs the
+    innermost level W lanes at a time through the W-wide lane ``lane_spmd``.
     """
     names = Names.of(program)
     order = loop_order(program)
-    parts = [_header(program, order), _lane_block(program, names, order, inplace),
+    if spmd is None:
+        block = _lane_block(program, names, order, inplace)
+    elif spmd.stream:
+        block = "\n\n".join([spmd.source, _lane_block_stream(program, names, order, spmd)])
+    else:
+        block = "\n\n".join([spmd.source, _lane_block_spmd(program, names, order, spmd)])
+    parts = [_header(program, order), block,
              _kernel(program, names, order, parallel=True),
              _kernel(program, names, order, parallel=False), _probe(program, names)]
     return "\n\n".join(parts) + "\n"
@@ -124,6 +132,90 @@ def _lane_block(program: Program, names: Names, order, inplace: bool) -> str:
     body += ["            " + line for line in _lane_and_store(program, names, inplace)]
     body += ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
     return "\n".join(body)
+
+
+def _lane_block_spmd(program: Program, names: Names, order, plan) -> str:
+    """``lane_block`` for the SPMD path: groups of W lanes of the innermost level
+    (inputs gathered into stack arrays, a masked tail), one ``lane_spmd`` call each."""
+    inner, w = order[-1], plan.width
+    sig = program.signature
+    lane = getattr(program.lane, "__name__", "lane")
+    where = f"  # {lane}() at {function_location(program.lane)}"
+    body = [f"@{_JIT.format('')}",
+            f"def lane_block({names.params('outer', 'lo', 'hi')}):",
+            f'    """Lanes [lo, hi) of the innermost level at one outer index, {w} at a time (SPMD on SIMD)."""']
+    body += ["    " + line for line in _decompose("uint64(outer)", order[:-1], names)]
+    body.append(f"    _lw_m = stack_empty({w}, np.bool_)")
+    args, gathers = ["_lw_m"], []
+    for kind, k in zip(plan.kinds, plan.leaves):
+        if kind == "default":
+            continue
+        leaf, name = sig.leaves[k], names.leaves[k]
+        if kind == "varying":
+            body.append(f"    _lw_x{k} = stack_empty({w}, np.{leaf.dtype.name})")
+            gathers.append(f"_lw_x{k}[_lw_w] = {_leaf_expr(leaf, name)}")
+            args.append(f"_lw_x{k}")
+        else:
+            args.append(_leaf_expr(leaf, name))
+    for j, (_, dtype) in enumerate(plan.results):
+        body.append(f"    _lw_r{j} = stack_empty({w}, np.{dtype})")
+    args += [f"_lw_r{j}" for j in range(len(plan.results))]
+    body += ["    failed = uint64(lo)",
+             "    try:  # lane_spmd cannot raise (checked when built); a failure reports its group",
+             f"        for _lw_g in range(uint64(lo), uint64(hi), uint64({w})):",
+             "            failed = _lw_g",
+             f"            _lw_n = min(uint64(hi) - _lw_g, uint64({w}))",
+             f"            for _lw_w in range(uint64({w})):",
+             "                _lw_on = _lw_w < _lw_n",
+             "                _lw_m[_lw_w] = _lw_on",
+             f"                i{inner} = _lw_g + _lw_w if _lw_on else _lw_g  # the tail repeats a valid lane"]
+    body += ["                " + g for g in gathers]
+    body += [f"            lane_spmd({', '.join(args)}){where}",
+             "            for _lw_w in range(_lw_n):",
+             f"                i{inner} = _lw_g + _lw_w"]
+    for j, (out, oname) in enumerate(zip(program.outputs, names.outputs, strict=True)):
+        body += ["                " + line for line in guarded_store(out, oname, f"_lw_r{j}[_lw_w]")]
+    body += ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
+    return "\n".join(body)
+
+
+def _lane_block_stream(program: Program, names: Names, order, plan) -> str:
+    """``lane_block`` for the streaming SPMD path: ``lane_stream`` runs lanes
+    [lo, hi) in W slots, loading a lane's inputs (``_lw_load``) when a slot takes
+    it and storing its results (``_lw_store``) when it returns."""
+    inner = order[-1]
+    sig = program.signature
+    lane = getattr(program.lane, "__name__", "lane")
+    where = f"  # {lane}() at {function_location(program.lane)}"
+    varying = [k for kind, k in zip(plan.kinds, plan.leaves) if kind == "varying"]
+    ctx = [names.leaves[k] for k in varying] + list(names.outputs) + [f"i{lv}" for lv in order[:-1]]
+    unpack = f"    {', '.join(ctx)}, = _lw_ctx"
+    load = [f"@{_JIT.format('')}",
+            f"def _lw_load(_lw_ctx, _lw_i):",
+            '    """The varying arguments of one lane of the innermost level."""',
+            unpack, f"    i{inner} = uint64(_lw_i)",
+            f"    return ({''.join(_leaf_expr(sig.leaves[k], names.leaves[k]) + ', ' for k in varying)})"]
+    values = [f"_lw_v{j}" for j in range(len(program.outputs))]
+    store = [f"@{_JIT.format('')}",
+             f"def _lw_store(_lw_ctx, _lw_i, {', '.join(values)}):",
+             '    """Store the results of one lane of the innermost level."""',
+             unpack, f"    i{inner} = uint64(_lw_i)"]
+    for out, oname, value in zip(program.outputs, names.outputs, values, strict=True):
+        store += ["    " + line for line in guarded_store(out, oname, value)]
+    uniform = [_leaf_expr(sig.leaves[k], names.leaves[k]) for kind, k in zip(plan.kinds, plan.leaves)
+               if kind == "uniform"]
+    block = [f"@{_JIT.format('')}",
+             f"def lane_block({names.params('outer', 'lo', 'hi')}):",
+             f'    """Lanes [lo, hi) of the innermost level at one outer index, in {plan.width} refilled '
+             'slots (SPMD on SIMD)."""']
+    block += ["    " + line for line in _decompose("uint64(outer)", order[:-1], names)]
+    block += [f"    _lw_ctx = ({''.join(c + ', ' for c in ctx)})",
+              "    try:  # lane_stream cannot raise (checked when built); a failure reports the block",
+              f"        lane_stream({', '.join(['_lw_ctx', 'int64(lo)', 'int64(hi)'] + uniform)}){where}",
+              "    except Exception:",
+              "        return int64(lo)",
+              "    return int64(-1)"]
+    return "\n\n\n".join("\n".join(part) for part in (load, store, block))
 
 
 def _decompose(flat: str, levels, names: Names) -> list[str]:

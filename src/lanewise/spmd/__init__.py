@@ -1,0 +1,411 @@
+"""SPMD on SIMD: divergent lanes run W at a time in CPU vector registers.
+
+A scalar-per-lane loop nest leaves the vector units idle when the lane has
+data-dependent control flow (a ``while``, a ``break``, an early ``return``):
+LLVM cannot vectorise the loop over lanes around it.  Here the lane function is
+rewritten (:mod:`.transform`) into a W-wide version whose values are vectors of
+W lanes (:mod:`.vector`) and whose control flow is execution masks, as ISPC
+does.  The CPU backend then runs the innermost level W lanes per call, with a
+masked tail.
+
+:func:`choose` decides, per compiled program, which path runs and why
+(``lw.explain`` prints it):
+
+* ``lw.config.spmd = "auto"`` (default): lanes with divergent control flow take
+  the SPMD path when the transformation supports them; other lanes keep the
+  scalar path, which LLVM already vectorises;
+* ``True``: the SPMD path whenever supported; ``False``: never.
+
+Anything the transformation does not handle — array arguments or outputs,
+indexing, unknown calls, recursion, raising lanes — keeps the scalar path, with
+the reason.  Results are bit for bit those of the scalar path.
+
+Example:
+    >>> import numpy as np, lanewise as lw
+    >>> def steps(x):
+    ...     n = 0
+    ...     while x > 1.0:
+    ...         x = x * 0.5
+    ...         n += 1
+    ...     return n
+    >>> f = lw.vmap(steps)
+    >>> f(np.array([0.5, 3.0, 1000.0]))
+    array([ 0,  2, 10])
+    >>> "lane path: SPMD" in lw.explain(f, np.ones(3))
+    True
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import platform
+import re
+import types
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import config
+from .transform import FUNCTION, STREAM, Unsupported, function_ast, transform, transform_stream
+
+#: Names the generated module imports for the W-wide lane.
+RUNTIME = ("stack_empty", "vload", "vstore", "v_undef", "v_select", "v_as", "v_range", "m_const",
+           "m_bits", "m_count", "m_from_bits",
+           "v_add", "v_sub", "v_mul", "v_truediv", "v_floordiv", "v_mod", "v_pow", "v_lshift",
+           "v_rshift", "v_bitand", "v_bitor", "v_bitxor", "v_lt", "v_le", "v_gt", "v_ge", "v_eq",
+           "v_ne", "v_neg", "v_pos", "v_invert", "v_call1", "v_call2", "v_call3", "v_call4",
+           "m_and", "m_or", "m_andnot", "m_truth", "m_not", "m_any")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the kernel calls the W-wide lane."""
+
+    width: int
+    kinds: tuple  # per lane parameter: "varying", "uniform" or "default"
+    leaves: tuple  # per lane parameter: the signature leaf passed (None for "default")
+    results: tuple  # ((path, numba result dtype name), ...) in program.outputs order
+    source: str  # the module text defining lane_spmd (or lane_stream)
+    stream: bool = False  # lane_stream: slots refilled as lanes finish
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The lane path of one program: ``plan`` is None for the scalar path."""
+
+    plan: Plan | None
+    reason: str
+
+    def describe(self) -> str:
+        if self.plan is None:
+            return f"scalar (one lane per iteration): {self.reason}"
+        how = (f"{self.plan.width} lanes per vector step, a lane's slot refilled when it returns"
+               if self.plan.stream else f"{self.plan.width} lanes per vector step")
+        return f"SPMD on SIMD, {how}: {self.reason}"
+
+
+# ----------------------------------------------------------------------------- width
+
+
+@functools.cache
+def vector_bits() -> int:
+    """Width in bits of the vector registers Numba compiles for (AVX-512: 512,
+    AVX/AVX2: 256, NEON and SSE: 128)."""
+    import numba
+    import llvmlite.binding as ll
+
+    features = numba.config.CPU_FEATURES
+    if features is None:
+        try:
+            flags = ll.get_host_cpu_features()
+            features = ",".join(("+" if v else "-") + k for k, v in flags.items())
+        except Exception:  # some platforms cannot report features
+            features = ""
+    enabled = set(re.findall(r"\+([\w.-]+)", features))
+    if "avx512f" in enabled:
+        return 512
+    if "avx2" in enabled or "avx" in enabled:
+        return 256
+    return 128  # NEON (aarch64), SSE2 (x86-64 baseline)
+
+
+def registers_per_value() -> int:
+    """Vector registers per W-wide value: 4 where the register file has 32 of them
+    (AVX-512, AArch64), else 2 (AVX2, SSE: 16 registers).  Several independent
+    registers per value hide the latency of a loop-carried computation."""
+    return 4 if vector_bits() == 512 or platform.machine().lower() in ("arm64", "aarch64") else 2
+
+
+def width_for(itemsize: int) -> int:
+    """W for lanes whose widest value is ``itemsize`` bytes: ``lw.config.spmd_width``,
+    else :func:`registers_per_value` vector registers' worth (AVX-512: 32 float64
+    lanes, 64 float32; AVX2: 8 float64; NEON: 8 float64), at most 64."""
+    if config.spmd_width:
+        return max(2, min(64, int(config.spmd_width)))
+    return max(4, min(64, registers_per_value() * vector_bits() // (8 * max(itemsize, 4))))
+
+
+#: Stream lanes of the form ``prologue; loop; epilogue`` (slots refilled as lanes
+#: finish); False runs every lane in fixed groups of W (tests switch it).
+STREAMING = True
+
+
+def cache_key() -> tuple:
+    """What of the SPMD settings the generated code depends on."""
+    return ("spmd", _mode(), config.spmd_width or vector_bits(), STREAMING)
+
+
+def _mode():
+    mode = config.spmd
+    if isinstance(mode, str):
+        mode = mode.strip().lower()
+        if mode in ("auto", ""):
+            return "auto"
+        return mode not in ("0", "false", "off", "no", "never")
+    return bool(mode)
+
+
+# ----------------------------------------------------------------------------- choice
+
+
+def choose(program, call, result, inplace: bool = False) -> Choice:
+    """The lane path for ``program`` (see the module docstring), never raising."""
+    from ..lanefn import python_function
+
+    mode = _mode()
+    if mode is False:
+        return Choice(None, "SPMD disabled (lw.config.spmd = False)")
+    lane = python_function(program.lane)
+    if not isinstance(lane, types.FunctionType):
+        return Choice(None, f"the lane {lane!r} is not a Python function")
+    if mode == "auto":
+        why = divergence(lane)
+        if why is None:
+            return Choice(None, "no divergent control flow (no while loop, no break, no early return, "
+                                "no for loop with a variable trip count): LLVM vectorises the scalar nest")
+    else:
+        why = "lw.config.spmd = True"
+    try:
+        if inplace:
+            raise Unsupported("the lane writes a per-lane array output")
+        plan = make_plan(program, call, result, lane)
+        check_compiled(plan, program, call)
+    except Unsupported as e:
+        return Choice(None, f"{why}, but the SPMD transformation does not handle {e}")
+    except Exception as e:  # a defect here must cost speed, never a result
+        return Choice(None, f"{why}, but the SPMD path failed to build ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else ''})")
+    return Choice(plan, why)
+
+
+def divergence(lane) -> str | None:
+    """Why ``lane`` (or a helper it calls by name) has divergent control flow, or None."""
+    return _divergence(lane, set())
+
+
+def _divergence(fn, seen) -> str | None:
+    if fn in seen or not isinstance(fn, types.FunctionType):
+        return None
+    seen.add(fn)
+    try:
+        fdef = function_ast(fn)
+    except Unsupported:
+        return None
+    name = fn.__qualname__
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.While):
+            return f"{name} has a while loop (line {_line(fn, node)})"
+        if isinstance(node, ast.For):
+            exits = [n for n in ast.walk(node) if isinstance(n, (ast.Break, ast.Continue, ast.Return))]
+            if exits:
+                return f"{name} leaves a for loop early (line {_line(fn, exits[0])})"
+            it = node.iter
+            if not (isinstance(it, ast.Call) and all(_fixed(fn, a) for a in it.args)):
+                return (f"{name} has a for loop whose trip count is not a constant "
+                        f"(line {_line(fn, node)})")
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            target = fn.__globals__.get(node.func.id)
+            if node.func.id in fn.__code__.co_freevars and fn.__closure__:
+                try:
+                    target = fn.__closure__[fn.__code__.co_freevars.index(node.func.id)].cell_contents
+                except ValueError:
+                    target = None
+            target = getattr(target, "py_func", target)
+            why = _divergence(target, seen)
+            if why:
+                return why
+    return None
+
+
+def _fixed(fn, node) -> bool:
+    """Is ``node`` an integer known before the lanes run (a literal or a global int)?"""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _fixed(fn, node.operand)
+    if isinstance(node, ast.Name) and node.id not in fn.__code__.co_varnames:
+        return isinstance(fn.__globals__.get(node.id), int)
+    return False
+
+
+def _line(fn, node) -> int:
+    return fn.__code__.co_firstlineno + node.lineno - 1
+
+
+def make_plan(program, call, result, lane) -> Plan:
+    """Transform the lane for this program's parameters and results."""
+    sig = program.signature
+    inner = _inner_level(program)
+    fdef = function_ast(lane)
+    names = [a.arg for a in fdef.args.args]
+    kinds, leaves = ["default"] * len(names), [None] * len(names)
+    for k, param in enumerate(sig.params):
+        if not param.tree.is_leaf():
+            raise Unsupported("a tuple/dict argument (the SPMD path takes scalar arguments)")
+        index = k if param.keyword is None else (names.index(param.keyword) if param.keyword in names else None)
+        if index is None or index >= len(names):
+            raise Unsupported(f"the argument {param.keyword or k} (it does not name a parameter)")
+        leaf = sig.leaves[param.first_leaf]
+        if leaf.is_array and leaf.lane_ndim:
+            raise Unsupported(f"the array argument {leaf.name} (lanes receive a view of it)")
+        if leaf.dtype.kind not in "biuf":
+            raise Unsupported(f"the {leaf.dtype} argument {leaf.name}")
+        varying = leaf.is_array and leaf.axes[inner] is not None
+        kinds[index] = "varying" if varying else "uniform"
+        leaves[index] = param.first_leaf
+    flat = _result_leaves(result)
+    if not flat or len(flat) != len(program.outputs):
+        raise Unsupported("a lane without a result, or with None in its result")
+    results = []
+    for out, (path, leaf) in zip(program.outputs, flat):
+        if leaf.ndim or out.lane_ndim:
+            raise Unsupported(f"the per-lane array output {out.name}")
+        if np.dtype(leaf.dtype).kind not in "biuf":
+            raise Unsupported(f"the {leaf.dtype} output {out.name}")
+        results.append((tuple(path), np.dtype(leaf.dtype).name))
+    itemsizes = [np.dtype(d).itemsize for _, d in results]
+    itemsizes += [sig.leaves[leaves[i]].dtype.itemsize for i, k in enumerate(kinds) if k == "varying"]
+    width = width_for(max(itemsizes))
+    varying_dtypes = tuple(sig.leaves[leaves[i]].dtype.name for i, k in enumerate(kinds) if k == "varying")
+    if STREAMING and any(k == "varying" for k in kinds):
+        try:
+            body = transform_stream(lane, tuple(kinds), varying_dtypes, tuple(results), width, refill(width))
+            return Plan(width, tuple(kinds), tuple(leaves), tuple(results), module_text(body), True)
+        except Unsupported:
+            pass  # not of the form prologue; loop; epilogue: groups of W lanes
+    body = transform(lane, tuple(kinds), tuple(results), width)
+    return Plan(width, tuple(kinds), tuple(leaves), tuple(results), module_text(body))
+
+
+def refill(width: int) -> int:
+    """Free slots that trigger a refill of a streamed lane: refilling costs a pass
+    over the slots, so it waits until a quarter of them are free."""
+    return max(1, width // 4)
+
+
+def _inner_level(program) -> int:
+    from ..codegen.plan import loop_order
+
+    return loop_order(program)[-1]
+
+
+def _result_leaves(result, path=()):
+    from ..program import ResultLeaf
+
+    if result is None:
+        return [(path, None)] if path else []
+    if isinstance(result, ResultLeaf):
+        return [(path, result)]
+    out = []
+    for i, child in enumerate(result.children):
+        sub = _result_leaves(child, path + (i,))
+        if any(leaf is None for _, leaf in sub):
+            raise Unsupported("None in the lane's result")
+        out += sub
+    if result.cls is not None:
+        raise Unsupported(f"the {result.cls.__name__} result (return a plain tuple)")
+    return out
+
+
+def module_text(body: str) -> str:
+    """The part of a generated kernel module that defines the W-wide lane."""
+    jit = 'numba.njit(error_model="numpy", nogil=True, cache=True)'
+    return "\n".join([
+        "import math",
+        "import numpy as np",
+        "from lanewise import lanemath",
+        f"from lanewise.spmd.vector import ({', '.join(RUNTIME)})",
+        "",
+        "",
+        f"@{jit}",
+        body.rstrip("\n"),
+    ])
+
+
+def argument_types(plan: Plan, program, call) -> tuple:
+    """Numba types of the W-wide lane's arguments for this call (for ``lane_stream``:
+    a stand-in context of 1-D arrays, see :func:`check_compiled`)."""
+    import numba
+    from numba.core import types as nt
+
+    sig = program.signature
+    uniform, varying = [], []
+    for kind, leaf_index in zip(plan.kinds, plan.leaves):
+        if kind == "default":
+            continue
+        leaf = sig.leaves[leaf_index]
+        dtype = numba.from_dtype(leaf.dtype)
+        if kind == "varying":
+            varying.append(nt.Array(dtype, 1, "C"))
+        elif leaf.is_array:
+            uniform.append(dtype)
+        else:
+            uniform.append(numba.typeof(call.values[leaf_index]))
+    outs = [nt.Array(numba.from_dtype(np.dtype(d)), 1, "C") for _, d in plan.results]
+    if plan.stream:
+        return (nt.Tuple(varying + outs), nt.int64, nt.int64, *uniform)
+    params = iter(varying)
+    args = [nt.Array(nt.boolean, 1, "C")]
+    for kind, leaf_index in zip(plan.kinds, plan.leaves):
+        if kind == "varying":
+            args.append(next(params))
+        elif kind == "uniform":
+            args.append(uniform.pop(0))
+    return (*args, *outs)
+
+
+def _stand_ins(plan: Plan) -> str:
+    """``_lw_load``/``_lw_store`` over a context of 1-D arrays (the kernel module's
+    own read the lanes' leaves and write the outputs)."""
+    nv = sum(k == "varying" for k in plan.kinds)
+    values = [f"v{j}" for j in range(len(plan.results))]
+    return "\n".join([
+        "@numba.njit",
+        "def _lw_load(ctx, i):",
+        f"    return ({''.join(f'ctx[{k}][i], ' for k in range(nv))})",
+        "@numba.njit",
+        f"def _lw_store(ctx, i, {', '.join(values)}):",
+        *[f"    ctx[{nv + j}][i] = {v}" for j, v in enumerate(values)],
+        ""])
+
+
+def check_compiled(plan: Plan, program, call) -> None:
+    """Compile the W-wide lane once and check it cannot raise or allocate."""
+    namespace: dict = {"__name__": "lanewise._spmd_check"}
+    source = "import numba\n" + (_stand_ins(plan) if plan.stream else "") + plan.source
+    exec(compile(source.replace(", cache=True", ""), "<lanewise spmd check>", "exec"), namespace)
+    dispatcher = namespace[STREAM if plan.stream else FUNCTION]
+    argtypes = argument_types(plan, program, call)
+    try:
+        dispatcher.compile(argtypes)
+    except Exception as e:
+        first = str(e).strip().splitlines()
+        raise Unsupported(f"a construct Numba rejects in the W-wide form: {first[-1] if first else e}") from None
+    for body in _numba_functions(dispatcher.inspect_llvm(argtypes)):
+        if re.search(r"store [^\n]*, ptr %excinfo", body):
+            raise Unsupported("an operation that may raise inside the W-wide lane")
+        if "NRT_MemInfo_alloc" in body or "NRT_Allocate" in body:
+            raise Unsupported("an allocation inside the W-wide lane")
+
+
+#: Mangled-name marks of lanewise's own vector math: its rare slow paths (trig
+#: arguments beyond 2**30) hold exception branches that no input reaches.
+_TRUSTED = ("8lanewise8lanemath",)
+
+
+def _numba_functions(llvm: str) -> list[str]:
+    """Bodies of the functions of a module that follow Numba's calling convention
+    (they take ``%excinfo``, where a raised exception would be stored), except
+    lanewise's vector math."""
+    out = []
+    for chunk in llvm.split("\ndefine ")[1:]:
+        head, _, body = chunk.partition("\n")
+        if "%excinfo" in head and not any(mark in head for mark in _TRUSTED):
+            out.append(body.split("\n}\n", 1)[0])
+    return out
+
+
+__all__ = ["Choice", "Plan", "Unsupported", "cache_key", "choose", "divergence", "refill",
+           "registers_per_value", "transform", "transform_stream", "vector_bits", "width_for"]

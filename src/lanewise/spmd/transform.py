@@ -1,0 +1,994 @@
+"""A lane function's AST -> the source of its W-wide (SPMD on SIMD) version.
+
+The W-wide function runs W lanes in lock-step.  Every value is either uniform
+(a Numba scalar, the same in every lane: constants, arguments not mapped at the
+innermost level, and what is computed from them only) or varying (a
+:class:`~lanewise.spmd.vector.Vec`); Numba's type inference decides which, since
+every operation of :mod:`lanewise.spmd.vector` accepts both.  Control flow
+becomes execution masks (ISPC's model):
+
+* ``if``/``elif``/``else``: both branches run, each under its mask (skipped when
+  no lane takes it); an assignment under a mask is ``x = select(mask, new, x)``;
+* ``while``/``for ... in range(...)``: the loop runs while any lane is active;
+  ``break`` and ``continue`` clear lanes from the loop's and the iteration's
+  masks, ``return`` stores the lanes' results and clears them from every mask
+  of the function;
+* calls of plain Python helpers (and ``numba.njit`` ones) are inlined, with their
+  own masks and result slots; calls of math/NumPy/builtin scalar functions run
+  lane by lane through Numba's own implementation (lanewise's vector math when
+  ``lw.config.vector_math``);
+* tuples: unpacking assignments, tuple returns (the lane's result tree) and
+  helpers returning tuples.
+
+Each lane executes exactly the operations of the scalar lane, in the same order
+and with the same types, so the results are bit for bit those of the scalar path.
+Anything outside this subset raises :class:`Unsupported` with the reason; the CPU
+backend then keeps the scalar path.
+
+Example:
+    >>> def clamp_steps(x):
+    ...     n = 0
+    ...     while x > 1.0:
+    ...         x = x / 2
+    ...         n += 1
+    ...     return n
+    >>> src = transform(clamp_steps, ("varying",), (((), "int64"),), 8)
+    >>> "while True:" in src and "m_any(" in src
+    True
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import math
+import types
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba.core.dispatcher import Dispatcher
+
+from ..analysis import definition
+from ..config import config
+
+
+class Unsupported(Exception):
+    """The lane uses something the SPMD transformation does not handle (the message says what)."""
+
+
+#: Name of the generated function.
+FUNCTION = "lane_spmd"
+
+_MAX_INLINE_DEPTH = 8
+
+#: Loop counters of desugared ``for`` loops: only the loop reads them, so lanes that
+#: left the loop never need their values and their stores need no select.
+_PRIVATE = ("_lw_k", "_lw_stop", "_lw_rs", "_lw_re")
+
+_BINOPS = {ast.Add: "v_add", ast.Sub: "v_sub", ast.Mult: "v_mul", ast.Div: "v_truediv",
+           ast.FloorDiv: "v_floordiv", ast.Mod: "v_mod", ast.Pow: "v_pow", ast.LShift: "v_lshift",
+           ast.RShift: "v_rshift", ast.BitAnd: "v_bitand", ast.BitOr: "v_bitor", ast.BitXor: "v_bitxor"}
+_CMPOPS = {ast.Lt: "v_lt", ast.LtE: "v_le", ast.Gt: "v_gt", ast.GtE: "v_ge", ast.Eq: "v_eq", ast.NotEq: "v_ne"}
+_UNARY = {ast.USub: "v_neg", ast.UAdd: "v_pos", ast.Invert: "v_invert", ast.Not: "m_not"}
+
+#: Builtins a lane may call lane by lane (Numba implements them for scalars).
+_BUILTINS = {"abs", "min", "max", "int", "float", "bool", "round", "pow"}
+
+
+# ----------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Tup:
+    """A tuple value of the W-wide code: its items are expressions or Tups."""
+
+    items: tuple
+
+
+def _shape(value):
+    return tuple(_shape(v) for v in value.items) if isinstance(value, Tup) else None
+
+
+def _leaves(value) -> list[str]:
+    if isinstance(value, Tup):
+        return [leaf for v in value.items for leaf in _leaves(v)]
+    return [value]
+
+
+def _rebuild(shape, leaves):
+    it = iter(leaves)
+
+    def build(s):
+        return Tup(tuple(build(c) for c in s)) if isinstance(s, tuple) else next(it)
+
+    return build(shape)
+
+
+# ----------------------------------------------------------------------------- source
+
+
+def function_ast(fn) -> ast.FunctionDef:
+    """The ``def`` of ``fn`` (a plain function; lambdas are not supported)."""
+    if fn.__name__ == "<lambda>":
+        raise Unsupported("it is a lambda (write the lane with def to use the SPMD path)")
+    node = definition(fn)
+    if not isinstance(node, ast.FunctionDef):
+        raise Unsupported(f"the source of {fn.__qualname__} is not available, or is not the code "
+                          "that runs (exec'd from a string, or edited since import)")
+    return node
+
+
+def _where(fn, node) -> str:
+    try:
+        line = fn.__code__.co_firstlineno + getattr(node, "lineno", 1) - 1
+        return f"{fn.__code__.co_filename}:{line}"
+    except AttributeError:
+        return "?"
+
+
+def local_names(fdef: ast.FunctionDef) -> set[str]:
+    """Names assigned in the function (its locals, Python's scoping rule), params included."""
+    names = {a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs}
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+    return names
+
+
+# ----------------------------------------------------------------------------- desugaring
+
+
+class _Desugar(ast.NodeTransformer):
+    """``for v in range(...)`` -> ``while`` over a hidden counter; ``x += e`` -> ``x = x + e``."""
+
+    def __init__(self, fn):
+        self.fn, self.n = fn, 0
+
+    def visit_AugAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            raise Unsupported(f"augmented assignment to {ast.unparse(node.target)} at {_where(self.fn, node)}")
+        load = ast.Name(node.target.id, ast.Load())
+        value = ast.BinOp(load, node.op, self.visit(node.value))
+        return ast.copy_location(ast.Assign([node.target], value), node)
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            return None
+        return ast.copy_location(ast.Assign([node.target], self.visit(node.value)), node)
+
+    def visit_For(self, node):
+        where = _where(self.fn, node)
+        if node.orelse:
+            raise Unsupported(f"a for ... else loop at {where}")
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and not it.keywords and 1 <= len(it.args) <= 3):
+            raise Unsupported(f"a for loop over something other than range(...) at {where}")
+        if not isinstance(node.target, ast.Name):
+            raise Unsupported(f"a for loop with target {ast.unparse(node.target)} at {where}")
+        args = [self.visit(a) for a in it.args]
+        start, stop = (ast.Constant(0), args[0]) if len(args) == 1 else (args[0], args[1])
+        step = args[2] if len(args) == 3 else ast.Constant(1)
+        step_value = _int_literal(step)
+        if step_value is None or step_value == 0:
+            raise Unsupported(f"a range with a step that is not a non-zero integer literal at {where}")
+        self.n += 1
+        k, e, rs, re_ = (f"_lw_k{self.n}", f"_lw_stop{self.n}", f"_lw_rs{self.n}", f"_lw_re{self.n}")
+
+        def name(n):
+            return ast.Name(n, ast.Load())
+
+        def as_range(value):  # value as the type Numba's range(start, stop, step) yields
+            return ast.Call(name("_lw_range"), [value, name(rs), name(re_), step], [])
+
+        init = [ast.Assign([ast.Name(rs, ast.Store())], start),
+                ast.Assign([ast.Name(re_, ast.Store())], stop),
+                ast.Assign([ast.Name(e, ast.Store())], as_range(name(re_))),
+                ast.Assign([ast.Name(k, ast.Store())], as_range(name(rs)))]
+        cmp = ast.Lt() if step_value > 0 else ast.Gt()
+        test = ast.Compare(name(k), [cmp], [name(e)])
+        body = [ast.Assign([ast.Name(node.target.id, ast.Store())], name(k)),
+                ast.Assign([ast.Name(k, ast.Store())], as_range(ast.BinOp(name(k), ast.Add(), step)))]
+        body += [self.visit(s) for s in node.body]
+        loop = ast.While(test, body, [])
+        out = init + [loop]
+        for s in out:
+            ast.copy_location(s, node)
+            ast.fix_missing_locations(s)
+        return out
+
+    def visit_While(self, node):
+        if node.orelse:
+            raise Unsupported(f"a while ... else loop at {_where(self.fn, node)}")
+        return self.generic_visit(node)
+
+
+def _int_literal(node):
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int_literal(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def block_temps(stmts: list, frame_counts: dict) -> frozenset:
+    """Names whose every use is inside ``stmts`` and whose first use there is a
+    store by one of its top-level statements: such a variable is always assigned
+    before it is read in the block, so lanes outside the block's mask never need
+    its value and the store needs no select."""
+    seen: set[str] = set()
+    candidates: set[str] = set()
+    counts: dict[str, int] = {}
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name):
+                counts[node.id] = counts.get(node.id, 0) + 1
+        if isinstance(stmt, ast.Assign):
+            for name in _names(stmt.value, ast.Load):
+                seen.add(name)
+            for target in stmt.targets:
+                for name in _names(target, ast.Store):
+                    if name not in seen:
+                        candidates.add(name)
+                        seen.add(name)
+        else:
+            for name in _names(stmt, (ast.Load, ast.Store)):
+                seen.add(name)
+    return frozenset(n for n in candidates if counts.get(n) == frame_counts.get(n))
+
+
+def _names(node, ctx) -> list[str]:
+    out = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ctx):
+            out.append(n.id)
+    return out
+
+
+def _cheap(stmts) -> bool:
+    """A branch body of a few simple statements (no loop, no call): run it masked
+    without testing whether any lane takes it."""
+    nodes = [n for s in stmts for n in ast.walk(s)]
+    return (len(stmts) <= 4 and not any(isinstance(n, (ast.While, ast.For, ast.Call, ast.If)) for n in nodes)
+            and len(nodes) <= 40)
+
+
+def _flat(stmts) -> bool:
+    """A branch of a few assignments to local names (no exit, no call, no nesting)."""
+    return _cheap(stmts) and all(isinstance(s, ast.Assign) and all(
+        isinstance(t, ast.Name) or (isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts))
+        for t in s.targets) for s in stmts)
+
+
+def has_loop(fdef) -> bool:
+    return any(isinstance(n, (ast.While, ast.For)) for n in ast.walk(fdef))
+
+
+# ----------------------------------------------------------------------------- frames
+
+
+@dataclass
+class Frame:
+    """One function activation being emitted (the lane, or an inlined helper)."""
+
+    fn: types.FunctionType
+    prefix: str  # "l_" for the lane's locals, "h3_" for the third inlined helper
+    locals: set
+    alive: str  # mask of lanes that have not returned yet
+    base: int  # index of ``alive`` in the mask chain
+    shape: object = "unknown"  # result shape: None (scalar), tuple of shapes, "unknown" before the first return
+    slots: list = field(default_factory=list)  # result slot variables (one per result leaf)
+    counts: dict = field(default_factory=dict)  # uses of each (renamed) local in the frame
+    selected: set = field(default_factory=set)  # locals stored under a mask somewhere (need a declaration)
+
+    def name(self, local: str) -> str:
+        return self.prefix + local
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Where a statement is emitted: its mask and the masks around it."""
+
+    chain: tuple  # mask variables, the frame's alive mask at frame.base, the current mask last
+    plain: bool  # stores need no select (frame top level)
+    temps: frozenset  # block temporaries (plain stores) of the current block
+    loop: tuple | None  # (index of the loop mask, index of the iteration mask) in chain
+    frame: Frame
+    private_plain: bool = True  # loop counters stored without select (not in a streamed prologue)
+    renames: dict | None = None  # a branch computed into temporaries: local -> its temporary
+
+    @property
+    def mask(self) -> str:
+        return self.chain[-1]
+
+
+# ----------------------------------------------------------------------------- emitter
+
+
+class _Emitter:
+    def __init__(self, width: int, vector_math: bool):
+        self.width, self.vector_math = width, vector_math
+        self.lines: list[str] = []
+        self.indent = 1
+        self.n = 0
+        self.n_helpers = 0
+        self.stack: list = []  # functions being inlined (recursion check)
+        self.inlined: list = []  # every helper inlined
+        self.constants: dict = {}
+
+    # -- plumbing
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    def fresh(self, kind: str) -> str:
+        self.n += 1
+        return f"_lw_{kind}{self.n}"
+
+    # -- functions
+    def prepare(self, fn, fdef) -> ast.FunctionDef:
+        """The desugared copy of ``fdef`` (for -> while, augmented assignments)."""
+        a = fdef.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+            raise Unsupported(f"{fn.__qualname__} has *args, **kwargs, keyword-only or positional-only parameters")
+        fdef = _Desugar(fn).visit(copy.deepcopy(fdef))
+        ast.fix_missing_locations(fdef)
+        for node in ast.walk(fdef):
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                raise Unsupported(f"{fn.__qualname__} declares global/nonlocal names")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) and node is not fdef:
+                raise Unsupported(f"{fn.__qualname__} defines a function or class inside the lane")
+        return fdef
+
+    def new_frame(self, fn, fdef, prefix, alive, base) -> Frame:
+        frame = Frame(fn, prefix, local_names(fdef), alive, base)
+        for node in ast.walk(fdef):
+            if isinstance(node, ast.Name) and node.id in frame.locals:
+                frame.counts[node.id] = frame.counts.get(node.id, 0) + 1
+        return frame
+
+    # -- statements
+    def block(self, stmts, ctx: Ctx) -> bool:
+        """Emit ``stmts``; True if the block ends in an unconditional exit."""
+        for stmt in stmts:
+            if self.statement(stmt, ctx):
+                return True
+        return False
+
+    def statement(self, stmt, ctx: Ctx) -> bool:
+        fn = ctx.frame.fn
+        where = _where(fn, stmt)
+        if isinstance(stmt, ast.Assign):
+            self.assign(stmt, ctx)
+        elif isinstance(stmt, ast.If):
+            self.if_(stmt, ctx)
+        elif isinstance(stmt, ast.While):
+            self.while_(stmt, ctx)
+        elif isinstance(stmt, ast.Return):
+            self.return_(stmt, ctx)
+            return True
+        elif isinstance(stmt, ast.Break):
+            if ctx.loop is None:
+                raise Unsupported(f"break outside a loop at {where}")
+            self.exit(ctx, ctx.loop[0])
+            return True
+        elif isinstance(stmt, ast.Continue):
+            if ctx.loop is None:
+                raise Unsupported(f"continue outside a loop at {where}")
+            self.exit(ctx, ctx.loop[1])
+            return True
+        elif isinstance(stmt, ast.Pass):
+            pass
+        elif isinstance(stmt, ast.Expr):
+            if not isinstance(stmt.value, ast.Constant):  # a docstring is fine; a call may have effects
+                raise Unsupported(f"the expression statement `{ast.unparse(stmt)}` at {where}")
+        else:
+            raise Unsupported(f"the statement `{type(stmt).__name__.lower()}` at {where}")
+        return False
+
+    def store(self, name: str, value: str, ctx: Ctx) -> None:
+        frame = ctx.frame
+        if ctx.renames is not None:  # the branch's value, merged after both branches
+            if name not in ctx.renames:
+                ctx.renames[name] = self.fresh("v")
+            self.emit(f"{ctx.renames[name]} = {value}")
+            return
+        target = frame.name(name) if name in frame.locals else name
+        if ctx.plain or name in ctx.temps or (ctx.private_plain and name.startswith(_PRIVATE)):
+            self.emit(f"{target} = {value}")
+        else:
+            frame.selected.add(target)
+            self.emit(f"{target} = v_select({ctx.mask}, {value}, {target})")
+
+    def assign(self, stmt: ast.Assign, ctx: Ctx) -> None:
+        value = self.value(stmt.value, ctx, allow_tuple=True)
+        targets = stmt.targets
+        if len(targets) > 1 or isinstance(value, Tup) and len(targets) == 1 and not isinstance(targets[0], ast.Name):
+            value = self.materialise(value)  # evaluated once, stored to each target
+        for target in targets:
+            self.assign_target(target, value, ctx)
+
+    def materialise(self, value):
+        if isinstance(value, Tup):
+            return Tup(tuple(self.materialise(v) for v in value.items))
+        if value.isidentifier():
+            return value
+        tmp = self.fresh("t")
+        self.emit(f"{tmp} = {value}")
+        return tmp
+
+    def assign_target(self, target, value, ctx: Ctx) -> None:
+        where = _where(ctx.frame.fn, target)
+        if isinstance(target, ast.Name):
+            if isinstance(value, Tup):
+                raise Unsupported(f"a tuple stored in variable {target.id!r} at {where} "
+                                  "(unpack it: a, b = ...)")
+            self.store(target.id, value, ctx)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, Tup) or len(value.items) != len(target.elts):
+                raise Unsupported(f"unpacking {ast.unparse(target)} at {where} from a value that is not "
+                                  "a tuple of the same length")
+            if any(isinstance(t, ast.Starred) for t in target.elts):
+                raise Unsupported(f"starred unpacking at {where}")
+            value = self.materialise(value)  # all right-hand sides before any store
+            for t, v in zip(target.elts, value.items):
+                self.assign_target(t, v, ctx)
+        else:
+            raise Unsupported(f"assignment to {ast.unparse(target)} at {where} (only local variables)")
+
+    def if_(self, stmt: ast.If, ctx: Ctx) -> None:
+        test = self.value(stmt.test, ctx)
+        t = self.fresh("c")
+        self.emit(f"{t} = m_truth({test})")
+        m_then, m_else = self.fresh("m"), self.fresh("m")
+        self.emit(f"{m_then} = m_and({ctx.mask}, {t})")
+        if stmt.orelse:
+            self.emit(f"{m_else} = m_andnot({ctx.mask}, {t})")
+        if _flat(stmt.body) and _flat(stmt.orelse):
+            self.merged_if(stmt, ctx, m_then, m_else)
+            return
+        for body, mask in ((stmt.body, m_then), (stmt.orelse, m_else)):
+            if not body:
+                continue
+            inner = Ctx(ctx.chain + (mask,), False, block_temps(body, ctx.frame.counts), ctx.loop, ctx.frame)
+            if _cheap(body):  # a few masked operations: cheaper than a branch around them
+                self.block(body, inner)
+                continue
+            self.emit(f"if m_any({mask}):  # skipped when no lane takes it")
+            self.indent += 1
+            self.block(body, inner)
+            self.indent -= 1
+
+    def merged_if(self, stmt: ast.If, ctx: Ctx, m_then: str, m_else: str) -> None:
+        """Both branches computed from the values before the ``if`` (each into its
+        own temporaries), then one select per variable: the branches no longer
+        wait for each other."""
+        branches = []
+        for body in (stmt.body, stmt.orelse):
+            renames: dict = {}
+            inner = Ctx(ctx.chain, False, frozenset(), ctx.loop, ctx.frame, ctx.private_plain, renames)
+            self.block(body, inner)
+            branches.append(renames)
+        for name in dict.fromkeys([*branches[0], *branches[1]]):
+            current = ctx.frame.name(name) if name in ctx.frame.locals else name
+            value = current
+            if name in branches[1]:
+                value = f"v_select({m_else}, {branches[1][name]}, {value})"
+            if name in branches[0]:
+                value = f"v_select({m_then}, {branches[0][name]}, {value})"
+            if ctx.renames is not None:  # (not reached: flat branches hold no if)
+                raise Unsupported("a nested merged branch")
+            ctx.frame.selected.add(current)  # may be read before any assignment: declared
+            self.emit(f"{current} = {value}")  # lanes outside both branches keep their value
+
+    def while_(self, stmt: ast.While, ctx: Ctx) -> None:
+        lmask, bmask = self.fresh("L"), self.fresh("B")
+        self.emit(f"{lmask} = {ctx.mask}")
+        self.emit("while True:")
+        self.indent += 1
+        loop_ctx = Ctx(ctx.chain + (lmask,), False, frozenset(), ctx.loop, ctx.frame)
+        test = self.value(stmt.test, loop_ctx)  # helper calls in the test run under the loop mask
+        self.emit(f"{lmask} = m_and({lmask}, m_truth({test}))")
+        self.emit(f"if not m_any({lmask}):")
+        self.emit("    break")
+        self.emit(f"{bmask} = {lmask}")
+        n = len(ctx.chain)
+        inner = Ctx(ctx.chain + (lmask, bmask), False, block_temps(stmt.body, ctx.frame.counts),
+                    (n, n + 1), ctx.frame)
+        self.block(stmt.body, inner)
+        self.indent -= 1
+
+    def exit(self, ctx: Ctx, first: int) -> None:
+        """Lanes of the current mask leave every mask from ``chain[first]`` inward."""
+        e = self.fresh("e")
+        self.emit(f"{e} = {ctx.mask}")
+        for mask in ctx.chain[first:]:
+            self.emit(f"{mask} = m_andnot({mask}, {e})")
+
+    def return_(self, stmt: ast.Return, ctx: Ctx) -> None:
+        frame = ctx.frame
+        where = _where(frame.fn, stmt)
+        if stmt.value is None:
+            raise Unsupported(f"a return without a value at {where}")
+        value = self.value(stmt.value, ctx, allow_tuple=True)
+        shape = _shape(value)
+        if frame.shape == "unknown":
+            frame.shape = shape
+            frame.slots = [self.fresh("r") for _ in _leaves(value)]
+            self.declare(frame.slots)
+        elif frame.shape != shape:
+            raise Unsupported(f"returns of different tuple structures ({where})")
+        for slot, leaf in zip(frame.slots, _leaves(value)):
+            if frame.base == 0:  # the lane: converted to its result type, as Numba's return does
+                self.emit(f"{slot} = v_select({ctx.mask}, v_as({leaf}, {slot}), {slot})")
+            else:  # a helper: Numba unifies the types of its returns (v_select does the same)
+                self.emit(f"{slot} = v_select({ctx.mask}, {leaf}, {slot})")
+        self.exit(ctx, frame.base)
+
+    def declare(self, names) -> None:
+        """A helper's result slots, declared where its inlined body starts."""
+        self.pending_declarations.extend(names)
+
+    # -- expressions
+    def value(self, node, ctx: Ctx, allow_tuple: bool = False, guarded: bool = False):
+        fn = ctx.frame.fn
+        where = _where(fn, node)
+        if isinstance(node, ast.Constant):
+            return self.constant(node.value, where)
+        if isinstance(node, ast.Name):
+            return self.name(node.id, ctx, where)
+        if isinstance(node, ast.Attribute):
+            return self.constant(self.resolve(node, ctx), where)
+        if isinstance(node, ast.BinOp):
+            op = _BINOPS.get(type(node.op))
+            if op is None:
+                raise Unsupported(f"the operator {type(node.op).__name__} at {where}")
+            return f"{op}({self.value(node.left, ctx, guarded=guarded)}, {self.value(node.right, ctx, guarded=guarded)})"
+        if isinstance(node, ast.UnaryOp):
+            return f"{_UNARY[type(node.op)]}({self.value(node.operand, ctx, guarded=guarded)})"
+        if isinstance(node, ast.Compare):
+            parts = []
+            left = self.value(node.left, ctx, guarded=guarded)
+            for op, right_node in zip(node.ops, node.comparators):
+                name = _CMPOPS.get(type(op))
+                if name is None:
+                    raise Unsupported(f"the comparison {type(op).__name__} at {where}")
+                right = self.value(right_node, ctx, guarded=True if parts else guarded)
+                if len(node.ops) > 1:
+                    right = self.materialise(right)
+                parts.append(f"{name}({left}, {right})")
+                left = right
+            out = parts[0]
+            for p in parts[1:]:
+                out = f"m_and({out}, {p})"
+            return out
+        if isinstance(node, ast.BoolOp):
+            out = self.value(node.values[0], ctx, guarded=guarded)
+            for v in node.values[1:]:
+                rhs = self.value(v, ctx, guarded=True)
+                out = self.materialise(out)
+                if isinstance(node.op, ast.And):  # a and b: b if a is true else a
+                    out = f"v_select(m_truth({out}), {rhs}, {out})"
+                else:
+                    out = f"v_select(m_truth({out}), {out}, {rhs})"
+            return out
+        if isinstance(node, ast.IfExp):
+            test = self.value(node.test, ctx, guarded=guarded)
+            return (f"v_select(m_truth({test}), {self.value(node.body, ctx, guarded=True)}, "
+                    f"{self.value(node.orelse, ctx, guarded=True)})")
+        if isinstance(node, ast.Call):
+            return self.call(node, ctx, allow_tuple, guarded)
+        if isinstance(node, ast.Tuple):
+            if not allow_tuple:
+                raise Unsupported(f"a tuple used as a value at {where}")
+            return Tup(tuple(self.value(e, ctx, allow_tuple=True, guarded=guarded) for e in node.elts))
+        if isinstance(node, ast.Subscript):
+            raise Unsupported(f"indexing ({ast.unparse(node)}) at {where}: arrays and tuples inside "
+                              "SPMD lanes are not supported")
+        raise Unsupported(f"the expression `{ast.unparse(node)}` ({type(node).__name__}) at {where}")
+
+    def name(self, name: str, ctx: Ctx, where: str) -> str:
+        frame = ctx.frame
+        if ctx.renames and name in ctx.renames:
+            return ctx.renames[name]
+        if name in frame.locals:
+            return frame.name(name)
+        if name.startswith("_lw_"):
+            return name
+        return self.constant(self.lookup(name, frame, where), where)
+
+    def lookup(self, name: str, frame: Frame, where: str):
+        fn = frame.fn
+        code = fn.__code__
+        if name in code.co_freevars:
+            cell = fn.__closure__[code.co_freevars.index(name)]
+            try:
+                return cell.cell_contents
+            except ValueError:
+                raise Unsupported(f"{name!r} is not bound yet at {where}") from None
+        if name in fn.__globals__:
+            return fn.__globals__[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise Unsupported(f"the name {name!r} at {where} is not defined")
+
+    def resolve(self, node, ctx: Ctx):
+        """The object an attribute chain (``math.pi``, ``np.float32``) refers to."""
+        where = _where(ctx.frame.fn, node)
+        if isinstance(node, ast.Name):
+            if node.id in ctx.frame.locals:
+                raise Unsupported(f"an attribute of the variable {node.id!r} at {where}")
+            return self.lookup(node.id, ctx.frame, where)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value, ctx)
+            if not isinstance(base, types.ModuleType):
+                raise Unsupported(f"the attribute {ast.unparse(node)} at {where}")
+            try:
+                return getattr(base, node.attr)
+            except AttributeError:
+                raise Unsupported(f"{ast.unparse(node)} does not exist ({where})") from None
+        raise Unsupported(f"the expression {ast.unparse(node)} at {where}")
+
+    def constant(self, value, where: str) -> str:
+        """A global/closure/literal value as source text (Numba sees it as a constant)."""
+        if isinstance(value, (bool, np.bool_)):
+            return repr(bool(value))
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not -(1 << 63) <= value < (1 << 63):
+                raise Unsupported(f"the integer {value} at {where} does not fit in 64 bits")
+            return repr(value)
+        if isinstance(value, float):
+            return _float_text(value)
+        if isinstance(value, np.generic) and value.dtype.kind in "iuf" and value.shape == ():
+            inner = _float_text(float(value)) if value.dtype.kind == "f" else repr(int(value))
+            return f"np.{value.dtype.name}({inner})"
+        raise Unsupported(f"the value {value!r} at {where} (only int, float and bool constants, "
+                          "and calls of math functions)")
+
+    # -- calls
+    def call(self, node: ast.Call, ctx: Ctx, allow_tuple: bool, guarded: bool):
+        where = _where(ctx.frame.fn, node)
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise Unsupported(f"a call with * or ** arguments at {where}")
+        if isinstance(node.func, ast.Name) and node.func.id == "_lw_range":
+            args = [self.value(a, ctx, guarded=guarded) for a in node.args]
+            return f"v_range({', '.join(args)})"
+        target = self.resolve(node.func, ctx)
+        helper = _helper_function(target)
+        if helper is not None:
+            return self.inline(helper, node, ctx, allow_tuple, guarded)
+        ref = self.function_ref(target, f"{ast.unparse(node)} at {where}")
+        if node.keywords:
+            raise Unsupported(f"keyword arguments to {ast.unparse(node.func)} at {where}")
+        args = [self.value(a, ctx, guarded=guarded) for a in node.args]
+        if not 1 <= len(args) <= 4:
+            raise Unsupported(f"{ast.unparse(node.func)} called with {len(args)} arguments at {where}")
+        return f"v_call{len(args)}({ref}, {', '.join(args)})"
+
+    def function_ref(self, obj, call: str) -> str:
+        """How the generated module names a scalar function the lane calls
+        (``call``: the call's source and place, for messages)."""
+        if self.vector_math:
+            from .. import lanemath  # registers its overloads
+            obj = lanemath.replacement(obj)
+            name = getattr(obj, "__name__", None)
+            if name and lanemath.FUNCTIONS.get(name) is obj:
+                return f"lanemath.{name}"
+        name = getattr(obj, "__name__", None)
+        if name in _BUILTINS and getattr(builtins, name) is obj:
+            return name
+        if name and getattr(math, name, None) is obj and callable(obj):
+            return f"math.{name}"
+        if name and getattr(np, name, None) is obj and isinstance(obj, (np.ufunc, type)):
+            if isinstance(obj, type) and not issubclass(obj, np.generic):
+                raise Unsupported(f"the call {call}")
+            return f"np.{name}"
+        raise Unsupported(f"the call {call} (only math/NumPy scalar functions, builtins and plain "
+                          "Python helpers are vectorised)")
+
+    def inline(self, fn, node: ast.Call, ctx: Ctx, allow_tuple: bool, guarded: bool):
+        where = _where(ctx.frame.fn, node)
+        if fn in self.stack:
+            raise Unsupported(f"recursion: {fn.__qualname__} calls itself (at {where})")
+        if len(self.stack) >= _MAX_INLINE_DEPTH:
+            raise Unsupported(f"helpers nested deeper than {_MAX_INLINE_DEPTH} calls at {where}")
+        fdef = self.prepare(fn, function_ast(fn))
+        if guarded and has_loop(fdef):
+            raise Unsupported(f"{fn.__qualname__}, which loops, is called at {where} in a position "
+                              "Python may not evaluate (after and/or, in a conditional expression)")
+        # arguments, evaluated in the caller
+        params = [a.arg for a in fdef.args.args]
+        defaults = dict(zip(params[len(params) - len(fdef.args.defaults):], fn.__defaults__ or ()))
+        if len(node.args) > len(params):
+            raise Unsupported(f"{fn.__qualname__} called with too many arguments at {where}")
+        bound = {}
+        for p, a in zip(params, node.args):
+            bound[p] = self.value(a, ctx, guarded=guarded)
+        for k in node.keywords:
+            if k.arg not in params or k.arg in bound:
+                raise Unsupported(f"bad keyword argument {k.arg!r} to {fn.__qualname__} at {where}")
+            bound[k.arg] = self.value(k.value, ctx, guarded=guarded)
+        self.n_helpers += 1
+        self.inlined.append(fn)
+        prefix = f"h{self.n_helpers}_"
+        alive = f"_lw_h{self.n_helpers}_alive"
+        self.emit(f"{alive} = {ctx.mask}")
+        frame = self.new_frame(fn, fdef, prefix, alive, len(ctx.chain))
+        for p in params:
+            if p in bound:
+                v = bound[p]
+            elif p in defaults:
+                v = self.constant(defaults[p], where)
+            else:
+                raise Unsupported(f"{fn.__qualname__} called without argument {p!r} at {where}")
+            if isinstance(v, Tup):
+                raise Unsupported(f"a tuple passed to {fn.__qualname__} at {where}")
+            self.emit(f"{frame.name(p)} = {v}")
+        self.stack.append(fn)
+        inner = Ctx(ctx.chain + (alive,), True, frozenset(), None, frame)
+        declared_at = len(self.lines)  # after the parameters' assignments
+        saved, self.pending_declarations = self.pending_declarations, []
+        self.block(fdef.body, inner)
+        self.stack.pop()
+        if frame.shape == "unknown":
+            raise Unsupported(f"{fn.__qualname__} never returns a value")
+        decls = [f"{n} = v_undef()" for n in self.pending_declarations
+                 + sorted(frame.selected - {frame.name(p) for p in params})]
+        self.lines[declared_at:declared_at] = ["    " * self.indent + d for d in decls]
+        self.pending_declarations = saved
+        result = _rebuild(frame.shape, frame.slots)
+        if isinstance(result, Tup) and not allow_tuple:
+            raise Unsupported(f"{fn.__qualname__} returns a tuple, used as a value at {where}")
+        return result
+
+
+def _helper_function(obj):
+    """The Python function to inline for a call of ``obj``, or None."""
+    if isinstance(obj, Dispatcher):
+        options = getattr(obj, "targetoptions", {}) or {}
+        if options.get("fastmath"):
+            raise Unsupported(f"the helper {obj.py_func.__qualname__} is compiled with fastmath")
+        return obj.py_func
+    if isinstance(obj, types.FunctionType) and not getattr(obj, "_lw_intrinsic", False) \
+            and not (getattr(obj, "__module__", "") or "").startswith("lanewise"):
+        return obj
+    return None
+
+
+def _float_text(value: float) -> str:
+    if math.isnan(value):
+        return "math.nan" if math.copysign(1.0, value) > 0 else "(-math.nan)"
+    if math.isinf(value):
+        return "math.inf" if value > 0 else "(-math.inf)"
+    return repr(value)
+
+
+def _start(fn, params, width, vector_math):
+    """Emitter, desugared definition, parameter names and the lane's frame."""
+    if vector_math is None:
+        vector_math = config.vector_math
+    em = _Emitter(width, vector_math)
+    em.pending_declarations = []
+    fdef = em.prepare(fn, function_ast(fn))
+    names = [a.arg for a in fdef.args.args]
+    if len(params) != len(names):
+        raise Unsupported(f"the lane takes {len(names)} parameters, the call binds {len(params)}")
+    frame = em.new_frame(fn, fdef, "l_", "_lw_alive", 0)
+    em.stack.append(fn)
+    return em, fdef, names, frame
+
+
+def _defaults(em, fn, fdef, names, params, frame) -> list[str]:
+    defaults = dict(zip(names[len(names) - len(fdef.args.defaults):], fn.__defaults__ or ()))
+    out = []
+    for name, kind in zip(names, params):
+        if kind == "default":
+            if name not in defaults:
+                raise Unsupported(f"parameter {name!r} is neither passed nor defaulted")
+            out.append(f"    {frame.name(name)} = {em.constant(defaults[name], _where(fn, fdef))}")
+    return out
+
+
+def _finish(frame, results, names):
+    """The result slots in output order, their initial values and the declarations."""
+    shape = _result_shape(results)
+    if frame.shape == "unknown":
+        raise Unsupported("the lane never returns a value")
+    if frame.shape != shape:
+        raise Unsupported(f"the lane's return structure {frame.shape} is not the result's {shape}")
+    by_path = dict(zip(_paths(shape), frame.slots))
+    slots = [by_path[path] for path, _ in results]
+    inits = [f"    {slot} = {'False' if dtype == 'bool' else f'np.{dtype}(0)'}"
+             for slot, (_, dtype) in zip(slots, results)]
+    decls = [f"    {n} = v_undef()" for n in sorted(frame.selected - {frame.name(p) for p in names})]
+    return slots, inits, decls
+
+
+def transform(fn, params, results, width: int, vector_math: bool | None = None) -> str:
+    """Source of ``lane_spmd``, the W-wide version of the lane ``fn``.
+
+    Args:
+      fn: the lane (a plain Python function).
+      params: per parameter of ``fn``, in order: ``"varying"`` (a W-array of lane
+        values is passed), ``"uniform"`` (one scalar for all lanes) or
+        ``"default"`` (not passed: its default value).
+      results: the lane's result leaves: ``(path, dtype name)`` in the order of
+        the output arrays; path ``()`` for a scalar result.
+      width: W, the number of lanes per call.
+      vector_math: use lanewise.lanemath for math calls (default: the config).
+
+    The function is ``lane_spmd(mask, *args, *outs)``: ``mask`` a W-array of
+    bool (lanes to compute), varying args W-arrays, uniform args scalars, and
+    one W-array per result leaf to receive the lanes' results.
+    """
+    em, fdef, names, frame = _start(fn, params, width, vector_math)
+    head = [f"    _lw_alive = vload(_lw_mask, {width})"]
+    args = ["_lw_mask"]
+    for k, (name, kind) in enumerate(zip(names, params)):
+        if kind == "varying":
+            args.append(f"_lw_a{k}")
+            head.append(f"    {frame.name(name)} = vload(_lw_a{k}, {width})")
+        elif kind == "uniform":
+            args.append(frame.name(name))
+    head += _defaults(em, fn, fdef, names, params, frame)
+    em.block(fdef.body, Ctx(("_lw_alive",), True, frozenset(), None, frame))
+    slots, inits, decls = _finish(frame, results, names)
+    outs = [f"_lw_o{j}" for j in range(len(results))]
+    tail = [f"    vstore({o}, {slot})" for o, slot in zip(outs, slots)]
+    lines = [f"def {FUNCTION}({', '.join(args + outs)}):",
+             f'    """W-wide {fn.__qualname__} ({width} lanes, SPMD on SIMD)."""',
+             *head, *inits, *decls, *em.lines, *tail]
+    return "\n".join(lines) + "\n"
+
+
+#: Name of the generated streaming function.
+STREAM = "lane_stream"
+
+
+def transform_stream(fn, params, varying_dtypes, results, width: int, refill: int,
+                     vector_math: bool | None = None) -> str:
+    """Source of ``lane_stream``: the W-wide lane run over a whole range of lanes,
+    refilling slots as lanes finish.
+
+    For lanes of the form ``prologue; while ...: body; epilogue`` (prologue and
+    epilogue without loops, the epilogue ending in ``return``) — every lane with
+    one top-level loop, ``for`` included.  Without refills a group of W lanes
+    lasts as long as its slowest lane; here a slot whose lane has finished takes
+    the next lane as soon as ``refill`` slots are free (or the loop is empty), so
+    the vector stays full on workloads whose lanes' trip counts vary a lot.
+
+    The function is ``lane_stream(ctx, lo, hi, *uniform args)``; it calls the
+    kernel module's ``_lw_load(ctx, i) -> (varying args of lane i,)`` and
+    ``_lw_store(ctx, i, *results)``.  ``varying_dtypes``: NumPy dtype names of
+    the varying parameters, in order.
+    """
+    em, fdef, names, frame = _start(fn, params, width, vector_math)
+    body = fdef.body
+    loops = [k for k, st in enumerate(body) if isinstance(st, ast.While)]
+    if len(loops) != 1:
+        raise Unsupported("streaming needs exactly one top-level loop")
+    prologue, loop, epilogue = body[:loops[0]], body[loops[0]], body[loops[0] + 1:]
+    if any(isinstance(n, (ast.While, ast.For)) for st in prologue + epilogue for n in ast.walk(st)):
+        raise Unsupported("streaming needs a prologue and epilogue without loops")
+    if not epilogue or not isinstance(epilogue[-1], ast.Return):
+        raise Unsupported("streaming needs the lane to end with a return after its loop")
+    w = width
+    varying = [k for k, kind in enumerate(params) if kind == "varying"]
+    stored = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    # a uniform or defaulted parameter the lane assigns to differs between slots:
+    # a new lane starts again from the argument
+    restart = [k for k, (n, kind) in enumerate(zip(names, params)) if kind != "varying" and n in stored]
+    uniform = [f"_lw_u{k}" if k in restart else frame.name(n)
+               for k, (n, kind) in enumerate(zip(names, params)) if kind == "uniform"]
+    head = [f"    _lw_idx = stack_empty({w}, np.int64)",
+            *[f"    _lw_b{k} = stack_empty({w}, np.{d})" for k, d in zip(varying, varying_dtypes)],
+            *[f"    _lw_s{j} = stack_empty({w}, np.{d})" for j, (_, d) in enumerate(results)],
+            f"    _lw_occ = m_const(False, {w})  # slots holding a lane",
+            "    _lw_alive = _lw_occ  # ... that has not returned",
+            "    _lw_L = _lw_occ  # ... that is in the loop",
+            "    _lw_next = _lw_lo",
+            *[f"    {frame.name(names[k])} = v_undef()" for k in varying + restart]]
+    for line in _defaults(em, fn, fdef, names, params, frame):
+        local, value = line.strip().split(" = ", 1)
+        k = names.index(local[len(frame.prefix):])
+        head.append(f"    _lw_u{k} = {value}" if k in restart else line)
+    # Schedule: every iteration tests the loop condition; when a quarter of the
+    # slots are out of the loop (or all are), the lanes that left it run the
+    # epilogue, finished lanes store their results, free slots take new lanes
+    # (their prologue) and the condition is tested again.
+    em.emit("while True:")
+    em.indent += 1
+    loop_ctx = Ctx(("_lw_alive", "_lw_L"), False, frozenset(), None, frame)
+    test = em.value(loop.test, loop_ctx)
+    em.emit(f"_lw_L = m_and(_lw_L, m_truth({test}))")
+    em.emit(f"if m_count(_lw_L) <= {w - refill} or not m_any(_lw_L):")
+    em.indent += 1
+    em.emit("_lw_left = m_andnot(_lw_alive, _lw_L)  # left the loop: the epilogue")
+    em.emit("if m_any(_lw_left):")
+    em.indent += 1
+    first = len(em.inlined)
+    em.block(epilogue, Ctx(("_lw_alive", "_lw_left"), False, block_temps(epilogue, frame.counts), None, frame))
+    outside = em.inlined[first:]
+    em.indent -= 1
+    done_at = len(em.lines)  # the result slots are known once the whole lane is emitted
+    em.emit("if _lw_next < _lw_hi:")
+    em.indent += 1
+    em.emit("_lw_newbits = np.uint64(0)  # free slots take the next lanes")
+    em.emit("_lw_occbits = m_bits(_lw_occ)")
+    em.emit(f"for _lw_w in range({w}):")
+    em.emit("    if _lw_next < _lw_hi and not (_lw_occbits >> np.uint64(_lw_w)) & np.uint64(1):")
+    em.emit("        _lw_idx[_lw_w] = _lw_next")
+    if varying:
+        em.emit("        _lw_x = _lw_load(_lw_ctx, _lw_next)")
+        for j, k in enumerate(varying):
+            em.emit(f"        _lw_b{k}[_lw_w] = _lw_x[{j}]")
+    em.emit("        _lw_next += 1")
+    em.emit("        _lw_newbits |= np.uint64(1) << np.uint64(_lw_w)")
+    em.emit(f"_lw_new = m_from_bits(_lw_newbits, {w})")
+    for k in varying:
+        local = frame.name(names[k])
+        em.emit(f"{local} = v_select(_lw_new, vload(_lw_b{k}, {w}), {local})")
+    for k in restart:
+        local = frame.name(names[k])
+        em.emit(f"{local} = v_select(_lw_new, _lw_u{k}, {local})")
+    em.emit("_lw_occ = m_or(_lw_occ, _lw_new)")
+    em.emit("_lw_alive = m_or(_lw_alive, _lw_new)")
+    first = len(em.inlined)
+    # other slots hold lanes in flight: every store of the prologue is masked
+    em.block(prologue, Ctx(("_lw_alive", "_lw_new"), False, block_temps(prologue, frame.counts), None, frame,
+                           private_plain=False))
+    outside += em.inlined[first:]
+    em.emit("_lw_L = m_or(_lw_L, _lw_new)  # the new lanes that did not return yet")
+    em.emit("continue  # test the loop condition of the new lanes")
+    em.indent -= 1
+    em.emit("if not m_any(_lw_L):")
+    em.emit("    break")
+    em.indent -= 1
+    em.emit("_lw_B = _lw_L")
+    em.block(loop.body, Ctx(("_lw_alive", "_lw_L", "_lw_B"), False, block_temps(loop.body, frame.counts),
+                            (1, 2), frame))
+    if any(has_loop(function_ast(f)) for f in outside):
+        raise Unsupported("streaming needs a prologue and epilogue without looping helpers")
+    slots, inits, decls = _finish(frame, results, names)
+    pad = "    " * 3
+    done = [pad + "_lw_done = m_andnot(_lw_occ, _lw_alive)  # returned: store, free the slot",
+            pad + "if m_any(_lw_done):",
+            *[pad + f"    vstore(_lw_s{j}, {slot})" for j, slot in enumerate(slots)],
+            pad + "    _lw_bits = m_bits(_lw_done)",
+            pad + f"    for _lw_w in range({w}):",
+            pad + "        if (_lw_bits >> np.uint64(_lw_w)) & np.uint64(1):",
+            pad + "            _lw_store(_lw_ctx, _lw_idx[_lw_w]"
+            + "".join(f", _lw_s{j}[_lw_w]" for j in range(len(slots))) + ")",
+            pad + "    _lw_occ = m_andnot(_lw_occ, _lw_done)"]
+    em.lines[done_at:done_at] = done
+    lines = [f"def {STREAM}({', '.join(['_lw_ctx', '_lw_lo', '_lw_hi'] + uniform)}):",
+             f'    """{fn.__qualname__} over lanes [lo, hi), {w} slots refilled as lanes finish (SPMD on SIMD)."""',
+             *head, *inits, *decls, *em.lines]
+    return "\n".join(lines) + "\n"
+
+
+def _paths(shape, prefix=()):
+    """Paths of the leaves of a result shape, depth first (the order of its slots)."""
+    if shape is None:
+        return [prefix]
+    return [p for k, s in enumerate(shape) for p in _paths(s, prefix + (k,))]
+
+
+def _result_shape(results):
+    """The nested tuple shape of the result leaves' paths."""
+    if len(results) == 1 and results[0][0] == ():
+        return None
+
+    def build(prefix):
+        children = sorted({p[len(prefix)] for p, _ in results if p[:len(prefix)] == prefix and len(p) > len(prefix)})
+        out = []
+        for c in children:
+            sub = prefix + (c,)
+            out.append(None if any(p == sub for p, _ in results) else build(sub))
+        return tuple(out)
+
+    return build(())
