@@ -60,10 +60,10 @@ def definition(fn: Callable):
 def _same_code(node, fn) -> bool:
     """Does ``node``, compiled with ``fn``'s free variables, give ``fn``'s code (see _shape)?"""
     code = fn.__code__
-    inner = ast.FunctionDef(name=node.name, args=node.args, body=node.body, decorator_list=[],
+    # Renamed: a recursive call must stay a global lookup, as in the original.
+    inner = ast.FunctionDef(name="__lw_inner", args=node.args, body=node.body, decorator_list=[],
                             returns=None, type_comment=None) if isinstance(node, ast.FunctionDef) else node
-    body = [inner, ast.Return(ast.Name(node.name, ast.Load()))] if isinstance(node, ast.FunctionDef) \
-        else [ast.Return(inner)]
+    body = [inner] if isinstance(node, ast.FunctionDef) else [ast.Return(inner)]
     factory = ast.FunctionDef(name="__lw_factory", args=ast.arguments(
         posonlyargs=[], args=[ast.arg(v) for v in code.co_freevars], vararg=None, kwonlyargs=[],
         kw_defaults=[], kwarg=None, defaults=[]), body=body, decorator_list=[], returns=None,
@@ -74,7 +74,8 @@ def _same_code(node, fn) -> bool:
     except (SyntaxError, ValueError, TypeError):
         return False
     made = next(c for c in compiled.co_consts if hasattr(c, "co_code"))
-    found = [c for c in made.co_consts if hasattr(c, "co_code") and c.co_name == code.co_name]
+    name = "__lw_inner" if isinstance(node, ast.FunctionDef) else "<lambda>"
+    found = [c for c in made.co_consts if hasattr(c, "co_code") and c.co_name == name]
     return len(found) == 1 and _shape(found[0]) == _shape(code)
 
 

@@ -126,10 +126,20 @@ def _lane_block(program: Program, names: Names, order, inplace: bool) -> str:
             "    # can vectorise the innermost loop.",
             "    failed = uint64(lo)"]
     body += ["    " + line for line in _decompose("uint64(outer)", order[:-1], names)]
-    body += ["    try:",
-             f"        for i{inner} in range(uint64(lo), uint64(hi)):",
-             f"            failed = i{inner}"]
-    body += ["            " + line for line in _lane_and_store(program, names, inplace)]
+    lines = _lane_and_store(program, names, inplace)
+    if not inplace and not any(leaf.axes[inner] is not None for leaf in program.signature.leaves):
+        # The innermost level maps no argument (in_axes=None / axis_size): every lane
+        # of the run computes the same value.  Computed once, stored per lane; left in
+        # the loop, LLVM unswitches it on every branch of the (invariant) lane body,
+        # which made such kernels compile 7x slower.
+        body += ["    try:", "        " + lines[0] + "  (the same for every lane of the run)",
+                 f"        for i{inner} in range(uint64(lo), uint64(hi)):"]
+        body += ["            " + line for line in lines[1:]]
+    else:
+        body += ["    try:",
+                 f"        for i{inner} in range(uint64(lo), uint64(hi)):",
+                 f"            failed = i{inner}"]
+        body += ["            " + line for line in lines]
     body += ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
     return "\n".join(body)
 
