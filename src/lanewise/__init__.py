@@ -17,6 +17,7 @@ from .config import config  # noqa: E402
 from . import random  # noqa: E402
 from .reducing import Monoid, reduce  # noqa: E402
 from .scanning import scan  # noqa: E402
+from .fuse import fuse  # noqa: E402
 from .errors import (  # noqa: E402
     AxisSpecError,
     BackendError,
@@ -29,7 +30,7 @@ from .errors import (  # noqa: E402
 )
 
 __all__ = [
-    "vmap", "scan", "reduce", "Monoid", "random", "explain", "Mapped", "Explanation", "config",
+    "vmap", "scan", "reduce", "Monoid", "fuse", "random", "explain", "Mapped", "Explanation", "config",
     "LanewiseError", "AxisSpecError", "SizeMismatchError", "UnmappedOutputError",
     "LaneCompileError", "LaneTypeError", "OutputError", "BackendError",
 ]

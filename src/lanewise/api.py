@@ -105,6 +105,9 @@ class Mapped:
                 result = MISS if launcher is None else launcher(args)
             if result is not MISS:
                 return result
+        if any(getattr(a, "_lw_fuse_proxy", False) for a in args):  # called inside @lw.fuse: fused there
+            from .fuse.functions import call_mapped
+            return call_mapped(self, args, kwargs)
         backend = backends.get(self.backend or device_backend(args, kwargs) or dask_backend(args, kwargs)
                                or config.backend)
         # A backend may bind arguments itself (cuda: device arrays stay on the device).
@@ -177,7 +180,8 @@ class Explanation(str):
 def explain(fn, *args, **kwargs) -> Explanation:
     """Describe how ``fn(*args, **kwargs)`` runs: lane program, schedule, generated source.
 
-    ``fn`` is a function returned by :func:`vmap` or :func:`lanewise.reduce`.
+    ``fn`` is a function returned by :func:`vmap`, :func:`lanewise.reduce` or
+    :func:`lanewise.fuse`.
     Compiles (or loads from cache) but does not run the lanes.
 
     Example:
@@ -186,6 +190,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
       >>> "loop order" in text
       True
     """
+    if hasattr(fn, "_lw_explain"):  # @lw.fuse functions describe their own passes
+        return fn._lw_explain(*args, **kwargs)
     from .backends import cpu
     from .codegen.plan import blocking, lane_work, loop_order, reduce_blocking
     from .reducing import Reduced

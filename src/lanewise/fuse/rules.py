@@ -1,0 +1,239 @@
+"""Rule tables: which NumPy ufunc becomes which scalar expression in the lane.
+
+A ufunc's *meaning* (result dtype, loop dtypes, errors such as an int8 constant
+that overflows) is always taken from NumPy itself, by calling it on 0-d stand-ins
+(:func:`ufunc_dtypes`); a rule only says how one element is computed, from
+operands already converted to NumPy's loop dtypes.  A ufunc (or a dtype kind)
+with no rule is not guessed: the tracer runs it as a materialisation boundary.
+
+Transcendental functions are written ``np.<name>(...)``: on the CPU backend
+lanewise substitutes its vectorisable lane math for them
+(``lw.config.vector_math``); the python backend runs NumPy's scalar functions.
+
+Example:
+    >>> UFUNCS["add"].template_for(np.dtype("float64"))
+    '({0} + {1})'
+    >>> convert("a0", np.dtype("int8"), np.dtype("float32")), literal(0.5, np.dtype("float64"))
+    ('float32(a0)', '0.5')
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..dtypes import check_supported
+from ..errors import LaneTypeError
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one element of a ufunc is computed.
+
+    ``templates`` maps a loop dtype kind (``"b"``, ``"f"`` ...; ``""`` = any) to a
+    format string over the converted operands ``{0}``, ``{1}``; ``natural`` is what
+    Numba computes it as: ``"same"`` (the loop dtype, for 64-bit types), ``"bool"``,
+    or ``"cast"`` (anything: the result is converted explicitly).
+    """
+
+    templates: dict = field(default_factory=dict)
+    natural: str = "cast"
+    kinds: str = "biufc"  # loop dtype kinds the templates are right for
+
+    def template_for(self, loop_dtype: np.dtype) -> str | None:
+        if loop_dtype.kind not in self.kinds:
+            return None
+        return self.templates.get(loop_dtype.kind, self.templates.get(""))
+
+
+def _op(symbol: str, natural: str = "same", kinds: str = "biufc") -> Rule:
+    return Rule({"": f"({{0}} {symbol} {{1}})"}, natural, kinds)
+
+
+def _np1(name: str, kinds: str = "f") -> Rule:
+    return Rule({"": f"np.{name}({{0}})"}, "same", kinds)
+
+
+def _np2(name: str, kinds: str = "f") -> Rule:
+    return Rule({"": f"np.{name}({{0}}, {{1}})"}, "same", kinds)
+
+
+# NaN-propagating selection exactly as NumPy's loops write it (a >= b || isnan(a) ? a : b),
+# signed zeros included; operands are always names or literals, so repeating them is free.
+_MAX = "({0} if ({0} >= {1} or {0} != {0}) else {1})"
+_MIN = "({0} if ({0} <= {1} or {0} != {0}) else {1})"
+_FMAX = "({0} if ({0} >= {1} or {1} != {1}) else {1})"
+_FMIN = "({0} if ({0} <= {1} or {1} != {1}) else {1})"
+
+_FLOAT_MATH = ("sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin arccos arctan "
+               "sinh cosh tanh arcsinh arccosh arctanh deg2rad rad2deg degrees radians spacing").split()
+
+UFUNCS: dict[str, Rule] = {
+    "add": _op("+"), "subtract": _op("-"), "multiply": _op("*"), "true_divide": _op("/"),
+    "divide": _op("/"), "floor_divide": _op("//", kinds="iuf"), "remainder": _op("%", kinds="iuf"),
+    "mod": _op("%", kinds="iuf"),
+    "power": Rule({"f": "np.power({0}, {1})", "": "({0} ** {1})"}, "same", "iuf"),
+    "negative": Rule({"": "(-{0})"}, "same"), "positive": Rule({"": "(+{0})"}, "same"),
+    "absolute": Rule({"": "abs({0})"}, "cast", "biuf"), "fabs": Rule({"": "abs({0})"}, "same", "f"),
+    "square": Rule({"": "({0} * {0})"}, "same"), "reciprocal": _np1("reciprocal", "f"),
+    "sign": _np1("sign", "iuf"), "floor": _np1("floor", "iuf"), "ceil": _np1("ceil", "iuf"),
+    "trunc": _np1("trunc", "iuf"), "rint": _np1("rint", "f"),
+    **{name: _np1(name) for name in _FLOAT_MATH},
+    **{name: _np2(name) for name in "arctan2 hypot copysign logaddexp logaddexp2 nextafter fmod".split()},
+    "float_power": _np2("power"),
+    "maximum": Rule({"": _MAX}, "same", "biuf"), "minimum": Rule({"": _MIN}, "same", "biuf"),
+    "fmax": Rule({"": _FMAX}, "same", "biuf"), "fmin": Rule({"": _FMIN}, "same", "biuf"),
+    "less": _op("<", "bool", "biuf"), "less_equal": _op("<=", "bool", "biuf"),
+    "greater": _op(">", "bool", "biuf"), "greater_equal": _op(">=", "bool", "biuf"),
+    "equal": _op("==", "bool"), "not_equal": _op("!=", "bool"),
+    "logical_and": _op("&", "bool", "b"), "logical_or": _op("|", "bool", "b"),
+    "logical_xor": _op("^", "bool", "b"), "logical_not": Rule({"": "(not {0})"}, "bool", "b"),
+    "bitwise_and": _op("&", "same", "biu"), "bitwise_or": _op("|", "same", "biu"),
+    "bitwise_xor": _op("^", "same", "biu"),
+    "invert": Rule({"b": "(not {0})", "": "(~{0})"}, "cast", "biu"),
+    "left_shift": _op("<<", "cast", "iu"), "right_shift": _op(">>", "cast", "iu"),
+    "isnan": Rule({"": "({0} != {0})"}, "bool", "biufc"), "isinf": _np1("isinf", "biuf"),
+    "isfinite": _np1("isfinite", "biuf"), "signbit": _np1("signbit", "f"),
+    "conjugate": Rule({"c": "({0}).conjugate()", "": "{0}"}, "same"),
+}
+for _name in ("isinf", "isfinite", "signbit"):
+    UFUNCS[_name] = Rule(UFUNCS[_name].templates, "bool", UFUNCS[_name].kinds)
+
+#: Elementwise operations that are not ufuncs (built by the tracer).
+OTHER: dict[str, Rule] = {
+    "where": Rule({"": "({1} if {0} else {2})"}, "same"),
+    "cast": Rule({"": "{0}"}, "same"),
+    "real": Rule({"": "({0}).real"}, "cast", "c"),
+    "imag": Rule({"": "({0}).imag"}, "cast", "c"),
+}
+
+#: Loop dtypes whose arithmetic Numba does in that very type (64-bit: no promotion),
+#: so a "same" result needs no explicit conversion (keeps the generated lane readable).
+_NATIVE = {np.dtype(t) for t in (np.float64, np.int64, np.complex128)}
+
+
+def needs_cast(rule: Rule, loop: tuple, out: np.dtype) -> bool:
+    """Must the rule's result be converted to ``out`` explicitly?"""
+    if rule.natural == "bool":
+        return out.kind != "b"
+    if rule.natural == "same":
+        return not (out in _NATIVE and all(d == out for d in loop))
+    return True
+
+
+# ----------------------------------------------------------------------------- conversions
+
+
+def convert(expr: str, src: np.dtype, dst: np.dtype) -> str:
+    """``expr`` (of dtype ``src``) as a ``dst`` value, as NumPy's ``astype`` does."""
+    if src == dst:
+        return expr
+    if dst.kind == "b":
+        return f"({expr} != 0)"
+    if src.kind == "c" and dst.kind != "c":
+        expr = f"({expr}).real"  # NumPy drops the imaginary part (ComplexWarning)
+    return f"{dst.name}({expr})"
+
+
+def to(expr: str, dst: np.dtype) -> str:
+    """``expr`` (of whatever type Numba or Python computes it in) as a ``dst`` value."""
+    return f"({expr} != 0)" if dst.kind == "b" else f"{dst.name}({expr})"
+
+
+def literal(value, dtype: np.dtype) -> str:
+    """A Python literal for ``value`` computed in ``dtype`` (deterministic text)."""
+    if dtype.kind == "b":
+        return repr(bool(value))
+    if dtype.kind in "iu":
+        text = repr(int(value))
+        return text if dtype == np.int64 else f"{dtype.name}({text})"
+    if dtype.kind == "f":
+        text = _float(float(value))
+        return text if dtype == np.float64 else f"{dtype.name}({text})"
+    value = complex(value)
+    return f"{dtype.name}(complex({_float(value.real)}, {_float(value.imag)}))"
+
+
+def _float(v: float) -> str:
+    if math.isnan(v):
+        return "np.nan"
+    if math.isinf(v):
+        return "np.inf" if v > 0 else "(-np.inf)"
+    return repr(v)
+
+
+def cast_names(python: bool) -> dict:
+    """The conversion functions a generated lane calls by dtype name.
+
+    Compiled lanes use NumPy's scalar types (Numba wraps integers as C does, like
+    ``astype``).  The python backend's lanes see Python ints, which ``np.int8(300)``
+    rejects: there, integer conversions wrap through a 0-d array.
+    """
+    names = {}
+    for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+              np.float32, np.float64, np.complex64, np.complex128):
+        dt = np.dtype(t)
+        names[dt.name] = _wrapping(dt) if python and dt.kind in "iu" else t
+    return names
+
+
+def _wrapping(dtype: np.dtype):
+    def convert_int(value):
+        with np.errstate(all="ignore"):
+            return np.asarray(value).astype(dtype)[()]
+    convert_int.__name__ = dtype.name
+    return convert_int
+
+
+# ----------------------------------------------------------------------------- dtypes
+
+
+def stand_in(dtype: np.dtype, weak: bool, value=None):
+    """A NumPy value with ``dtype``'s promotion behaviour: a Python scalar when weak
+    (NumPy 2 lets it adopt the other operand's precision), else a 0-d array.
+    ``value``: a constant's own value (so NumPy checks e.g. that it fits an int8)."""
+    if weak:
+        return value if value is not None else {"f": 1.0, "c": 1j, "i": 1, "u": 1, "b": True}[dtype.kind]
+    return np.asarray(0 if value is None else value, dtype)
+
+
+def stand_in_of(node):
+    """:func:`stand_in` for a traced node."""
+    from .graph import is_weak
+
+    return stand_in(node.dtype, is_weak(node), getattr(node, "value", None))
+
+
+def loop_key(dtype: np.dtype, weak: bool):
+    """How ``ufunc.resolve_dtypes`` spells an operand (Python types are weak)."""
+    if weak and dtype.kind in "fci":
+        return {"f": float, "c": complex, "i": int}[dtype.kind]
+    return dtype
+
+
+def ufunc_dtypes(ufunc: np.ufunc, operands, what: str, dtype=None) -> tuple[tuple, tuple]:
+    """(loop dtypes of the inputs, result dtypes) of ``ufunc`` on ``operands``.
+
+    ``operands`` are (dtype, weak, constant value or None) triples.  NumPy decides;
+    its errors (an overflowing int constant, a dtype with no loop) surface as is.
+    """
+    kw = {} if dtype is None else {"dtype": dtype}
+    with np.errstate(all="ignore"):
+        result = ufunc(*[stand_in(d, w, v) for d, w, v in operands], **kw)
+    results = result if isinstance(result, tuple) else (result,)
+    outs = tuple(check_supported(np.asarray(r).dtype, f"the result of np.{ufunc.__name__} ({what})")
+                 for r in results)
+    try:
+        keys = tuple(loop_key(d, w) for d, w, _ in operands)
+        resolved = ufunc.resolve_dtypes(keys + ((np.dtype(dtype),) if dtype is not None else (None,))
+                                        * ufunc.nout)
+        loop = tuple(resolved[:ufunc.nin])
+    except (TypeError, ValueError):  # no explicit loop (e.g. mixed weak types): NumPy's common type
+        common = np.result_type(*[stand_in(d, w, v) for d, w, v in operands])
+        loop = (common,) * ufunc.nin
+    for d in loop:
+        if d.kind not in "biufc" or d == np.float16:
+            raise LaneTypeError(f"np.{ufunc.__name__} ({what}) computes in {d}, which lanes do not support")
+    return loop, outs
