@@ -220,11 +220,18 @@ def warm_up(mod, tools, data, lw_ok) -> list[dict]:
     return rows
 
 
+#: Pause before each timed call.  JAX's CPU thread pool keeps spinning for a few
+#: milliseconds after a call returns: measured on W3, whichever tool ran right
+#: after JAX took 0.026 s instead of 0.015 s (numba and lanewise alike).
+SETTLE_S = 0.05
+
+
 def rounds(tools, data, rows: list[dict], repeats: int) -> None:
     """``repeats`` rounds, each timing every live tool once: background load hits all alike."""
     for _ in range(repeats):
         for row in rows:
             if row["status"] in ("ok", "wrong"):
+                time.sleep(SETTLE_S)
                 try:
                     row["times_s"].append(timed(tools[row["tool"]], data)[1])
                 except Exception as exc:  # noqa: BLE001
