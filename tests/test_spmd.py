@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 
 import lanewise as lw
 from lanewise import spmd
-from lanewise.spmd.transform import Unsupported, transform
+from lanewise.spmd.syntax import Unsupported
+from lanewise.spmd.transform import transform
 from corpus import examples
 
 # ============================================================================ lanes

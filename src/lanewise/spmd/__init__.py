@@ -47,7 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import config
-from .transform import FUNCTION, STREAM, Unsupported, function_ast, transform, transform_stream
+from .stream import STREAM, transform_stream
+from .syntax import Unsupported, function_ast
+from .transform import FUNCTION, transform
 
 #: Names the generated module imports for the W-wide lane.
 RUNTIME = ("stack_empty", "vload", "vstore", "v_undef", "v_select", "v_as", "v_range", "m_const",

@@ -1,0 +1,234 @@
+r"""The AST side of the SPMD transformation: the lane's source, its desugaring
+(``for`` over ``range`` -> ``while``, ``x += e`` -> ``x = x + e``) and the small
+analyses the emitter (:mod:`.transform`) asks of statements.
+
+Example:
+    >>> import ast
+    >>> tree = ast.parse("def f(x):\n    for k in range(3):\n        x += k\n    return x").body[0]
+    >>> has_loop(tree), sorted(local_names(tree))
+    (True, ['k', 'x'])
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ..analysis import definition
+
+
+class Unsupported(Exception):
+    """The lane uses something the SPMD transformation does not handle (the message says what)."""
+
+
+@dataclass(frozen=True)
+class Tup:
+    """A tuple value of the W-wide code: its items are expressions or Tups."""
+
+    items: tuple
+
+
+def shape_of(value):
+    return tuple(shape_of(v) for v in value.items) if isinstance(value, Tup) else None
+
+
+def leaves_of(value) -> list[str]:
+    if isinstance(value, Tup):
+        return [leaf for v in value.items for leaf in leaves_of(v)]
+    return [value]
+
+
+def rebuild(shape, leaves):
+    it = iter(leaves)
+
+    def build(s):
+        return Tup(tuple(build(c) for c in s)) if isinstance(s, tuple) else next(it)
+
+    return build(shape)
+
+
+# ----------------------------------------------------------------------------- source
+
+
+def function_ast(fn) -> ast.FunctionDef:
+    """The ``def`` of ``fn`` (a plain function; lambdas are not supported)."""
+    if fn.__name__ == "<lambda>":
+        raise Unsupported("it is a lambda (write the lane with def to use the SPMD path)")
+    node = definition(fn)
+    if not isinstance(node, ast.FunctionDef):
+        raise Unsupported(f"the source of {fn.__qualname__} is not available, or is not the code "
+                          "that runs (exec'd from a string, or edited since import)")
+    return node
+
+
+def source_line(fn, node) -> str:
+    try:
+        line = fn.__code__.co_firstlineno + getattr(node, "lineno", 1) - 1
+        return f"{fn.__code__.co_filename}:{line}"
+    except AttributeError:
+        return "?"
+
+
+def local_names(fdef: ast.FunctionDef) -> set[str]:
+    """Names assigned in the function (its locals, Python's scoping rule), params included."""
+    names = {a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs}
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+    return names
+
+
+# ----------------------------------------------------------------------------- desugaring
+
+
+class Desugar(ast.NodeTransformer):
+    """``for v in range(...)`` -> ``while`` over a hidden counter; ``x += e`` -> ``x = x + e``."""
+
+    def __init__(self, fn):
+        self.fn, self.n = fn, 0
+
+    def visit_AugAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            raise Unsupported(f"augmented assignment to {ast.unparse(node.target)} at {source_line(self.fn, node)}")
+        load = ast.Name(node.target.id, ast.Load())
+        value = ast.BinOp(load, node.op, self.visit(node.value))
+        return ast.copy_location(ast.Assign([node.target], value), node)
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            return None
+        return ast.copy_location(ast.Assign([node.target], self.visit(node.value)), node)
+
+    def visit_For(self, node):
+        where = source_line(self.fn, node)
+        if node.orelse:
+            raise Unsupported(f"a for ... else loop at {where}")
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and not it.keywords and 1 <= len(it.args) <= 3):
+            raise Unsupported(f"a for loop over something other than range(...) at {where}")
+        if not isinstance(node.target, ast.Name):
+            raise Unsupported(f"a for loop with target {ast.unparse(node.target)} at {where}")
+        args = [self.visit(a) for a in it.args]
+        start, stop = (ast.Constant(0), args[0]) if len(args) == 1 else (args[0], args[1])
+        step = args[2] if len(args) == 3 else ast.Constant(1)
+        step_value = _int_literal(step)
+        if step_value is None or step_value == 0:
+            raise Unsupported(f"a range with a step that is not a non-zero integer literal at {where}")
+        self.n += 1
+        k, e, rs, re_ = (f"_lw_k{self.n}", f"_lw_stop{self.n}", f"_lw_rs{self.n}", f"_lw_re{self.n}")
+
+        def name(n):
+            return ast.Name(n, ast.Load())
+
+        def as_range(value):  # value as the type Numba's range(start, stop, step) yields
+            return ast.Call(name("_lw_range"), [value, name(rs), name(re_), step], [])
+
+        init = [ast.Assign([ast.Name(rs, ast.Store())], start),
+                ast.Assign([ast.Name(re_, ast.Store())], stop),
+                ast.Assign([ast.Name(e, ast.Store())], as_range(name(re_))),
+                ast.Assign([ast.Name(k, ast.Store())], as_range(name(rs)))]
+        cmp = ast.Lt() if step_value > 0 else ast.Gt()
+        test = ast.Compare(name(k), [cmp], [name(e)])
+        body = [ast.Assign([ast.Name(node.target.id, ast.Store())], name(k)),
+                ast.Assign([ast.Name(k, ast.Store())], as_range(ast.BinOp(name(k), ast.Add(), step)))]
+        body += [self.visit(s) for s in node.body]
+        loop = ast.While(test, body, [])
+        out = init + [loop]
+        for s in out:
+            ast.copy_location(s, node)
+            ast.fix_missing_locations(s)
+        return out
+
+    def visit_While(self, node):
+        if node.orelse:
+            raise Unsupported(f"a while ... else loop at {source_line(self.fn, node)}")
+        return self.generic_visit(node)
+
+
+def _int_literal(node):
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int_literal(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def block_temps(stmts: list, frame_counts: dict) -> frozenset:
+    """Names whose every use is inside ``stmts`` and whose first use there is a
+    store by one of its top-level statements: such a variable is always assigned
+    before it is read in the block, so lanes outside the block's mask never need
+    its value and the store needs no select."""
+    seen: set[str] = set()
+    candidates: set[str] = set()
+    counts: dict[str, int] = {}
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name):
+                counts[node.id] = counts.get(node.id, 0) + 1
+        if isinstance(stmt, ast.Assign):
+            for name in _names(stmt.value, ast.Load):
+                seen.add(name)
+            for target in stmt.targets:
+                for name in _names(target, ast.Store):
+                    if name not in seen:
+                        candidates.add(name)
+                        seen.add(name)
+        else:
+            for name in _names(stmt, (ast.Load, ast.Store)):
+                seen.add(name)
+    return frozenset(n for n in candidates if counts.get(n) == frame_counts.get(n))
+
+
+def _names(node, ctx) -> list[str]:
+    out = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ctx):
+            out.append(n.id)
+    return out
+
+
+def cheap_branch(stmts) -> bool:
+    """A branch body of a few simple statements (no loop, no call): run it masked
+    without testing whether any lane takes it."""
+    nodes = [n for s in stmts for n in ast.walk(s)]
+    return (len(stmts) <= 4 and not any(isinstance(n, (ast.While, ast.For, ast.Call, ast.If)) for n in nodes)
+            and len(nodes) <= 40)
+
+
+def flat_branch(stmts) -> bool:
+    """A branch of a few assignments to local names (no exit, no call, no nesting)."""
+    return cheap_branch(stmts) and all(isinstance(s, ast.Assign) and all(
+        isinstance(t, ast.Name) or (isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts))
+        for t in s.targets) for s in stmts)
+
+
+def has_loop(fdef) -> bool:
+    return any(isinstance(n, (ast.While, ast.For)) for n in ast.walk(fdef))
+
+
+def leaf_paths(shape, prefix=()):
+    """Paths of the leaves of a result shape, depth first (the order of its slots)."""
+    if shape is None:
+        return [prefix]
+    return [p for k, s in enumerate(shape) for p in leaf_paths(s, prefix + (k,))]
+
+
+def result_shape(results):
+    """The nested tuple shape of the result leaves' paths."""
+    if len(results) == 1 and results[0][0] == ():
+        return None
+
+    def build(prefix):
+        children = sorted({p[len(prefix)] for p, _ in results if p[:len(prefix)] == prefix and len(p) > len(prefix)})
+        out = []
+        for c in children:
+            sub = prefix + (c,)
+            out.append(None if any(p == sub for p, _ in results) else build(sub))
+        return tuple(out)
+
+    return build(())
