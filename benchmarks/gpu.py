@@ -5,6 +5,9 @@ Run on a machine with an NVIDIA GPU (written for one H200, < 5 minutes):
     python benchmarks/gpu.py            # full sizes
     python benchmarks/gpu.py --tiny     # smoke test (also under NUMBA_ENABLE_CUDASIM=1)
 
+On the lent H200 (no network; its image has numba-cuda, jax[cuda13] and CuPy):
+``PYTHONPATH=src python3 benchmarks/gpu.py`` from the repository root.
+
 Prints a short table last.  Every timing is the best of a few runs after a
 warm-up (compile), inputs and outputs on the device, synchronised.  Results are
 checked against the CPU backend on a sample of lanes.
@@ -19,13 +22,20 @@ checked against the CPU backend on a sample of lanes.
   jax[cuda] is installed.  Memory floor = bytes of prices / copy bandwidth
   (read once); bars: >= 20x faster than JAX, within 2x of the floor.
 * W5: the sum of W1's f over 10^10 lanes (lw.reduce; nothing materialised).
+* warm process: seconds from interpreter start to W1's first result in a fresh
+  process, with an empty disk cache (cold) and again (warm: numba-cuda loads
+  the kernel from lanewise's cache instead of compiling it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -229,6 +239,42 @@ def run_w5(n, rng):
                       f"reproducible: {got == again}")
 
 
+WARM_CHILD = """
+import time
+t0 = time.perf_counter()
+import json, sys
+import numpy as np
+from numba import cuda
+sys.path.insert(0, sys.argv[1])
+import gpu
+x = cuda.to_device(np.linspace(-2.0, 2.0, 256))
+g = gpu.grid(gpu.w1_lane)
+z = g(x, x)
+cuda.synchronize()
+seconds = time.perf_counter() - t0
+kernel = next(iter(g._executables.values())).module.kernel
+print(json.dumps({"seconds": seconds, "hits": sum(getattr(kernel, "_cache_hits", {}).values()),
+                  "check": float(z.copy_to_host()[3, 5] - gpu.w1_lane(-2.0 + 3 * 4.0 / 255, -2.0 + 5 * 4.0 / 255))}))
+"""
+
+
+def run_warm_start():
+    """Two fresh processes sharing an empty disk cache: the second must not compile."""
+    with tempfile.TemporaryDirectory() as cache_dir:
+        env = dict(os.environ, LANEWISE_CACHE_DIR=cache_dir)
+        runs = []
+        for _ in range(2):
+            proc = subprocess.run([sys.executable, "-c", WARM_CHILD, os.path.dirname(os.path.abspath(__file__))],
+                                  env=env, capture_output=True, text=True, timeout=300)
+            if proc.returncode:
+                raise RuntimeError(proc.stderr[-300:])
+            runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    return dict(name="warm process", size="W1 256x256, start to result", seconds=warm["seconds"],
+                gbs=float("nan"), bar=f"cold {cold['seconds']:.2f} s, warm {warm['seconds']:.2f} s",
+                check=f"warm kernel cache hits {warm['hits']}; diff {abs(warm['check']):.0e}")
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -253,7 +299,8 @@ def main(argv=None):
     for label, run in [("W1", lambda: [run_w1(sizes["w1"], copy_bw, rng)]),
                        ("W2", lambda: [run_w2(sizes["w2"], rng)]),
                        ("W3", lambda: run_w3(*sizes["w3"], copy_bw, rng)),
-                       ("W5", lambda: [run_w5(sizes["w5"], rng)])]:
+                       ("W5", lambda: [run_w5(sizes["w5"], rng)]),
+                       ("warm process", lambda: [run_warm_start()])]:
         print(f"running {label} ...", flush=True)
         try:
             rows += run()

@@ -395,10 +395,7 @@ def test_reduce_device_inputs():
 # ----------------------------------------------------------------------------- lw.random
 
 
-try:
-    import lanewise.random as lwr
-except ImportError:  # developed alongside; skip its tests if absent
-    lwr = None
+import lanewise.random as lwr  # noqa: E402
 
 
 def random_walk(k, n):
@@ -409,8 +406,6 @@ def random_walk(k, n):
 
 
 def test_random_same_numbers_as_cpu():
-    if lwr is None:
-        pytest.skip("lanewise.random is not available")
     keys = lwr.split(lwr.key(7), 6)
     got = lw.vmap(random_walk, in_axes=(0, None), backend="cuda")(keys, 5)
     want = lw.vmap(random_walk, in_axes=(0, None), backend="cpu")(keys, 5)

@@ -43,7 +43,7 @@ from ..codegen.cpu import injected_names
 from ..codegen.plan import loop_order
 from ..config import config
 from ..errors import BackendError, LaneCompileError, LanewiseError, OutputError, function_location
-from ..lanefn import jit_lane_cuda
+from ..lanefn import fingerprint, jit_lane_cuda
 from ..program import Call, Program, bind_call as _bind_call, make_program
 from ..runtime import cache
 from . import cpu
@@ -56,6 +56,9 @@ SIMULATOR = bool(getattr(cuda.config, "ENABLE_CUDASIM", False))
 
 #: A host array mixed with device arrays is copied if it has at most this many bytes.
 SMALL_HOST_BYTES = 1 << 20
+
+#: Builds since import: typed (lane 0 typed on the CPU, module rendered) or found on disk.
+stats = {"typed": 0, "disk": 0}
 
 #: Threads per block.  The simulator runs every thread as a Python thread: few.
 TPB = 32 if SIMULATOR else 256
@@ -237,6 +240,7 @@ class CudaExecutable:
     module: ModuleType
     source: str
     shapes_from: Any = None  # per-lane array outputs: the CPU executable whose probe runs lane 0
+    path: Any = None  # the module's file in the disk cache (None: in memory)
 
     def __post_init__(self):
         self.order = loop_order(self.program)
@@ -278,23 +282,47 @@ def _typed(call: Call):
     return make_program(call, result), result, typing
 
 
+def disk_key(kind: str, call: Call, *parts) -> str | None:
+    """The disk-cache key of a CUDA module for ``call`` (None: memory only).
+
+    The module file holds ``cuda.jit(..., cache=True)`` kernels, so numba-cuda
+    keeps their compiled code beside it and a warm process loads it instead of
+    compiling (its index also keys on the card's compute capability).  Block
+    sizes differ on the simulator, so they are part of the key."""
+    fp = fingerprint(call.lane) if config.disk_cache else None
+    return cache.key_of("cuda", kind, fp, call.signature, SIMULATOR, TPB, REDUCE_TPB, *parts) if fp else None
+
+
 def build(call: Call, *, need_device: bool = True) -> CudaExecutable:
+    """The executable for ``call``'s signature: from disk if cached, else typed and rendered."""
     if need_device:
         require_device()
     _register_overloads()
-    program, result, typing = _typed(call)
+    key = disk_key("map", call)
+    found = cache.lookup(key) if key else None
+    typing = dataclasses.replace(call, values=typing_values(call.values))
+    if found is not None:
+        path, source, result = found
+        program = make_program(call, result)
+        stats["disk"] += 1
+    else:
+        program, result, typing = _typed(call)
+        path = source = None
+        stats["typed"] += 1
     inplace = cpu._inplace_lane(program, result, returns_array=False)  # device code returns no arrays
     if inplace is not None and any(dim is None for dim in program.outputs[0].level_dims):
         inplace = None  # out_axes=None: every lane would write the one slice
-    source = render_cuda.render(program, inplace is not None)
+    if source is None:
+        source = render_cuda.render(program, inplace is not None)
+        path = cache.store(key, source, result) if key else None
     if config.debug:
-        print(f"# ---- lanewise cuda kernel\n{source}")
+        print(f"# ---- lanewise cuda kernel ({path or 'in memory'})\n{source}")
     inject = lane_inject(call.lane, call.signature)
     if inplace is not None:
         inject["lane_inplace"] = jit_lane_cuda(inplace)
-    module = cache.load_module(f"lw_cuda_{id(call.signature)}", None, source, inject)
+    module = cache.load_module(f"lw_cuda_{key or id(call.signature)}", path, source, inject)
     shapes_from = cpu.build(typing) if inplace is not None else None
-    return CudaExecutable(program, module, source, shapes_from)
+    return CudaExecutable(program, module, source, shapes_from, path)
 
 
 # ----------------------------------------------------------------------------- run

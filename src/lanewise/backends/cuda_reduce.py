@@ -29,12 +29,13 @@ from .. import pytree
 from ..codegen import cuda as render_cuda
 from ..codegen.cpu_reduce import ReduceSpec
 from ..config import config
+from ..lanefn import fingerprint
 from ..program import Call, Program
 from ..reducing import Monoid, Reduced
 from ..runtime import cache
 from . import cpu, cpu_reduce
 from .cuda import (REDUCE_TPB, _alloc, _max_blocks, _nbytes, _register_overloads, as_caller_array, device_values,
-                   host_call, is_device_array, lane_inject, launch, program_of, require_device)
+                   disk_key, host_call, is_device_array, lane_inject, launch, program_of, require_device)
 from .cuda import kernel_argtypes as _map_argtypes
 
 NAME = "cuda"
@@ -58,9 +59,14 @@ def build(reduced: Reduced, call: Call, *, need_device: bool = True) -> CudaRedu
     monoid = reduced.op if isinstance(reduced.op, Monoid) else None
     program = program_of(call)
     spec, result_dtypes = cpu_reduce._spec(reduced, program, call)
-    source = render_cuda.render_reduce(program, spec)
+    fp_monoid = fingerprint(monoid.combine) if monoid else ""
+    key = disk_key("reduce", call, fp_monoid, repr(monoid.identity) if monoid else "", spec) \
+        if fp_monoid is not None else None
+    found = cache.lookup(key) if key else None
+    source = found[1] if found else render_cuda.render_reduce(program, spec)
+    path = found[0] if found else (cache.store(key, source, None) if key else None)
     if config.debug:
-        print(f"# ---- lanewise cuda reduce kernels\n{source}")
+        print(f"# ---- lanewise cuda reduce kernels ({path or 'in memory'})\n{source}")
     inject = {**lane_inject(call.lane, call.signature), "TPB": REDUCE_TPB, "boolean": nt.boolean}
     for m, dtype in enumerate(spec.acc_dtypes):
         inject[f"ACC{m}"] = numba.from_dtype(dtype)
@@ -71,7 +77,7 @@ def build(reduced: Reduced, call: Call, *, need_device: bool = True) -> CudaRedu
     if monoid is not None:
         from ..lanefn import jit_lane_cuda
         inject["combine"] = jit_lane_cuda(monoid.combine)
-    module = cache.load_module(f"lw_cuda_r{id(spec)}", None, source, inject)
+    module = cache.load_module(f"lw_cuda_r{key or id(spec)}", path, source, inject)
     return CudaReduceExecutable(program, spec, result_dtypes, module, source, monoid)
 
 

@@ -196,7 +196,7 @@ def _kernel(program: Program, names: Names, order, inplace: bool = False) -> str
         lines += ["        " + s for s in _stores(program, names)]
     lines.append("        flat += stride")
     lines += ["        " + s for s in _odometer_add(order, sizes)]
-    lines += ["", "", "kernel = cuda.jit(_kernel)"]
+    lines += ["", "", "kernel = cuda.jit(_kernel, cache=True)"]
     return "\n".join(lines)
 
 
@@ -362,7 +362,7 @@ def _rkernel(program: Program, spec: ReduceSpec, names: Names) -> str:
         if spec.indexed:
             lines.append(f"            q{m}[b] = shq{m}[0]")
     lines += ["        cuda.syncthreads()  # shared memory is reused by the next block", "        b += cuda.gridDim.x",
-              "", "", "rkernel = cuda.jit(_rkernel)"]
+              "", "", "rkernel = cuda.jit(_rkernel, cache=True)"]
     return "\n".join(lines)
 
 
@@ -395,5 +395,5 @@ def _rfinish(program: Program, spec: ReduceSpec) -> str:
             lines.append(f"            o{m}[k] = sh{m}[0] / nred")
         else:
             lines.append(f"            o{m}[k] = sh{m}[0]")
-    lines += ["        cuda.syncthreads()", "        k += cuda.gridDim.x", "", "", "rfinish = cuda.jit(_rfinish)"]
+    lines += ["        cuda.syncthreads()", "        k += cuda.gridDim.x", "", "", "rfinish = cuda.jit(_rfinish, cache=True)"]
     return "\n".join(lines)
