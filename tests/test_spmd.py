@@ -259,6 +259,28 @@ def narrow(x, n):
     return y, k
 
 
+def branch_types(x, m):
+    """Two-branch ifs assigning the same names with different types (merged into one
+    select on the test): int vs float, bool vs int, tuple targets in both branches."""
+    y = 0
+    n = 0
+    flag = False
+    while x > 1.0:
+        if x > m:
+            y = 1
+            a, b = n, x
+        else:
+            y = 2.5
+            a, b = x, n
+        if n % 3 == 0:
+            flag = True
+        else:
+            flag = n
+        x = x * 0.7 + (a - b) * 1e-3
+        n += 1
+    return x + y, n, flag
+
+
 # ---------------------------------------------------------------------------- cases
 
 F = st.floats(-4, 4, allow_nan=False, allow_infinity=False)
@@ -301,6 +323,7 @@ CASES = [
     Case("math_lane", math_lane, lambda r, n: (_u(r, n, -3, 3),), ulps=-1),
     Case("boolops", boolops, lambda r, n: (_u(r, n, 0, 1), _u(r, n, 0, 1))),
     Case("type_change", type_change, lambda r, n: (_u(r, n, -3, 4),)),
+    Case("branch_types", branch_types, lambda r, n: (_u(r, n, -2, 90), 5.0), in_axes=(0, None)),
     Case("negative_step", negative_step, lambda r, n: (r.integers(-3, 30, n), _u(r, n, -5, 50))),
     Case("narrow", narrow, lambda r, n: (_u(r, n, -2, 20).astype(np.float32),
                                          r.integers(0, 12, n).astype(np.int32))),
