@@ -558,3 +558,21 @@ def check_nest(lane, twin, nest: Nest, backends=("cpu", "python")):
         first, *rest = backends
         for backend in rest:
             assert_trees_match(got[backend], got[first], what=f"{backend} vs {first}")
+
+
+# ----------------------------------------------------------------------------- W3's scan step
+
+EMA_FAST, EMA_SLOW = 0.1, 0.02
+
+
+def ema_step(carry, price):
+    """W3's step (benchmarks/w3_backtest.py): EMA crossover, P&L carried, y None."""
+    fast, slow, pos, pnl, last = carry
+    pnl = pnl + pos * (price - last)
+    fast = fast + EMA_FAST * (price - fast)
+    slow = slow + EMA_SLOW * (price - slow)
+    if fast > slow:
+        pos = 1.0
+    elif fast < slow:
+        pos = -1.0
+    return (fast, slow, pos, pnl, price), None

@@ -19,7 +19,7 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
 pytest.importorskip("numba.cuda")
 
 import lanewise as lw  # noqa: E402
-from corpus import BY_NAME, CORPUS, lane_values  # noqa: E402
+from corpus import BY_NAME, CORPUS, ema_step, lane_values  # noqa: E402
 from lanewise.backends import cuda as lw_cuda  # noqa: E402
 
 SCALAR = [e for e in CORPUS if all(r == 0 for r in e.out_ranks)]
@@ -103,24 +103,9 @@ def test_error_slot_is_an_integer_atomic_min():
     assert "atom.global.min.s64" in ptx
 
 
-FAST, SLOW = 0.1, 0.02
-
-
-def step(carry, price):
-    fast, slow, pos, pnl, last = carry
-    pnl = pnl + pos * (price - last)
-    fast = fast + FAST * (price - fast)
-    slow = slow + SLOW * (price - slow)
-    if fast > slow:
-        pos = 1.0
-    elif fast < slow:
-        pos = -1.0
-    return (fast, slow, pos, pnl, price), None
-
-
 def backtest(prices):
     p0 = prices[0]
-    final, _ = lw.scan(step, (p0, p0, 0.0, 0.0, p0), prices)
+    final, _ = lw.scan(ema_step, (p0, p0, 0.0, 0.0, p0), prices)
     return final[3]
 
 

@@ -6,6 +6,9 @@
   int/float/bool, tuples — runs on the SPMD path (``lw.explain`` says so) and is
   checked bit for bit against the scalar path and the python reference on
   random inputs (hypothesis), including sizes that leave a masked tail;
+* per-lane rows: W3's ``lw.scan`` (forward, reverse, xs=None), varying and
+  negative indices, a while loop with break over ``len(p)``, bitwise too, and
+  masked lanes that never read their row;
 * constructs the transformation does not handle fall back to the scalar path,
   with the reason in ``lw.explain``, and still give the right result;
 * the automatic choice: divergent lanes take the SPMD path, others keep the
@@ -31,7 +34,7 @@ import lanewise as lw
 from lanewise import spmd
 from lanewise.spmd.syntax import Unsupported
 from lanewise.spmd.transform import transform
-from corpus import examples
+from corpus import ema_step, examples
 
 # ============================================================================ lanes
 
@@ -281,6 +284,71 @@ def branch_types(x, m):
     return x + y, n, flag
 
 
+# ---------------------------------------------------------------------------- per-lane rows
+
+def backtest(p):
+    return lw.scan(ema_step, (p[0], p[0], 0.0, 0.0, p[0]), p)[0][3]
+
+
+def backtest_reverse(p):
+    """reverse=True, ``carry, _ =`` unpacking, p[-1], a nested tuple result."""
+    carry, _ = lw.scan(ema_step, (p[-1], p[-1], 0.0, 0.0, p[-1]), p, reverse=True)
+    fast, slow, pos, pnl, last = carry
+    return pnl, (pos, carry[-1])
+
+
+def _count_step(c, x):
+    k, acc = c
+    return (k + 1, acc * 0.5 + k), None
+
+
+def _sum_step(c, x):
+    return c + x, None
+
+
+def counted(p):
+    """xs=None with length= (an int and a float carry), then a scan over the row."""
+    (k, acc), _ = lw.scan(_count_step, (0, p[1]), None, length=7)
+    total, _ = lw.scan(_sum_step, acc, p)
+    return k, total
+
+
+def hops(p, k):
+    """Varying indices (k % len(p), computed hops), p.shape[0], a variable trip count."""
+    total = 0.0
+    j = k
+    for s in range(k % 4 + 2):
+        j = (j * 7 + 3) % len(p)
+        total = total + p[j] * s - p[-1 - s]
+    return total + p[k % p.shape[0]]
+
+
+def first_above(p, t):
+    """A while loop with break over len(p): lanes leave at different steps, and a
+    lane that never breaks reads p[len(p) - 1] at most (no lane reads past its row)."""
+    i = 0
+    n = len(p)
+    while i < n:
+        if p[i] > t:
+            break
+        i += 1
+    if i == n:
+        return -1, p[0]
+    return i, p[i]
+
+
+def row_scan(row, t):
+    for i in range(row.shape[0]):
+        if row[i] > t:
+            return i
+    return -1
+
+
+def _walks(rng, n, steps, dtype=np.float64):
+    """``n`` random walks of ``steps`` prices from 100, one per row."""
+    return (100.0 * np.exp(np.cumsum(rng.standard_normal((max(n, 1), steps)) * 0.01, axis=1))).astype(dtype)
+
+
 # ---------------------------------------------------------------------------- cases
 
 F = st.floats(-4, 4, allow_nan=False, allow_infinity=False)
@@ -325,6 +393,13 @@ CASES = [
     Case("type_change", type_change, lambda r, n: (_u(r, n, -3, 4),)),
     Case("branch_types", branch_types, lambda r, n: (_u(r, n, -2, 90), 5.0), in_axes=(0, None)),
     Case("negative_step", negative_step, lambda r, n: (r.integers(-3, 30, n), _u(r, n, -5, 50))),
+    Case("backtest", backtest, lambda r, n: (_walks(r, n, 60),)),
+    Case("backtest_reverse", backtest_reverse, lambda r, n: (_walks(r, n, 33),)),
+    Case("counted", counted, lambda r, n: (_walks(r, n, 5),)),
+    Case("hops", hops, lambda r, n: (_walks(r, n, 11), r.integers(-50, 50, max(n, 1))), in_axes=(0, 0)),
+    Case("first_above", first_above, lambda r, n: (_walks(r, n, 25), 100.5), in_axes=(0, None)),
+    Case("first_above_f32", first_above, lambda r, n: (_walks(r, n, 9, np.float32), 100.5), in_axes=(0, None)),
+    Case("row_scan", row_scan, lambda r, n: (r.integers(0, 9, (max(n, 1), 6)), 6), in_axes=(0, None)),
     Case("narrow", narrow, lambda r, n: (_u(r, n, -2, 20).astype(np.float32),
                                          r.integers(0, 12, n).astype(np.int32))),
 ]
@@ -587,13 +662,6 @@ def raising(x):
     return n
 
 
-def row_scan(row, t):
-    for i in range(row.shape[0]):
-        if row[i] > t:
-            return i
-    return -1
-
-
 def while_else(x):
     n = 0
     while x > 1.0:
@@ -604,11 +672,60 @@ def while_else(x):
     return n
 
 
+def _stack_step(c, x):
+    return c + x, c
+
+
+def stacked_ys(p):
+    c, ys = lw.scan(_stack_step, 0.0, p)
+    return c + ys[1]
+
+
+def writes_row(p):
+    s = 0.0
+    for i in range(len(p)):
+        p[i] = p[i]
+        s = s + p[i]
+    return s
+
+
+def grid_total(g):
+    t = 0.0
+    i = 0
+    while i < g.shape[0]:
+        t = t + g[i, 0]
+        i += 1
+    return t
+
+
+def _row_total(p):
+    t = 0.0
+    for i in range(len(p)):
+        t = t + p[i]
+    return t
+
+
+def via_helper(p):
+    return _row_total(p) * 2.0
+
+
+def guarded_read(p, t):
+    i = 0
+    while i < len(p) and p[i] <= t:
+        i += 1
+    return i
+
+
 FALLBACKS = [
     (allocates, (np.linspace(0, 9, 7),), 0, "np.zeros(3)"),
     (unknown_call, (np.linspace(0, 9, 7),), 0, "complex(2.0, 0.0)"),
     (raising, (np.linspace(0, 9, 7),), 0, "`raise"),
-    (row_scan, (np.arange(12.0).reshape(3, 4) % 5, 2.5), (0, None), "array argument"),
+    (row_scan, (np.arange(12.0) % 5, np.linspace(0, 5, 7)), (None, 0), "receives whole"),
+    (stacked_ys, (np.arange(12.0).reshape(3, 4),), 0, "stacked ys"),
+    (writes_row, (np.arange(12.0).reshape(3, 4),), 0, "writing into the array 'p'"),
+    (grid_total, (np.arange(24.0).reshape(2, 3, 4),), 0, "2-D views"),
+    (via_helper, (np.arange(12.0).reshape(3, 4),), 0, "'p' passed to _row_total"),
+    (guarded_read, (np.arange(12.0).reshape(3, 4), 5.5), (0, None), "Python may not evaluate"),
     (while_else, (np.linspace(0, 9, 7),), 0, "while ... else"),
 ]
 
@@ -681,6 +798,75 @@ def test_compiled_w_wide_lane_holds_vector_instructions():
     asm = _compiled(spmd.module_text(body), "lane_spmd", np.ones(w, np.bool_), -0.5, ci[:w].copy(), out)
     assert_bitwise(out, want[:w])
     _assert_vector_loop(asm)
+
+
+def _row_pointers(rows, width):
+    """The lane_spmd arguments of a row parameter: W data pointers, length, stride."""
+    ptrs = np.array([r.ctypes.data for r in rows] + [0] * (width - len(rows)), np.uint64)
+    return ptrs, rows.shape[1], rows.strides[1]
+
+
+def test_compiled_w_wide_scan_holds_vector_instructions():
+    """W3's scan over per-lane rows: the carried EMA arithmetic is packed, and each
+    step reads the W rows' prices (strided loads, the rows not copied)."""
+    w = spmd.width_for(8, rows=True)
+    prices = _walks(np.random.default_rng(5), w, 50)
+    want = np.array([backtest(p) for p in prices])
+    body = transform(backtest, ("row",), (((), "float64"),), w, row_dtypes=("float64",))
+    assert "v_gather(" in body and "for _lw_t" in body
+    out = np.empty(w)
+    asm = _compiled(spmd.module_text(body), "lane_spmd", np.ones(w, np.bool_), *_row_pointers(prices, w), out)
+    assert_bitwise(out, want)
+    _assert_vector_loop(asm)
+
+
+def test_masked_lanes_read_no_row():
+    """Lanes outside the mask never dereference their row pointer (here null), even
+    in a loop that runs past their rows: a tail group cannot fault."""
+    w = 8
+    rows = np.arange(3 * 25.0).reshape(3, 25)
+    body = transform(first_above, ("row", "uniform"), (((0,), "int64"), ((1,), "float64")), w,
+                     row_dtypes=("float64",))
+    mask = np.zeros(w, np.bool_)
+    mask[:3] = True
+    out_i, out_v = np.full(w, -7), np.full(w, -7.0)
+    _compiled(spmd.module_text(body), "lane_spmd", mask, *_row_pointers(rows, w), 30.0, out_i, out_v)
+    want = [first_above(r, 30.0) for r in rows]
+    np.testing.assert_array_equal(out_i[:3], [i for i, _ in want])
+    np.testing.assert_array_equal(out_v[:3], [v for _, v in want])
+
+
+def test_auto_takes_spmd_for_a_scan_over_rows():
+    """A carried loop over a per-lane row takes the SPMD path on its own (W3's lane,
+    a lambda); a straight lane reading its row keeps the scalar path."""
+    prices = _walks(np.random.default_rng(1), 19, 30)
+    f = lw.vmap(lambda p: lw.scan(ema_step, (p[0], p[0], 0.0, 0.0, p[0]), p)[0][3])
+    path = lane_path(f, prices)
+    assert "SPMD on SIMD" in path and "a carried loop over a per-lane row" in path, path
+    assert f"{spmd.width_for(8, rows=True)} lanes per vector step" in path
+    assert_bitwise(f(prices), lw.vmap(backtest, backend="python")(prices))
+
+    def ends(p):
+        return p[-1] - p[0]
+
+    g = lw.vmap(ends)
+    assert lane_path(g, prices).startswith("lane path: scalar")
+    with lw.config.overridden(spmd=True):
+        h = lw.vmap(ends)
+        assert "SPMD" in lane_path(h, prices)
+        assert_bitwise(h(prices), g(prices))
+
+
+@pytest.mark.parametrize("layout", ["columns", "fortran", "strided"])
+def test_rows_of_any_layout(layout):
+    """Rows as columns (in_axes=1), of a Fortran array, of a strided view: every
+    lane's view has its own pointer and the same length and stride."""
+    x = _walks(np.random.default_rng(2), 21, 40)
+    args, in_axes = {"columns": ((np.ascontiguousarray(x.T),), 1), "fortran": ((np.asfortranarray(x),), 0),
+                     "strided": ((x[::2, ::3],), 0)}[layout]
+    f = lw.vmap(backtest, in_axes=in_axes)
+    assert "SPMD on SIMD" in lane_path(f, *args)
+    assert_bitwise(f(*args), lw.vmap(backtest, in_axes=in_axes, backend="python")(*args))
 
 
 def test_scalar_path_source_unchanged_when_not_chosen(restore_config):

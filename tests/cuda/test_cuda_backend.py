@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lanewise as lw
-from corpus import BY_NAME, CORPUS, assert_trees_match, build, check_nest, entry_nests, lane_values
+from corpus import BY_NAME, CORPUS, assert_trees_match, build, check_nest, ema_step, entry_nests, lane_values
 from lanewise.backends import cuda as lw_cuda
 from numba import cuda
 
@@ -270,24 +270,9 @@ def test_no_device_message(monkeypatch):
 
 # ----------------------------------------------------------------------------- scan in lanes
 
-FAST, SLOW = 0.1, 0.02
-
-
-def step(carry, price):
-    fast, slow, pos, pnl, last = carry
-    pnl = pnl + pos * (price - last)
-    fast = fast + FAST * (price - fast)
-    slow = slow + SLOW * (price - slow)
-    if fast > slow:
-        pos = 1.0
-    elif fast < slow:
-        pos = -1.0
-    return (fast, slow, pos, pnl, price), None
-
-
 def backtest(prices):
     p0 = prices[0]
-    final, _ = lw.scan(step, (p0, p0, 0.0, 0.0, p0), prices)
+    final, _ = lw.scan(ema_step, (p0, p0, 0.0, 0.0, p0), prices)
     return final[3], final[2]
 
 

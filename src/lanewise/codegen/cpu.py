@@ -161,7 +161,13 @@ def _lane_block_spmd(program: Program, names: Names, order, plan) -> str:
         if kind == "default":
             continue
         leaf, name = sig.leaves[k], names.leaves[k]
-        if kind == "varying":
+        if kind == "row":  # every lane's view: same length and stride, its own data pointer
+            body += [f"    _lw_x{k} = stack_empty({w}, np.uint64)", f"    _lw_len{k} = int64(0)",
+                     f"    _lw_stride{k} = int64(0)"]
+            gathers += [f"_lw_view{k} = {_leaf_expr(leaf, name)}", f"_lw_x{k}[_lw_w] = _lw_view{k}.ctypes.data",
+                        f"_lw_len{k} = _lw_view{k}.shape[0]", f"_lw_stride{k} = _lw_view{k}.strides[0]"]
+            args += [f"_lw_x{k}", f"_lw_len{k}", f"_lw_stride{k}"]
+        elif kind == "varying":
             body.append(f"    _lw_x{k} = stack_empty({w}, np.{leaf.dtype.name})")
             gathers.append(f"_lw_x{k}[_lw_w] = {_leaf_expr(leaf, name)}")
             args.append(f"_lw_x{k}")

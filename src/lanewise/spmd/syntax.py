@@ -51,11 +51,18 @@ def rebuild(shape, leaves):
 
 
 def function_ast(fn) -> ast.FunctionDef:
-    """The ``def`` of ``fn`` (a plain function; lambdas are not supported)."""
-    if fn.__name__ == "<lambda>":
-        raise Unsupported("it is a lambda (write the lane with def to use the SPMD path)")
+    """The ``def`` of ``fn``; a lambda as the ``def`` of one ``return`` (when its
+    source is unambiguous: :func:`lanewise.analysis.definition` checks it)."""
     node = definition(fn)
+    if isinstance(node, ast.Lambda):
+        body = [ast.copy_location(ast.Return(node.body), node.body)]
+        node = ast.copy_location(ast.FunctionDef(name=fn.__name__, args=node.args, body=body, decorator_list=[],
+                                                 returns=None, type_comment=None), node)
+        return ast.fix_missing_locations(node)
     if not isinstance(node, ast.FunctionDef):
+        if fn.__name__ == "<lambda>":
+            raise Unsupported("it is a lambda whose source is ambiguous (write the lane with def to use "
+                              "the SPMD path)")
         raise Unsupported(f"the source of {fn.__qualname__} is not available, or is not the code "
                           "that runs (exec'd from a string, or edited since import)")
     return node
@@ -112,7 +119,7 @@ class Desugar(ast.NodeTransformer):
         args = [self.visit(a) for a in it.args]
         start, stop = (ast.Constant(0), args[0]) if len(args) == 1 else (args[0], args[1])
         step = args[2] if len(args) == 3 else ast.Constant(1)
-        step_value = _int_literal(step)
+        step_value = int_literal(step)
         if step_value is None or step_value == 0:
             raise Unsupported(f"a range with a step that is not a non-zero integer literal at {where}")
         self.n += 1
@@ -146,11 +153,11 @@ class Desugar(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def _int_literal(node):
+def int_literal(node):
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _int_literal(node.operand)
+        inner = int_literal(node.operand)
         return None if inner is None else -inner
     return None
 
@@ -201,8 +208,10 @@ def cheap_branch(stmts) -> bool:
 
 
 def flat_branch(stmts) -> bool:
-    """A branch of a few assignments to local names (no exit, no call, no nesting)."""
-    return cheap_branch(stmts) and all(isinstance(s, ast.Assign) and all(
+    """A branch of a few assignments to local names (no exit, no call, no nesting, no
+    indexing: a merged branch runs outside its mask, and a row's gather must not)."""
+    return cheap_branch(stmts) and not any(isinstance(n, ast.Subscript) for s in stmts for n in ast.walk(s)) \
+        and all(isinstance(s, ast.Assign) and all(
         isinstance(t, ast.Name) or (isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts))
         for t in s.targets) for s in stmts)
 

@@ -17,8 +17,10 @@ becomes execution masks (ISPC's model):
   own masks and result slots; calls of math/NumPy/builtin scalar functions run
   lane by lane through Numba's own implementation (lanewise's vector math when
   ``lw.config.vector_math``);
-* tuples: unpacking assignments, tuple returns (the lane's result tree) and
-  helpers returning tuples.
+* tuples: unpacking assignments, tuple returns (the lane's result tree),
+  helpers taking and returning tuples, constant indices;
+* per-lane 1-D rows (masked gathers) and ``lw.scan`` over them, inlined as a
+  loop (:mod:`.arrays`).
 
 Each lane executes exactly the operations of the scalar lane, in the same order
 and with the same types, so the results are bit for bit those of the scalar path.
@@ -50,6 +52,7 @@ import numpy as np
 from numba.core.dispatcher import Dispatcher
 
 from ..config import config
+from .arrays import Row, RowsAndScans, is_scan
 from .syntax import (Desugar, Tup, Unsupported, block_temps, cheap_branch, flat_branch, function_ast, has_loop,
                      leaf_paths, leaves_of, local_names, rebuild, result_shape, shape_of, source_line)
 
@@ -92,6 +95,10 @@ class Frame:
     slots: list = field(default_factory=list)  # result slot variables (one per result leaf)
     counts: dict = field(default_factory=dict)  # uses of each (renamed) local in the frame
     selected: set = field(default_factory=set)  # locals stored under a mask somewhere (need a declaration)
+    rows: dict = field(default_factory=dict)  # parameter -> Row (a per-lane 1-D array)
+    tuples: dict = field(default_factory=dict)  # local -> Tup of variables (a tuple bound to a name)
+    nones: set = field(default_factory=set)  # result slots some return sets to None
+    valued: set = field(default_factory=set)  # result slots some return sets to a value
 
     def name(self, local: str) -> str:
         return self.prefix + local
@@ -117,7 +124,7 @@ class Ctx:
 # ----------------------------------------------------------------------------- emitter
 
 
-class _Emitter:
+class _Emitter(RowsAndScans):
     def __init__(self, width: int, vector_math: bool):
         self.width, self.vector_math = width, vector_math
         self.lines: list[str] = []
@@ -205,7 +212,9 @@ class _Emitter:
             self.emit(f"{ctx.renames[name]} = {value}")
             return
         target = frame.name(name) if name in frame.locals else name
-        if ctx.plain or name in ctx.temps or (ctx.private_plain and name.startswith(_PRIVATE)):
+        if value == "None":  # no lane computes with it: every lane holds the same None
+            self.emit(f"{target} = None")
+        elif ctx.plain or name in ctx.temps or (ctx.private_plain and name.startswith(_PRIVATE)):
             self.emit(f"{target} = {value}")
         else:
             frame.selected.add(target)
@@ -231,10 +240,13 @@ class _Emitter:
     def assign_target(self, target, value, ctx: Ctx) -> None:
         where = source_line(ctx.frame.fn, target)
         if isinstance(target, ast.Name):
+            if target.id in ctx.frame.rows or target.id in ctx.frame.tuples:
+                held = "an array" if target.id in ctx.frame.rows else "a tuple"
+                raise Unsupported(f"assigning to {target.id!r}, which holds {held}, at {where}")
             if isinstance(value, Tup):
-                raise Unsupported(f"a tuple stored in variable {target.id!r} at {where} "
-                                  "(unpack it: a, b = ...)")
-            self.store(target.id, value, ctx)
+                self.store_tuple(target.id, value, ctx, where)
+            else:
+                self.store(target.id, value, ctx)
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, Tup) or len(value.items) != len(target.elts):
                 raise Unsupported(f"unpacking {ast.unparse(target)} at {where} from a value that is not "
@@ -244,6 +256,9 @@ class _Emitter:
             value = self.materialise(value)  # all right-hand sides before any store
             for t, v in zip(target.elts, value.items):
                 self.assign_target(t, v, ctx)
+        elif isinstance(target, ast.Subscript) and self.row(target.value, ctx) is not None:
+            raise Unsupported(f"writing into the array {target.value.id!r} at {where} (rows are read-only "
+                              "on the SPMD path)")
         else:
             raise Unsupported(f"assignment to {ast.unparse(target)} at {where} (only local variables)")
 
@@ -334,6 +349,11 @@ class _Emitter:
         elif frame.shape != shape:
             raise Unsupported(f"returns of different tuple structures ({where})")
         for slot, leaf in zip(frame.slots, leaves_of(value)):
+            if leaf == "None" and frame.base != 0:  # a helper's None (a scan's ys): nothing to select
+                frame.nones.add(slot)
+                self.emit(f"{slot} = None")
+                continue
+            frame.valued.add(slot)
             if frame.base == 0:  # the lane: converted to its result type, as Numba's return does
                 self.emit(f"{slot} = v_select({ctx.mask}, v_as({leaf}, {slot}), {slot})")
             else:  # a helper: Numba unifies the types of its returns (v_select does the same)
@@ -351,8 +371,14 @@ class _Emitter:
         if isinstance(node, ast.Constant):
             return self.constant(node.value, where)
         if isinstance(node, ast.Name):
-            return self.name(node.id, ctx, where)
+            self.refuse_row(node, ctx, "used as a value")
+            out = self.name(node.id, ctx, where)
+            if isinstance(out, Tup) and not allow_tuple:
+                raise Unsupported(f"the tuple {node.id!r} used as a value at {where}")
+            return out
         if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name):
+                self.refuse_row(node.value, ctx, f"used as `{ast.unparse(node)}`")
             return self.constant(self.resolve(node, ctx), where)
         if isinstance(node, ast.BinOp):
             op = _BINOPS.get(type(node.op))
@@ -398,14 +424,15 @@ class _Emitter:
                 raise Unsupported(f"a tuple used as a value at {where}")
             return Tup(tuple(self.value(e, ctx, allow_tuple=True, guarded=guarded) for e in node.elts))
         if isinstance(node, ast.Subscript):
-            raise Unsupported(f"indexing ({ast.unparse(node)}) at {where}: arrays and tuples inside "
-                              "SPMD lanes are not supported")
+            return self.subscript(node, ctx, allow_tuple, guarded)
         raise Unsupported(f"the expression `{ast.unparse(node)}` ({type(node).__name__}) at {where}")
 
     def name(self, name: str, ctx: Ctx, where: str) -> str:
         frame = ctx.frame
         if ctx.renames and name in ctx.renames:
             return ctx.renames[name]
+        if name in frame.tuples:
+            return frame.tuples[name]
         if name in frame.locals:
             return frame.name(name)
         if name.startswith("_lw_"):
@@ -446,6 +473,8 @@ class _Emitter:
 
     def constant(self, value, where: str) -> str:
         """A global/closure/literal value as source text (Numba sees it as a constant)."""
+        if value is None:  # a value nothing computes with (a scan's ys); Numba refuses any other use
+            return "None"
         if isinstance(value, (bool, np.bool_)):
             return repr(bool(value))
         if isinstance(value, int) and not isinstance(value, bool):
@@ -469,6 +498,13 @@ class _Emitter:
             args = [self.value(a, ctx, guarded=guarded) for a in node.args]
             return f"v_range({', '.join(args)})"
         target = self.resolve(node.func, ctx)
+        if is_scan(target):
+            return self.scan(node, ctx, allow_tuple, guarded)
+        length = self.builtin_len(target, node, ctx)
+        if length is not None:
+            return length
+        for a in [*node.args, *(k.value for k in node.keywords)]:
+            self.refuse_row(a, ctx, f"passed to {ast.unparse(node.func)}")
         helper = _helper_function(target)
         if helper is not None:
             return self.inline(helper, node, ctx, allow_tuple, guarded)
@@ -503,26 +539,39 @@ class _Emitter:
 
     def inline(self, fn, node: ast.Call, ctx: Ctx, allow_tuple: bool, guarded: bool):
         where = source_line(ctx.frame.fn, node)
-        if fn in self.stack:
-            raise Unsupported(f"recursion: {fn.__qualname__} calls itself (at {where})")
-        if len(self.stack) >= _MAX_INLINE_DEPTH:
-            raise Unsupported(f"helpers nested deeper than {_MAX_INLINE_DEPTH} calls at {where}")
         fdef = self.prepare(fn, function_ast(fn))
         if guarded and has_loop(fdef):
             raise Unsupported(f"{fn.__qualname__}, which loops, is called at {where} in a position "
                               "Python may not evaluate (after and/or, in a conditional expression)")
         # arguments, evaluated in the caller
         params = [a.arg for a in fdef.args.args]
-        defaults = dict(zip(params[len(params) - len(fdef.args.defaults):], fn.__defaults__ or ()))
         if len(node.args) > len(params):
             raise Unsupported(f"{fn.__qualname__} called with too many arguments at {where}")
         bound = {}
         for p, a in zip(params, node.args):
-            bound[p] = self.value(a, ctx, guarded=guarded)
+            bound[p] = self.value(a, ctx, allow_tuple=True, guarded=guarded)
         for k in node.keywords:
             if k.arg not in params or k.arg in bound:
                 raise Unsupported(f"bad keyword argument {k.arg!r} to {fn.__qualname__} at {where}")
-            bound[k.arg] = self.value(k.value, ctx, guarded=guarded)
+            bound[k.arg] = self.value(k.value, ctx, allow_tuple=True, guarded=guarded)
+        return self.inline_bound(fn, fdef, bound, ctx, allow_tuple, where)
+
+    def inline_values(self, fn, values, ctx: Ctx, allow_tuple: bool, where: str):
+        """``fn(*values)`` inlined, ``values`` already evaluated (lw.scan's step)."""
+        fdef = self.prepare(fn, function_ast(fn))
+        params = [a.arg for a in fdef.args.args]
+        if len(values) > len(params):
+            raise Unsupported(f"{fn.__qualname__} takes fewer than {len(values)} arguments (at {where})")
+        return self.inline_bound(fn, fdef, dict(zip(params, values)), ctx, allow_tuple, where)
+
+    def inline_bound(self, fn, fdef, bound: dict, ctx: Ctx, allow_tuple: bool, where: str):
+        """The inlined body of ``fn`` with its parameters bound to values (tuples included)."""
+        if fn in self.stack:
+            raise Unsupported(f"recursion: {fn.__qualname__} calls itself (at {where})")
+        if len(self.stack) >= _MAX_INLINE_DEPTH:
+            raise Unsupported(f"helpers nested deeper than {_MAX_INLINE_DEPTH} calls at {where}")
+        params = [a.arg for a in fdef.args.args]
+        defaults = dict(zip(params[len(params) - len(fdef.args.defaults):], fn.__defaults__ or ()))
         self.n_helpers += 1
         self.inlined.append(fn)
         prefix = f"h{self.n_helpers}_"
@@ -537,8 +586,9 @@ class _Emitter:
             else:
                 raise Unsupported(f"{fn.__qualname__} called without argument {p!r} at {where}")
             if isinstance(v, Tup):
-                raise Unsupported(f"a tuple passed to {fn.__qualname__} at {where}")
-            self.emit(f"{frame.name(p)} = {v}")
+                frame.tuples[p] = self.bind_tuple(v)
+            else:
+                self.emit(f"{frame.name(p)} = {v}")
         self.stack.append(fn)
         inner = Ctx(ctx.chain + (alive,), True, frozenset(), None, frame)
         declared_at = len(self.lines)  # after the parameters' assignments
@@ -551,7 +601,8 @@ class _Emitter:
                  + sorted(frame.selected - {frame.name(p) for p in params})]
         self.lines[declared_at:declared_at] = ["    " * self.indent + d for d in decls]
         self.pending_declarations = saved
-        result = rebuild(frame.shape, frame.slots)
+        # a slot only ever None is the value None (so that a caller can tell)
+        result = rebuild(frame.shape, ["None" if s in frame.nones - frame.valued else s for s in frame.slots])
         if isinstance(result, Tup) and not allow_tuple:
             raise Unsupported(f"{fn.__qualname__} returns a tuple, used as a value at {where}")
         return result
@@ -619,18 +670,21 @@ def finish(frame, results, names):
     return slots, inits, decls
 
 
-def transform(fn, params, results, width: int, vector_math: bool | None = None) -> str:
+def transform(fn, params, results, width: int, vector_math: bool | None = None, row_dtypes=()) -> str:
     """Source of ``lane_spmd``, the W-wide version of the lane ``fn``.
 
     Args:
       fn: the lane (a plain Python function).
       params: per parameter of ``fn``, in order: ``"varying"`` (a W-array of lane
         values is passed), ``"uniform"`` (one scalar for all lanes) or
-        ``"default"`` (not passed: its default value).
+        ``"default"`` (not passed: its default value) or ``"row"`` (a per-lane
+        1-D array: W data pointers as a W-array of uint64, its length and its
+        stride in bytes are passed).
       results: the lane's result leaves: ``(path, dtype name)`` in the order of
         the output arrays; path ``()`` for a scalar result.
       width: W, the number of lanes per call.
       vector_math: use lanewise.lanemath for math calls (default: the config).
+      row_dtypes: the dtype name of each ``"row"`` parameter, in order.
 
     The function is ``lane_spmd(mask, *args, *outs)``: ``mask`` a W-array of
     bool (lanes to compute), varying args W-arrays, uniform args scalars, and
@@ -639,8 +693,13 @@ def transform(fn, params, results, width: int, vector_math: bool | None = None) 
     em, fdef, names, frame = start(fn, params, width, vector_math)
     head = [f"    _lw_alive = vload(_lw_mask, {width})"]
     args = ["_lw_mask"]
+    dtypes = iter(row_dtypes)
     for k, (name, kind) in enumerate(zip(names, params)):
-        if kind == "varying":
+        if kind == "row":
+            args += [f"_lw_p{k}", f"_lw_n{k}", f"_lw_s{k}"]
+            head.append(f"    _lw_pv{k} = vload(_lw_p{k}, {width})")
+            frame.rows[name] = Row(f"_lw_pv{k}", f"_lw_n{k}", f"_lw_s{k}", next(dtypes))
+        elif kind == "varying":
             args.append(f"_lw_a{k}")
             head.append(f"    {frame.name(name)} = vload(_lw_a{k}, {width})")
         elif kind == "uniform":

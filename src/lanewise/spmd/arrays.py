@@ -1,0 +1,226 @@
+"""Per-lane rows, tuple values and ``lw.scan`` in the W-wide code (a mixin of the
+emitter in :mod:`.transform`).
+
+* A *row* is a lane parameter whose argument is an array mapped at the innermost
+  level with one lane dimension: each lane receives a 1-D view, and all views
+  share their length and stride.  The W-wide lane takes its W data pointers,
+  the length and the stride (bytes).  ``p[i]`` is a masked gather
+  (:func:`~lanewise.spmd.rows.v_gather`), ``len(p)`` and ``p.shape[0]`` the
+  length; any other use of the array is refused.
+* Tuple values may be bound to names at a function's top level, passed to
+  helpers and indexed with constants (``lw.scan(...)[0][3]``); ``None`` is a
+  value that nothing computes with (a scan's ``ys``).
+* ``lw.scan(f, init, xs)`` becomes a loop over ``t`` (the same trip count in
+  every lane, so a plain loop, no mask): ``carry, y = f(carry, xs[t])`` with
+  ``f`` inlined like any helper.  Only ``y is None`` is supported.
+
+Example:
+    >>> row = Row("_lw_pv0", "_lw_n0", "_lw_s0", "float64")
+    >>> RowsAndScans.row_load(row, "_lw_i3", "_lw_alive")  # p[i] in the lanes of the mask
+    'v_gather(_lw_pv0, _lw_n0, _lw_s0, _lw_i3, _lw_alive, np.float64)'
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass
+
+from .syntax import Tup, Unsupported, function_ast, int_literal, leaves_of, shape_of, source_line
+
+
+@dataclass(frozen=True)
+class Row:
+    """A per-lane 1-D array in the W-wide code: variables of its W data pointers
+    (a Vec of uint64), its length and its stride in bytes; its dtype name."""
+
+    ptrs: str
+    length: str
+    stride: str
+    dtype: str
+
+
+_ROW_USES = "a per-lane row supports row[i], len(row), row.shape[0] and lw.scan over it"
+
+
+def _scan_function():
+    from ..scanning import scan
+
+    return scan
+
+
+class RowsAndScans:
+    """Methods of the emitter for rows, tuple values and ``lw.scan``."""
+
+    # -- rows
+    def row(self, node, ctx):
+        """The Row ``node`` names, or None."""
+        if isinstance(node, ast.Name) and not (ctx.renames and node.id in ctx.renames):
+            return ctx.frame.rows.get(node.id)
+        return None
+
+    def subscript(self, node: ast.Subscript, ctx, allow_tuple: bool, guarded: bool):
+        where = source_line(ctx.frame.fn, node)
+        base = node.value
+        if isinstance(base, ast.Attribute) and self.row(base.value, ctx) is not None:
+            if base.attr == "shape" and int_literal(node.slice) in (0, -1):
+                return self.row(base.value, ctx).length
+            raise Unsupported(f"`{ast.unparse(node)}` at {where} ({_ROW_USES})")
+        row = self.row(base, ctx)
+        if row is not None:
+            return self.gather(row, node.slice, ctx, guarded, where)
+        if isinstance(base, (ast.Call, ast.Subscript, ast.Tuple)) or (
+                isinstance(base, ast.Name) and base.id in ctx.frame.tuples):
+            value = self.value(base, ctx, allow_tuple=True, guarded=guarded)
+            k = int_literal(node.slice)
+            if isinstance(value, Tup) and k is not None and -len(value.items) <= k < len(value.items):
+                item = value.items[k]
+                if isinstance(item, Tup) and not allow_tuple:
+                    raise Unsupported(f"a tuple used as a value at {where}")
+                return item
+            if isinstance(value, Tup):
+                raise Unsupported(f"`{ast.unparse(node)}` at {where}: a tuple indexed with anything but "
+                                  "an integer literal in range")
+        raise Unsupported(f"indexing ({ast.unparse(node)}) at {where}: only per-lane 1-D rows and "
+                          "tuples (with integer literals) can be indexed inside SPMD lanes")
+
+    def gather(self, row: Row, index_node, ctx, guarded: bool, where: str) -> str:
+        if isinstance(index_node, (ast.Slice, ast.Tuple)):
+            raise Unsupported(f"slicing or multi-indexing a row at {where} ({_ROW_USES} with an integer i)")
+        if guarded:  # the mask does not know which lanes Python would evaluate it for
+            raise Unsupported(f"indexing a row at {where} in a position Python may not evaluate "
+                              "(after and/or, in a conditional expression)")
+        index = self.value(index_node, ctx, guarded=guarded)
+        return self.row_load(row, index, ctx.mask)
+
+    @staticmethod
+    def row_load(row: Row, index: str, mask: str) -> str:
+        return f"v_gather({row.ptrs}, {row.length}, {row.stride}, {index}, {mask}, np.{row.dtype})"
+
+    def refuse_row(self, node, ctx, what: str) -> None:
+        """Refuse a row used anywhere but where :data:`_ROW_USES` says."""
+        if self.row(node, ctx) is not None:
+            raise Unsupported(f"the array {node.id!r} {what} at {source_line(ctx.frame.fn, node)} "
+                              f"({_ROW_USES}; no other use of an array)")
+
+    # -- tuples
+    def bind_tuple(self, value: Tup) -> Tup:
+        """A tuple value held in plain variables (a name or parameter bound to it):
+        identifiers are kept (no one reassigns a caller's variable while a
+        tuple bound to it is alive), expressions are evaluated once."""
+        return self.materialise(value)
+
+    def store_tuple(self, name: str, value: Tup, ctx, where: str) -> None:
+        if not ctx.plain or ctx.renames is not None or name in ctx.frame.rows:
+            raise Unsupported(f"a tuple stored in variable {name!r} at {where} under a branch or loop "
+                              "(unpack it: a, b = ...)")
+        copies = Tup(tuple(self.fresh_copy(v) for v in value.items))
+        ctx.frame.tuples[name] = copies
+
+    def fresh_copy(self, value):
+        """``value`` copied into fresh variables (the name it came from may be reassigned)."""
+        if isinstance(value, Tup):
+            return Tup(tuple(self.fresh_copy(v) for v in value.items))
+        if value == "None":
+            return value
+        tmp = self.fresh("t")
+        self.emit(f"{tmp} = {value}")
+        return tmp
+
+    # -- calls
+    def builtin_len(self, target, node: ast.Call, ctx):
+        """``len(row)``, or None when this is another call."""
+        if target is builtins.len and len(node.args) == 1 and not node.keywords:
+            row = self.row(node.args[0], ctx)
+            if row is not None:
+                return row.length
+        return None
+
+    def scan(self, node: ast.Call, ctx, allow_tuple: bool, guarded: bool):
+        """``lw.scan(f, init, xs=None, length=None, reverse=False)`` inlined as a loop."""
+        where = source_line(ctx.frame.fn, node)
+        args = _scan_arguments(node, where)
+        if guarded:
+            raise Unsupported(f"lw.scan at {where} in a position Python may not evaluate")
+        helper = self.scan_body(args["f"], ctx, where)
+        init = self.value(args["init"], ctx, allow_tuple=True)
+        row, n = self.scan_length(args, ctx, where)
+        reverse = args.get("reverse")
+        if reverse is not None and not (isinstance(reverse, ast.Constant) and type(reverse.value) is bool):
+            raise Unsupported(f"lw.scan at {where} with reverse= other than True or False")
+        carry = self.fresh_copy(init)
+        t, i = self.fresh("t"), self.fresh("i")
+        self.emit(f"for {t} in range({n}):  # lw.scan at {where}: every lane runs the same steps")
+        self.indent += 1
+        self.emit(f"{i} = {n} - 1 - {t}" if reverse is not None and reverse.value else f"{i} = {t}")
+        x = self.row_load(row, i, ctx.mask) if row is not None else "None"
+        if row is not None:
+            x = self.materialise(x)
+        out = self.inline_values(helper, [carry, x], ctx, allow_tuple=True, where=where)
+        if not (isinstance(out, Tup) and len(out.items) == 2):
+            raise Unsupported(f"lw.scan at {where}: {helper.__qualname__} does not return (carry, y)")
+        new, ys = out.items
+        if ys != "None":
+            raise Unsupported(f"lw.scan at {where} with stacked ys ({helper.__qualname__} returns a y "
+                              "other than None; a per-lane array output)")
+        if shape_of(new) != shape_of(carry):
+            raise Unsupported(f"lw.scan at {where}: the carry changes its structure")
+        for name, value in zip(leaves_of(carry), leaves_of(new), strict=True):
+            if name != "None":  # lanes outside the mask never read the carry: no select
+                self.emit(f"{name} = {value}")
+        self.indent -= 1
+        result = Tup((carry, "None"))
+        if not allow_tuple:
+            raise Unsupported(f"the tuple lw.scan returns used as a value at {where}")
+        return result
+
+    def scan_body(self, node, ctx, where: str):
+        from .transform import _helper_function
+
+        if isinstance(node, ast.Lambda):
+            raise Unsupported(f"lw.scan at {where} with a lambda (write the step function with def)")
+        helper = _helper_function(self.resolve(node, ctx))
+        if helper is None:
+            raise Unsupported(f"lw.scan at {where} over {ast.unparse(node)}, which is not a plain "
+                              "Python function")
+        function_ast(helper)  # its source must be available
+        return helper
+
+    def scan_length(self, args, ctx, where: str):
+        """The row ``xs`` (or None) and the scan's trip count as source text."""
+        xs = args.get("xs")
+        if xs is None or (isinstance(xs, ast.Constant) and xs.value is None):
+            length = args.get("length")
+            if length is None:
+                raise Unsupported(f"lw.scan at {where} without xs or length")
+            return None, self.materialise(self.value(length, ctx))
+        row = self.row(xs, ctx)
+        if row is None:
+            raise Unsupported(f"lw.scan at {where} over `{ast.unparse(xs)}` (only a per-lane 1-D row "
+                              "argument of the lane, or xs=None with length=)")
+        if args.get("length") is not None:
+            raise Unsupported(f"lw.scan at {where} with both xs and length")
+        return row, row.length
+
+
+_SCAN_PARAMS = ("f", "init", "xs", "length", "reverse")
+
+
+def _scan_arguments(node: ast.Call, where: str) -> dict:
+    if len(node.args) > len(_SCAN_PARAMS) or any(isinstance(a, ast.Starred) for a in node.args):
+        raise Unsupported(f"lw.scan at {where} with * or too many arguments")
+    args = dict(zip(_SCAN_PARAMS, node.args))
+    for k in node.keywords:
+        if k.arg not in _SCAN_PARAMS or k.arg in args:
+            raise Unsupported(f"lw.scan at {where} with the keyword argument {k.arg!r}")
+        args[k.arg] = k.value
+    if "f" not in args or "init" not in args:
+        raise Unsupported(f"lw.scan at {where} without f and init")
+    return args
+
+
+def is_scan(target) -> bool:
+    return target is _scan_function()
+
+
+__all__ = ["Row", "RowsAndScans", "is_scan"]
