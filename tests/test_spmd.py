@@ -362,6 +362,7 @@ class Case:
     in_axes: object = 0
     nest: int = 1  # 2: vmap(vmap(lane, in_axes=(None, 0)), in_axes=(0, None))
     ulps: int = 0  # vs the python reference: lanewise's vector math is within 1 ulp of libm
+    light: bool = False  # reads its row with little arithmetic: "auto" keeps the scalar path
 
     def mapped(self, backend=None):
         if self.nest == 2:
@@ -395,11 +396,12 @@ CASES = [
     Case("negative_step", negative_step, lambda r, n: (r.integers(-3, 30, n), _u(r, n, -5, 50))),
     Case("backtest", backtest, lambda r, n: (_walks(r, n, 60),)),
     Case("backtest_reverse", backtest_reverse, lambda r, n: (_walks(r, n, 33),)),
-    Case("counted", counted, lambda r, n: (_walks(r, n, 5),)),
+    Case("counted", counted, lambda r, n: (_walks(r, n, 5),), light=True),
     Case("hops", hops, lambda r, n: (_walks(r, n, 11), r.integers(-50, 50, max(n, 1))), in_axes=(0, 0)),
-    Case("first_above", first_above, lambda r, n: (_walks(r, n, 25), 100.5), in_axes=(0, None)),
-    Case("first_above_f32", first_above, lambda r, n: (_walks(r, n, 9, np.float32), 100.5), in_axes=(0, None)),
-    Case("row_scan", row_scan, lambda r, n: (r.integers(0, 9, (max(n, 1), 6)), 6), in_axes=(0, None)),
+    Case("first_above", first_above, lambda r, n: (_walks(r, n, 25), 100.5), in_axes=(0, None), light=True),
+    Case("first_above_f32", first_above, lambda r, n: (_walks(r, n, 9, np.float32), 100.5), in_axes=(0, None),
+         light=True),
+    Case("row_scan", row_scan, lambda r, n: (r.integers(0, 9, (max(n, 1), 6)), 6), in_axes=(0, None), light=True),
     Case("narrow", narrow, lambda r, n: (_u(r, n, -2, 20).astype(np.float32),
                                          r.integers(0, 12, n).astype(np.int32))),
 ]
@@ -457,8 +459,10 @@ def executable(mapped):
 
 
 @pytest.mark.parametrize("name", list(BY_NAME))
-def test_corpus_runs_spmd_bitwise(name):
+def test_corpus_runs_spmd_bitwise(name, restore_config):
     case = BY_NAME[name]
+    if case.light:  # the transformation itself; the auto choice: test_auto_keeps_light_row_loops_scalar
+        restore_config.spmd = True
     f = case.mapped()
     scalar = lw.vmap(lambda *a: None)  # placeholder, replaced below
     with lw.config.overridden(spmd=False):
@@ -855,6 +859,24 @@ def test_auto_takes_spmd_for_a_scan_over_rows():
         h = lw.vmap(ends)
         assert "SPMD" in lane_path(h, prices)
         assert_bitwise(h(prices), g(prices))
+
+
+def test_auto_keeps_light_row_loops_scalar():
+    """Auto mode weighs a row loop's arithmetic per element read (spmd.row_work):
+    W loads per vector step only pay for enough work per element (W6's running-sum
+    search and a summing scan measured slower on the SPMD path, W3 3x faster)."""
+    rows = ("p", "row")
+    assert spmd.row_work(backtest, set(rows)) >= spmd.MIN_OPS_PER_ROW_READ  # W3: 11 per price
+    assert spmd.row_work(first_above, set(rows)) < spmd.MIN_OPS_PER_ROW_READ  # compare + index step
+    assert spmd.row_work(row_scan, set(rows)) < spmd.MIN_OPS_PER_ROW_READ
+    assert spmd.row_work(counted, set(rows)) == 1  # the row scan adds; the counting scan reads no row
+    assert spmd.row_work(two_loops, set(rows)) is None  # no row at all
+    walks = _walks(np.random.default_rng(3), 19, 30)
+    for lane, args, in_axes in [(first_above, (walks, 100.5), (0, None)), (counted, (walks,), 0)]:
+        f = lw.vmap(lane, in_axes=in_axes)
+        path = lane_path(f, *args)
+        assert path.startswith("lane path: scalar") and "per row element it reads" in path, path
+        assert_bitwise(f(*args), lw.vmap(lane, in_axes=in_axes, backend="python")(*args))
 
 
 @pytest.mark.parametrize("layout", ["columns", "fortran", "strided"])
