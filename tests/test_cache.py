@@ -131,3 +131,41 @@ def test_corrupt_numba_object_code_is_recompiled(tmp_path, lanes):
     again = _run(tmp_path, cache)
     assert again["checksum"] == pytest.approx(_expected(1.0), rel=1e-12)
     assert _run(tmp_path, cache)["misses"] == 0
+
+
+MODULE_CHILD = textwrap.dedent('''
+    import json, sys
+    import numpy as np
+    import lanewise as lw
+    from lanewise.backends import cpu
+    sys.path.insert(0, sys.argv[1])
+    import attr_lanes
+    z = lw.vmap(attr_lanes.f)(np.arange(4.0))
+    print(json.dumps({"typed": cpu.stats["typed"], "z": z.tolist()}))
+''')
+
+
+def test_editing_a_module_attribute_invalidates(tmp_path):
+    """A lane reading ``cfg.SCALE`` and ``cfg.SHIFT`` of a user module by attribute:
+    Numba freezes both into the kernel, so editing either must miss the disk cache."""
+    (tmp_path / "attr_lanes.py").write_text("import cfg\n\ndef f(x):\n    return x * cfg.SCALE + cfg.SHIFT\n")
+
+    def write_cfg(scale, shift):
+        (tmp_path / "cfg.py").write_text(f"SCALE = {scale}\nSHIFT = {shift}\nUNUSED = object()\n")
+        for pyc in tmp_path.glob("__pycache__/cfg*"):
+            pyc.unlink()
+
+    def run():
+        env = dict(os.environ, LANEWISE_CACHE_DIR=str(tmp_path / "cache"))
+        proc = subprocess.run([sys.executable, "-c", MODULE_CHILD, str(tmp_path)], capture_output=True,
+                              text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    write_cfg(2.0, 0.5)
+    assert run() == {"typed": 1, "z": [0.5, 2.5, 4.5, 6.5]}
+    assert run()["typed"] == 0  # unchanged (an unused, unhashable attribute does not matter)
+    write_cfg(3.0, 0.5)
+    assert run() == {"typed": 1, "z": [0.5, 3.5, 6.5, 9.5]}
+    write_cfg(3.0, -1.0)
+    assert run() == {"typed": 1, "z": [-1.0, 2.0, 5.0, 8.0]}

@@ -197,15 +197,16 @@ def _feed_function(h, fn: types.FunctionType, seen: set[int]) -> None:
     _feed_code(h, fn.__code__)
     _feed_value(h, fn.__defaults__, seen)
     _feed_value(h, fn.__kwdefaults__, seen)
+    names = _all_names(fn.__code__)
     for cell in fn.__closure__ or ():
         try:
-            _feed_value(h, cell.cell_contents, seen)
+            _feed_value(h, cell.cell_contents, seen, names)
         except ValueError:
             h.update(b"<empty cell>")
-    for name in sorted(_all_names(fn.__code__)):
+    for name in sorted(names):
         if name in fn.__globals__:
             h.update(b"G" + name.encode())
-            _feed_value(h, fn.__globals__[name], seen)
+            _feed_value(h, fn.__globals__[name], seen, names)
         elif hasattr(builtins, name):
             h.update(b"B" + name.encode())
 
@@ -224,7 +225,9 @@ def _feed_code(h, code: types.CodeType) -> None:
 _SIMPLE = (int, float, complex, bool, str, bytes, type(None), np.number, np.bool_)
 
 
-def _feed_value(h, value: Any, seen: set[int]) -> None:
+def _feed_value(h, value: Any, seen: set[int], names=frozenset()) -> None:
+    """``names``: the names the code reading ``value`` uses (attributes included),
+    for modules it reaches (:func:`_feed_module`)."""
     if isinstance(value, _SIMPLE):
         h.update(f"{type(value).__name__}:{value!r}".encode())
     elif isinstance(value, (tuple, list)):
@@ -236,7 +239,7 @@ def _feed_value(h, value: Any, seen: set[int]) -> None:
             h.update(repr(k).encode())
             _feed_value(h, value[k], seen)
     elif isinstance(value, types.ModuleType):
-        h.update(f"module:{value.__name__}".encode())
+        _feed_module(h, value, names, seen, ())
     elif isinstance(value, Dispatcher):
         _feed_function(h, value.py_func, seen)
     elif isinstance(value, types.FunctionType):
@@ -248,6 +251,29 @@ def _feed_value(h, value: Any, seen: set[int]) -> None:
         h.update(np.ascontiguousarray(value).tobytes())
     else:
         raise Unfingerprintable(repr(value))
+
+
+#: Modules whose contents the cache key pins already (Python, NumPy, Numba and
+#: lanewise versions): their attributes are not hashed one by one.
+_PINNED_MODULES = ("math", "cmath", "numpy", "numba", "lanewise", "builtins")
+
+
+def _feed_module(h, module: types.ModuleType, names, seen: set[int], chain: tuple) -> None:
+    """A module the code reads attributes of: its name and the value of each of
+    its attributes the code could read (``cfg.SCALE``, ``helpers.f``).  Numba
+    freezes such values into the compiled code, so editing one must change the
+    key (a name alone once let a changed ``cfg.SCALE`` reuse the old kernel)."""
+    h.update(f"module:{module.__name__}".encode())
+    if module.__name__.split(".")[0] in _PINNED_MODULES or id(module) in chain:
+        return
+    attrs = vars(module)
+    for name in sorted(n for n in names if n in attrs):
+        h.update(b"A" + name.encode())
+        value = attrs[name]
+        if isinstance(value, types.ModuleType):  # pkg.sub.CONST: the same names apply
+            _feed_module(h, value, names, seen, chain + (id(module),))
+        else:
+            _feed_value(h, value, seen, names)
 
 
 # --------------------------------------------------------------------------- may raise
