@@ -379,3 +379,21 @@ def test_repeated_calls_with_varying_arguments(data):
     want = lw.vmap(BY_NAME["arith"].lane, in_axes=(0, None), backend="python")(x, y)
     assert_trees_match(_REPEATED(x, y), want, what="first call")
     assert_trees_match(_REPEATED(x, y), want, what="repeated call")
+
+
+# ----------------------------------------------------------------------------- helpers by attribute
+
+import corpus as corpus_module  # noqa: E402
+
+
+def attribute_helpers(x, y):
+    """Plain helpers reached as ``module.function`` (compiled like helpers called by name)."""
+    return corpus_module._clip(corpus_module._sq(x) - y, -2.0, 2.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_helpers_called_by_module_attribute(backend):
+    x, y = np.linspace(-2.0, 2.0, 9), np.linspace(0.5, 1.5, 9)
+    got = lw.vmap(attribute_helpers, backend=backend)(x, y)
+    np.testing.assert_array_equal(got, np.clip(x * x - y, -2.0, 2.0))
+    np.testing.assert_array_equal(got, lw.vmap(BY_NAME["helper"].lane, backend=backend)(x, y))

@@ -216,3 +216,16 @@ def test_per_lane_array_filled_in_place_compiles():
     ptx, ir = kernels(lw.vmap(binned, in_axes=(0, None), out_axes=1, backend="cuda"),
                       np.linspace(0, 1, 7), 6, llvm=True)["kernel"]
     assert "NRT_MemInfo_alloc" not in ir and "malloc" not in ptx
+
+
+import corpus as corpus_module  # noqa: E402
+
+
+def attribute_helpers(x):
+    return corpus_module._clip(corpus_module._sq(x), 0.0, 4.0)
+
+
+def test_helpers_called_by_module_attribute_compile_for_the_gpu():
+    """``module.helper(x)`` in a lane: the helper becomes a device function too."""
+    (ptx, _), = kernels(lw.vmap(attribute_helpers, backend="cuda"), np.ones(3)).values()
+    assert "ld.global.f64" in ptx and "st.global.f64" in ptx

@@ -119,6 +119,8 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
             new_globals[name] = CUDA_SUBSTITUTES[id(value)]
         elif _is_plain_function(value) or (retarget and isinstance(value, Dispatcher)):
             new_globals[name] = jit(value)
+        elif _is_user_module(value):
+            new_globals[name] = _with_jitted_helpers(value, names, jit, retarget)
         elif not retarget and config.vector_math and name in new_globals:
             new_globals[name] = _vector_math(value)
     closure = fn.__closure__
@@ -131,6 +133,25 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
     # cached code; functions from unimportable places get a stand-in module.
     clone.__module__ = fn.__module__ if inspect.getmodule(fn) is not None else _STANDIN.__name__
     return clone
+
+
+def _is_user_module(value) -> bool:
+    return isinstance(value, types.ModuleType) and value.__name__.split(".")[0] not in _PINNED_MODULES
+
+
+def _with_jitted_helpers(module: types.ModuleType, names, jit: Callable, retarget: bool) -> types.ModuleType:
+    """A stand-in for a user module whose plain functions among ``names`` are
+    ``jit(function)``: a lane may call ``helpers.f(x)`` as it calls ``f(x)``
+    (Numba compiles only jitted callees).  Other attributes are the module's."""
+    attrs = vars(module)
+    swap = {n: attrs[n] for n in names if n in attrs
+            and (_is_plain_function(attrs[n]) or (retarget and isinstance(attrs[n], Dispatcher)))}
+    if not swap:
+        return module
+    stand_in = types.ModuleType(module.__name__, module.__doc__)
+    stand_in.__dict__.update(attrs)
+    stand_in.__dict__.update({n: jit(v) for n, v in swap.items()})
+    return stand_in
 
 
 def _rebind_cell(cell: types.CellType, jit: Callable = jit_lane, retarget: bool = False) -> types.CellType:
