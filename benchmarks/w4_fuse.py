@@ -31,6 +31,7 @@ import tracemalloc
 import numpy as np
 
 from .harness import jax_x64
+from .w1_grid import _numba as w1_numba
 
 
 # ----------------------------------------------------------------------------- W4
@@ -104,16 +105,7 @@ def w1_tools():
         pass
     import numba
 
-    @numba.njit(parallel=True)
-    def grid(x, y):
-        out = np.empty((x.size, y.size))
-        for i in numba.prange(x.size):
-            for j in range(y.size):
-                r = x[i] * x[i] + y[j] * y[j]
-                out[i, j] = math.cos(r) / (1 + r)
-        return out
-
-    tools["numba-prange"] = grid  # (numba.vectorize(parallel) broadcasting a grid: ~80x slower, left out)
+    tools["numba-prange"] = w1_numba(numba)  # (numba.vectorize(parallel) broadcasting a grid: ~80x slower, left out)
     jax = jax_x64()
     jnp = jax.numpy
 

@@ -576,3 +576,27 @@ def ema_step(carry, price):
     elif fast < slow:
         pos = -1.0
     return (fast, slow, pos, pnl, price), None
+
+
+# ----------------------------------------------------------------------------- allocations
+
+
+class AllocationCounter:
+    """Wraps NumPy's array constructors (monkeypatch) to record the arrays they return."""
+
+    NAMES = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like")
+
+    def __init__(self, monkeypatch):
+        self.arrays: list = []
+        for name in self.NAMES:
+            monkeypatch.setattr(np, name, self._wrap(getattr(np, name)))
+
+    def _wrap(self, real):
+        def counted(*args, **kwargs):
+            arr = real(*args, **kwargs)
+            self.arrays.append(arr)
+            return arr
+        return counted
+
+    def big(self, nbytes: int) -> list:
+        return [a for a in self.arrays if a.nbytes >= nbytes]

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lanewise as lw
-from corpus import examples
+from corpus import AllocationCounter, examples
 from lanewise.fuse import FuseError
 
 # ----------------------------------------------------------------------------- helpers
@@ -309,24 +309,6 @@ def test_reshape_of_a_computed_array_is_a_boundary():
 
 
 # ----------------------------------------------------------------------------- structure
-
-
-class AllocationCounter:
-    """Records the arrays NumPy's constructors return (as tests/test_structure.py)."""
-
-    NAMES = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like")
-
-    def __init__(self, monkeypatch):
-        self.arrays = []
-        for name in self.NAMES:
-            monkeypatch.setattr(np, name, self._wrap(getattr(np, name)))
-
-    def _wrap(self, real):
-        def counted(*args, **kwargs):
-            arr = real(*args, **kwargs)
-            self.arrays.append(arr)
-            return arr
-        return counted
 
 
 def chain(n_ops: int):

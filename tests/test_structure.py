@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lanewise as lw
-from corpus import P, assert_trees_match, examples
+from corpus import AllocationCounter, P, assert_trees_match, examples
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -104,28 +104,6 @@ def test_depth3_nest_is_one_kernel(cache_dir):
 
 
 # ----------------------------------------------------------------------------- allocations
-
-
-class AllocationCounter:
-    """Wraps NumPy's array constructors to record the arrays they return."""
-
-    NAMES = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like")
-
-    def __init__(self, monkeypatch):
-        self.arrays: list[np.ndarray] = []
-        for name in self.NAMES:
-            real = getattr(np, name)
-            monkeypatch.setattr(np, name, self._wrap(real))
-
-    def _wrap(self, real):
-        def counted(*args, **kwargs):
-            arr = real(*args, **kwargs)
-            self.arrays.append(arr)
-            return arr
-        return counted
-
-    def big(self, nbytes: int) -> list[np.ndarray]:
-        return [a for a in self.arrays if a.nbytes >= nbytes]
 
 
 def nrt_allocations() -> int:

@@ -393,6 +393,17 @@ def basic_index(key, shape) -> Index | None:
 # ----------------------------------------------------------------------------- the proxy
 
 
+def _untraceable(what: str):
+    """A method of the traced array that refuses ``what`` with a FuseError."""
+    def fail(self, *args, **kwargs):
+        raise FuseError(
+            f"lw.fuse cannot trace {what} on a traced array (at {user_location()}): its values are "
+            "not known while tracing. Use np.where instead of if/while on array values, or write "
+            "the per-element logic as a lane function and call lw.vmap(lane) on the arrays "
+            "(such calls are fused)")
+    return fail
+
+
 def _binary(ufunc, reflected=False):
     """A Python operator: NumPy's ufunc (its dispatch and type rules), marked as an operator."""
     if reflected:
@@ -444,38 +455,15 @@ class Proxy:
         raise FuseError(f"lw.fuse cannot assign into a traced array (x[...] = v at {user_location()}); "
                         "build the result with np.where instead")
 
-    def _untraceable(self, what):
-        def fail(*args, **kwargs):
-            raise FuseError(
-                f"lw.fuse cannot trace {what} on a traced array (at {user_location()}): its values are "
-                "not known while tracing. Use np.where instead of if/while on array values, or write "
-                "the per-element logic as a lane function and call lw.vmap(lane) on the arrays "
-                "(such calls are fused)")
-        return fail
-
-    def __bool__(self):
-        return self._untraceable("bool() (an if/while/and/or on array values)")()
-
-    def __float__(self):
-        return self._untraceable("float()")()
-
-    def __int__(self):
-        return self._untraceable("int()")()
-
-    def __index__(self):
-        return self._untraceable("an integer conversion (__index__)")()
-
-    def __complex__(self):
-        return self._untraceable("complex()")()
-
-    def __iter__(self):
-        return self._untraceable("iteration")()
-
-    def item(self, *args):
-        return self._untraceable(".item()")()
-
-    def tolist(self):
-        return self._untraceable(".tolist()")()
+    # values are unknown while tracing: conversions and control flow on them are refused
+    __bool__ = _untraceable("bool() (an if/while/and/or on array values)")
+    __float__ = _untraceable("float()")
+    __int__ = _untraceable("int()")
+    __index__ = _untraceable("an integer conversion (__index__)")
+    __complex__ = _untraceable("complex()")
+    __iter__ = _untraceable("iteration")
+    item = _untraceable(".item()")
+    tolist = _untraceable(".tolist()")
 
     def __array__(self, dtype=None, copy=None):
         caller = sys._getframe(1)
