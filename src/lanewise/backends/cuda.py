@@ -300,10 +300,10 @@ def build(call: Call, *, need_device: bool = True) -> CudaExecutable:
     _register_overloads()
     key = disk_key("map", call)
     found = cache.lookup(key) if key else None
-    typing = dataclasses.replace(call, values=typing_values(call.values))
     if found is not None:
         path, source, result = found
         program = make_program(call, result)
+        typing = dataclasses.replace(call, values=typing_values(call.values))
         stats["disk"] += 1
     else:
         program, result, typing = _typed(call)
