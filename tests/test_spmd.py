@@ -812,12 +812,12 @@ def _row_pointers(rows, width):
 
 def test_compiled_w_wide_scan_holds_vector_instructions():
     """W3's scan over per-lane rows: the carried EMA arithmetic is packed, and each
-    step reads the W rows' prices (strided loads, the rows not copied)."""
+    step reads the W rows' prices (block reads, the rows not copied)."""
     w = spmd.width_for(8, rows=True)
     prices = _walks(np.random.default_rng(5), w, 50)
     want = np.array([backtest(p) for p in prices])
     body = transform(backtest, ("row",), (((), "float64"),), w, row_dtypes=("float64",))
-    assert "v_gather(" in body and "for _lw_t" in body
+    assert "v_row(" in body and "for _lw_t" in body
     out = np.empty(w)
     asm = _compiled(spmd.module_text(body), "lane_spmd", np.ones(w, np.bool_), *_row_pointers(prices, w), out)
     assert_bitwise(out, want)

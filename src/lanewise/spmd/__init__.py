@@ -39,6 +39,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import platform
 import re
@@ -49,8 +50,9 @@ import numpy as np
 
 from ..config import config
 from .stream import STREAM, transform_stream
-from .syntax import Unsupported, function_ast
+from .syntax import Desugar, Unsupported, function_ast
 from .transform import FUNCTION, transform
+from .uniform import uniform_reads
 
 #: Names the generated module imports for the W-wide lane.
 RUNTIME = ("stack_empty", "vload", "vstore", "v_undef", "v_select", "v_as", "v_range", "m_const",
@@ -58,10 +60,10 @@ RUNTIME = ("stack_empty", "vload", "vstore", "v_undef", "v_select", "v_as", "v_r
            "v_add", "v_sub", "v_mul", "v_truediv", "v_floordiv", "v_mod", "v_pow", "v_lshift",
            "v_rshift", "v_bitand", "v_bitor", "v_bitxor", "v_lt", "v_le", "v_gt", "v_ge", "v_eq",
            "v_ne", "v_neg", "v_pos", "v_invert", "v_call1", "v_call2", "v_call3", "v_call4",
-           "m_and", "m_or", "m_andnot", "m_truth", "m_not", "m_any")
+           "m_and", "m_or", "m_andnot", "m_truth", "m_uniform", "m_not", "m_any")
 
 #: ... and from :mod:`.rows`, for lanes that index a per-lane row.
-ROW_RUNTIME = ("v_gather",)
+ROW_RUNTIME = ("v_row", "v_gather")
 
 
 @dataclass(frozen=True)
@@ -193,20 +195,32 @@ def choose(program, call, result, inplace: bool = False) -> Choice:
     if mode == "auto" and "row" in plan.kinds:
         rows = {a.arg for a, kind in zip(function_ast(lane).args.args, plan.kinds) if kind == "row"}
         work = row_work(lane, rows)
-        if work is not None and work < MIN_OPS_PER_ROW_READ:
+        contiguous = all(b is True for b in row_blocks(program.signature, plan.kinds, plan.leaves))
+        blocks = contiguous and block_reads(lane, plan.kinds)
+        least = MIN_OPS_PER_BLOCK_READ if blocks else MIN_OPS_PER_ROW_READ
+        if work is not None and work < least:
+            how = "a block read" if blocks else "W loads (its rows may be strided)" if not contiguous \
+                else "W loads (it reads its rows at indices that differ between lanes)"
             return Choice(None, f"{why}, but its loop does {work:g} operation(s) per row element it reads "
-                                f"(< {MIN_OPS_PER_ROW_READ}): W loads per vector step would cost more than "
-                                "the lanes' arithmetic gains")
+                                f"(< {least}): {how} per vector step would cost more than the lanes' "
+                                "arithmetic gains")
     return Choice(plan, why)
 
 
 #: Auto mode: a lane reading per-lane rows takes the SPMD path only if its loops do
-#: at least this many operations per row element read.  Each read is W scalar loads
-#: inserted into a vector, while the scalar path streams its row; measured on Zen 4
-#: (2 threads, 200000 rows of 256 or 2000 of 5000): W6's first-passage loop (2
-#: operations per read) 1.3x slower on the SPMD path, a scan summing its row (1)
-#: 1.2x slower; a scan of two EMAs (6) 3x faster, W3's backtest (11) 3.2x faster.
+#: at least this many operations per row element read.  For strided rows each read
+#: is W scalar loads inserted into a vector, while the scalar path streams its row;
+#: measured on Zen 4 (2 threads, 200000 rows of 256 or 2000 of 5000): W6's
+#: first-passage loop (3 operations per read) 1.3x slower on the SPMD path, a scan
+#: summing its row (1) 1.2x slower; a scan of two EMAs (6) 3x faster, W3's
+#: backtest (11) 3.2x faster.
 MIN_OPS_PER_ROW_READ = 4
+
+#: ... and for contiguous rows, read through blocks (a transposed load per W
+#: elements, :func:`.rows.v_row`): W6's loop (3 per read) 0.64x the scalar path,
+#: a for loop summing its row (2) still 1.14x slower (both stream memory: W rows
+#: in lock-step are read at 22 GB/s, one row after another at 25 GB/s).
+MIN_OPS_PER_BLOCK_READ = 3
 
 _OPS = (ast.BinOp, ast.AugAssign, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp)
 
@@ -406,7 +420,8 @@ def make_plan(program, call, result, lane) -> Plan:
             return Plan(width, tuple(kinds), tuple(leaves), tuple(results), module_text(body), True)
         except Unsupported:
             pass  # not of the form prologue; loop; epilogue: groups of W lanes
-    body = transform(lane, tuple(kinds), tuple(results), width, row_dtypes=row_dtypes)
+    body = transform(lane, tuple(kinds), tuple(results), width, row_dtypes=row_dtypes,
+                     row_blocks=row_blocks(sig, kinds, leaves))
     return Plan(width, tuple(kinds), tuple(leaves), tuple(results), module_text(body))
 
 
@@ -422,6 +437,29 @@ def _row_kind(leaf, inner: int) -> str:
     if leaf.dtype.kind not in "iuf":
         raise Unsupported(f"the {leaf.dtype} array argument {leaf.name} (rows of integers or floats only)")
     return "row"
+
+
+def row_blocks(sig, kinds, leaves) -> tuple:
+    """Per ``"row"`` parameter, whether its rows are contiguous, so that a read at
+    a uniform index goes through a block (:func:`.rows.v_row`, which checks the
+    stride again at run time): True when the row axis is the last of a C array or
+    the first of an F array, None for an "A" array (either; ``x[::2]`` has
+    contiguous rows, ``x[:, ::2]`` not), else False."""
+    out = []
+    for kind, leaf_index in zip(kinds, leaves, strict=True):
+        if kind == "row":
+            leaf = sig.leaves[leaf_index]
+            axis = (set(range(leaf.ndim)) - {a for a in leaf.axes if a is not None}).pop()
+            out.append(None if leaf.layout == "A" else axis == (leaf.ndim - 1 if leaf.layout == "C" else 0))
+    return tuple(out)
+
+
+def block_reads(lane, kinds) -> bool:
+    """Whether the lane reads its rows only at uniform indices (block reads)."""
+    fdef = Desugar(lane).visit(copy.deepcopy(function_ast(lane)))
+    names = [a.arg for a in fdef.args.args]
+    pick = {n for n, k in zip(names, kinds) if k in ("uniform", "default")}
+    return uniform_reads(fdef, pick, {n for n, k in zip(names, kinds) if k == "row"})
 
 
 def refill(width: int) -> int:
@@ -462,7 +500,7 @@ def module_text(body: str) -> str:
         "import numpy as np",
         "from lanewise import lanemath",
         f"from lanewise.spmd.vector import ({', '.join(RUNTIME)})",
-        *([f"from lanewise.spmd.rows import ({', '.join(ROW_RUNTIME)},)"] if "v_gather(" in body else []),
+        *([f"from lanewise.spmd.rows import ({', '.join(ROW_RUNTIME)},)"] if any(f"{f}(" in body for f in ROW_RUNTIME) else []),
         "",
         "",
         f"@{jit}",
@@ -519,6 +557,19 @@ def _stand_ins(plan: Plan) -> str:
         ""])
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _numba_reason(error) -> str:
+    """The telling lines of a Numba compile error: its first statement and the
+    call it could not type, without colour codes and the "During:" trail."""
+    lines = [line.strip() for line in _ANSI.sub("", str(error)).splitlines()]
+    keep = [line for line in lines if line and not line.startswith(("During:", "Failed in ", "File ", "^"))]
+    call = next((line for line in keep if line.startswith(">>>")), "")
+    head = next((line for line in keep if not line.startswith(">>>")), str(error))
+    return f"{head} {call}".strip()
+
+
 def check_compiled(plan: Plan, program, call) -> None:
     """Compile the W-wide lane once and check it cannot raise or allocate."""
     namespace: dict = {"__name__": "lanewise._spmd_check"}
@@ -529,8 +580,7 @@ def check_compiled(plan: Plan, program, call) -> None:
     try:
         dispatcher.compile(argtypes)
     except Exception as e:
-        first = str(e).strip().splitlines()
-        raise Unsupported(f"a construct Numba rejects in the W-wide form: {first[-1] if first else e}") from None
+        raise Unsupported(f"a construct Numba rejects in the W-wide form: {_numba_reason(e)}") from None
     for body in _numba_functions(dispatcher.inspect_llvm(argtypes)):
         if re.search(r"store [^\n]*, ptr %excinfo", body):
             raise Unsupported("an operation that may raise inside the W-wide lane")

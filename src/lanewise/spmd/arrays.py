@@ -4,9 +4,10 @@ emitter in :mod:`.transform`).
 * A *row* is a lane parameter whose argument is an array mapped at the innermost
   level with one lane dimension: each lane receives a 1-D view, and all views
   share their length and stride.  The W-wide lane takes its W data pointers,
-  the length and the stride (bytes).  ``p[i]`` is a masked gather
-  (:func:`~lanewise.spmd.rows.v_gather`), ``len(p)`` and ``p.shape[0]`` the
-  length; any other use of the array is refused.
+  the length and the stride (bytes).  ``p[i]`` is a masked read
+  (:func:`~lanewise.spmd.rows.v_row`: a block of the rows for a uniform index,
+  else a gather), ``len(p)`` and ``p.shape[0]`` the length; any other use of
+  the array is refused.
 * Tuple values may be bound to names at a function's top level, passed to
   helpers and indexed with constants (``lw.scan(...)[0][3]``); ``None`` is a
   value that nothing computes with (a scan's ``ys``).
@@ -15,9 +16,9 @@ emitter in :mod:`.transform`).
   ``f`` inlined like any helper.  Only ``y is None`` is supported.
 
 Example:
-    >>> row = Row("_lw_pv0", "_lw_n0", "_lw_s0", "float64")
+    >>> row = Row("_lw_pv0", "_lw_n0", "_lw_s0", "float64", "_lw_rb0", "_lw_rt0")
     >>> RowsAndScans.row_load(row, "_lw_i3", "_lw_alive")  # p[i] in the lanes of the mask
-    'v_gather(_lw_pv0, _lw_n0, _lw_s0, _lw_i3, _lw_alive, np.float64)'
+    'v_row(_lw_pv0, _lw_n0, _lw_s0, _lw_i3, _lw_alive, np.float64, _lw_rb0, _lw_rt0)'
 """
 
 from __future__ import annotations
@@ -32,12 +33,23 @@ from .syntax import Tup, Unsupported, function_ast, int_literal, leaves_of, shap
 @dataclass(frozen=True)
 class Row:
     """A per-lane 1-D array in the W-wide code: variables of its W data pointers
-    (a Vec of uint64), its length and its stride in bytes; its dtype name."""
+    (a Vec of uint64), its length and its stride in bytes; its dtype name; the
+    variables of its block's storage (:func:`~lanewise.spmd.rows.v_row`)."""
 
     ptrs: str
     length: str
     stride: str
     dtype: str
+    block: str | None = None  # None: the rows are strided, every read is a gather
+    state: str | None = None
+
+    def declare(self, width: int) -> list[str]:
+        """Lines that make the block's storage, at the top of the W-wide lane:
+        W*W elements and (first index, lanes held), no block yet."""
+        if self.block is None:
+            return []
+        return [f"{self.block} = stack_empty({width * width}, np.{self.dtype})",
+                f"{self.state} = stack_empty(2, np.int64)", f"{self.state}[0] = -1", f"{self.state}[1] = 0"]
 
 
 _ROW_USES = "a per-lane row supports row[i], len(row), row.shape[0] and lw.scan over it"
@@ -95,7 +107,8 @@ class RowsAndScans:
 
     @staticmethod
     def row_load(row: Row, index: str, mask: str) -> str:
-        return f"v_gather({row.ptrs}, {row.length}, {row.stride}, {index}, {mask}, np.{row.dtype})"
+        args = f"{row.ptrs}, {row.length}, {row.stride}, {index}, {mask}, np.{row.dtype}"
+        return f"v_row({args}, {row.block}, {row.state})" if row.block else f"v_gather({args})"
 
     def refuse_row(self, node, ctx, what: str) -> None:
         """Refuse a row used anywhere but where :data:`_ROW_USES` says."""

@@ -2,11 +2,22 @@
 
 Every lane of a vmapped array receives a view with the same length and stride
 (only its data pointer differs), so the W-wide lane takes the W data pointers
-(a ``Vec`` of uint64) and one length and one stride, and ``p[i]`` is a masked
-gather: lane ``w`` loads ``ptr[w] + i[w] * stride`` where its mask bit is set.
-Lanes outside the mask load a zero from the stack instead, so an index that is
-out of bounds for them (a loop that stopped, a tail lane) cannot fault.  Negative indices wrap as
-in Numba (``i + len``); like Numba's default, there is no bounds check.
+(a ``Vec`` of uint64) and one length and one stride, and ``p[i]`` reads lane
+``w``'s element at ``ptr[w] + i[w] * stride`` where its mask bit is set.  Lanes
+outside the mask read nothing, so an index that is out of bounds for them (a
+loop that stopped, a tail lane) cannot fault.  Negative indices wrap as in
+Numba (``i + len``); like Numba's default, there is no bounds check.
+
+Two ways to read (:func:`v_row` picks per access):
+
+* a **gather** (:func:`v_gather`): W scalar loads put into a vector, for an
+  index that differs between lanes, a strided row or a bool row;
+* a **block** for an index that is the same in every lane (a ``for k in
+  range(n)`` counter, a scan step) of a contiguous row: the W lanes' next B = W
+  elements (64 bytes each) are loaded as W vectors and transposed in registers
+  into a cache of B vectors, one per index; each read of an index in the block
+  is then one vector load from it.  About 0.7 operations per element instead of
+  3, and the rows are read in whole cache lines.
 
 Example:
     >>> import numba, numpy as np
@@ -28,30 +39,36 @@ from numba.extending import intrinsic
 
 from .vector import Vec, _element, _is_scalar, _splat, _vector_cast
 
+_I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
 
 
 def _index_vector(context, builder, index, value, length, count):
     """The lanes' indices as ``<count x i64>``, negative ones wrapped by ``length``
     (Numba's wraparound for signed indices; unsigned ones never wrap)."""
-    dtype = index.dtype if isinstance(index, Vec) else types.unliteral(index)
-    if isinstance(index, Vec):
-        idx = _vector_cast(context, builder, value, index, types.int64 if dtype.signed else types.uint64)
-    else:
-        scalar = context.cast(builder, value, index, types.int64 if dtype.signed else types.uint64)
-        idx = _splat(context, builder, Vec(types.int64, count), scalar)
-    if dtype.signed:
+    if not isinstance(index, Vec):  # wrapped once, then splat
+        return _splat(context, builder, Vec(types.int64, count), _index_scalar(context, builder, index, value, length))
+    signed = index.dtype.signed
+    idx = _vector_cast(context, builder, value, index, types.int64 if signed else types.uint64)
+    if signed:
         n = _splat(context, builder, Vec(types.int64, count), length)
         negative = builder.icmp_signed("<", idx, ir.Constant(idx.type, None))
         idx = builder.select(negative, builder.add(idx, n), idx)
     return idx
 
 
-@intrinsic
-def v_gather(typingctx, ptrs, length, stride, index, mask, dtype):
-    """``row[index]`` in every lane of ``mask``: lane ``w`` reads the ``dtype``
-    element at byte address ``ptrs[w] + index[w] * stride`` (``index`` wrapped
-    by ``length`` when negative); lanes outside the mask read nothing (zero)."""
+def _index_scalar(context, builder, index, value, length=None):
+    """A uniform index as i64, wrapped by ``length`` (i64) when negative and signed."""
+    dtype = types.unliteral(index)
+    idx = context.cast(builder, value, index, types.int64 if dtype.signed else types.uint64)
+    if dtype.signed and length is not None:
+        negative = builder.icmp_signed("<", idx, ir.Constant(_I64, 0))
+        idx = builder.select(negative, builder.add(idx, length), idx)
+    return idx
+
+
+def _row_types(ptrs, length, stride, index, mask, dtype):
+    """The element type of a row read, or None when the arguments do not type."""
     dt = getattr(dtype, "dtype", None)
     idx_dtype = index.dtype if isinstance(index, Vec) else types.unliteral(index)
     if not (isinstance(ptrs, Vec) and isinstance(ptrs.dtype, types.Integer) and ptrs.dtype.bitwidth == 64
@@ -66,32 +83,194 @@ def v_gather(typingctx, ptrs, length, stride, index, mask, dtype):
             return None
     elif not isinstance(mask, types.Boolean):
         return None
-    out = Vec(dt, count)
+    return dt
+
+
+def _gather(context, builder, tys, args):
+    """Codegen of :func:`v_gather` (``tys``: the types of its first five
+    arguments and the element type; ``args``: the first five arguments)."""
+    ptrs, length, stride, index, mask, dt = tys
+    vptrs, vlen, vstride, vidx, vmask = args
+    count = ptrs.count
+    n = context.cast(builder, vlen, length, types.int64)
+    step = _splat(context, builder, Vec(types.int64, count), context.cast(builder, vstride, stride, types.int64))
+    offsets = builder.mul(_index_vector(context, builder, index, vidx, n, count), step)
+    elem = _element(context.data_model_manager, dt)
+    addresses = builder.inttoptr(builder.add(vptrs, offsets), ir.VectorType(elem.as_pointer(), count))
+    bits = vmask if isinstance(mask, Vec) else _splat(context, builder, Vec(types.boolean, count), vmask)
+    # Lanes outside the mask read a zero on the stack instead: no fault, no
+    # branch.  W scalar loads, not llvm.masked.gather: on Zen 4 (AVX-512) the
+    # gather made W3's scan 2x slower than the loads (0.0089 s vs 0.0047 s).
+    dummy = cgutils.alloca_once_value(builder, ir.Constant(elem, None))
+    safe = builder.select(bits, addresses, _broadcast(builder, addresses.type, dummy))
+    vec = ir.Constant(ir.VectorType(elem, count), ir.Undefined)
+    for w in range(count):
+        at = ir.Constant(_I32, w)
+        vec = builder.insert_element(vec, builder.load(builder.extract_element(safe, at)), at)
+    return vec
+
+
+@intrinsic
+def v_gather(typingctx, ptrs, length, stride, index, mask, dtype):
+    """``row[index]`` in every lane of ``mask``: lane ``w`` reads the ``dtype``
+    element at byte address ``ptrs[w] + index[w] * stride`` (``index`` wrapped
+    by ``length`` when negative); lanes outside the mask read nothing (zero)."""
+    dt = _row_types(ptrs, length, stride, index, mask, dtype)
+    if dt is None:
+        return None
 
     def codegen(context, builder, sig, args):
-        vptrs, vlen, vstride, vidx, vmask, _ = args
-        n = context.cast(builder, vlen, length, types.int64)
-        step = _splat(context, builder, Vec(types.int64, count), context.cast(builder, vstride, stride, types.int64))
-        offsets = builder.mul(_index_vector(context, builder, index, vidx, n, count), step)
-        elem = _element(context.data_model_manager, dt)
-        addresses = builder.inttoptr(builder.add(vptrs, offsets), ir.VectorType(elem.as_pointer(), count))
-        bits = vmask if isinstance(mask, Vec) else _splat(context, builder, Vec(types.boolean, count), vmask)
-        # Lanes outside the mask read a zero on the stack instead: no fault, no
-        # branch.  W scalar loads, not llvm.masked.gather: on Zen 4 (AVX-512) the
-        # gather made W3's scan 2x slower than the loads (0.0089 s vs 0.0047 s).
-        dummy = cgutils.alloca_once_value(builder, ir.Constant(elem, None))
-        safe = builder.select(bits, addresses, _splat_ptr(builder, addresses.type, count, dummy))
-        vec = ir.Constant(ir.VectorType(elem, count), ir.Undefined)
-        for w in range(count):
-            at = ir.Constant(ir.IntType(32), w)
-            vec = builder.insert_element(vec, builder.load(builder.extract_element(safe, at)), at)
-        return vec
+        return _gather(context, builder, (*sig.args[:5], dt), args[:5])
 
-    return out(ptrs, length, stride, index, mask, dtype), codegen
+    return Vec(dt, ptrs.count)(ptrs, length, stride, index, mask, dtype), codegen
 
 
-def _splat_ptr(builder, vty, count, scalar):
+def blocked(dtype, count: int) -> bool:
+    """Whether reads of a ``dtype`` row with ``count`` lanes can go through a block
+    (a square ``count`` x ``count`` transpose; bool rows are i1 in registers, i8 in memory)."""
+    return not isinstance(dtype, types.Boolean) and count >= 2 and count & (count - 1) == 0
+
+
+@intrinsic
+def v_row(typingctx, ptrs, length, stride, index, mask, dtype, buf, state):
+    """``row[index]`` as :func:`v_gather`, through a block of the rows when
+    ``index`` is uniform (a scalar) and the row contiguous.
+
+    ``buf`` (W*W elements of ``dtype``) and ``state`` (two int64: the block's
+    first index, -1 for none, and the bits of the lanes it holds) are the
+    block's storage, made once per row by the caller.  A block is refilled when
+    the index leaves it or a lane of ``mask`` is not in it; it holds only lanes
+    some read asked for, so lanes outside every mask are never dereferenced.
+    """
+    dt = _row_types(ptrs, length, stride, index, mask, dtype)
+    if dt is None or not (isinstance(buf, types.Array) and buf.dtype == dt and isinstance(state, types.Array)
+                          and state.dtype == types.int64):
+        return None
+    out = Vec(dt, ptrs.count)
+    sig = out(ptrs, length, stride, index, mask, dtype, buf, state)
+    if isinstance(index, Vec) or not blocked(dt, ptrs.count):
+        return sig, lambda context, builder, s, args: _gather(context, builder, (*s.args[:5], dt), args[:5])
+
+    def codegen(context, builder, s, args):
+        return _block_read(context, builder, s.args, args, dt)
+
+    return sig, codegen
+
+
+def _block_read(context, builder, tys, args, dt):
+    """The hit path is one subtraction, two tests and a vector load: a block is
+    only ever filled where the index is in bounds and the row contiguous, so an
+    index inside it needs no other check."""
+    ptrs, length, stride, index, mask = tys[:5]
+    vptrs, vlen, vstride, vidx, vmask, _, vbuf, vstate = args
+    count = ptrs.count
+    span = count  # elements of each lane's row in a block: 64 bytes
+    memty = context.get_data_type(dt)
+    size = context.get_abi_sizeof(memty)
+    vecty = ir.VectorType(memty, count)
+    n = context.cast(builder, vlen, length, types.int64)
+    idx = _index_scalar(context, builder, index, vidx, n)
+    data = context.make_array(tys[6])(context, builder, vbuf).data
+    stp = context.make_array(tys[7])(context, builder, vstate).data
+    have_at = builder.gep(stp, [ir.Constant(_I64, 1)])
+    bits = _mask_bits(context, builder, mask, vmask, count)
+    tag, have = builder.load(stp), builder.load(have_at)
+    offset = builder.sub(idx, tag)
+    hit = builder.and_(builder.icmp_unsigned("<", offset, ir.Constant(_I64, span)),
+                       builder.icmp_unsigned("==", builder.and_(bits, builder.not_(have)), ir.Constant(_I64, 0)))
+
+    def read(at):
+        where = builder.gep(data, [builder.mul(at, ir.Constant(_I64, count))])
+        return builder.load(builder.bitcast(where, vecty.as_pointer()), align=size)
+
+    with builder.if_else(hit, likely=True) as (in_block, miss):
+        with in_block:
+            from_block, block_end = read(offset), builder.block
+        with miss:
+            step = context.cast(builder, vstride, stride, types.int64)
+            ok = builder.and_(builder.icmp_signed("==", step, ir.Constant(_I64, size)),
+                              builder.and_(builder.icmp_signed(">=", idx, ir.Constant(_I64, 0)),
+                                           builder.icmp_signed("<", idx, n)))
+            ok = builder.and_(ok, builder.icmp_signed(">=", n, ir.Constant(_I64, span)))
+            with builder.if_else(ok, likely=True) as (refill, strided):
+                with refill:
+                    first = _block_of(builder, idx, n, span)
+                    keep = builder.select(builder.icmp_signed("==", tag, first), have, ir.Constant(_I64, 0))
+                    fill = builder.or_(bits, keep)
+                    _fill(context, builder, vptrs, fill, first, data, memty, size, count)
+                    builder.store(first, stp)
+                    builder.store(fill, have_at)
+                    filled, fill_end = read(builder.sub(idx, first)), builder.block
+                with strided:
+                    gathered = _gather(context, builder, (*tys[:5], dt), args[:5])
+                    strided_end = builder.block
+            missed = builder.phi(vecty)
+            missed.add_incoming(filled, fill_end)
+            missed.add_incoming(gathered, strided_end)
+            miss_end = builder.block
+    value = builder.phi(vecty)
+    value.add_incoming(from_block, block_end)
+    value.add_incoming(missed, miss_end)
+    return value
+
+
+def _block_of(builder, idx, n, span):
+    """The first index of the block holding ``idx``: a multiple of ``span``,
+    pulled back to ``n - span`` at the row's end so the block stays in bounds."""
+    aligned = builder.and_(idx, ir.Constant(_I64, -span))
+    last = builder.sub(n, ir.Constant(_I64, span))
+    return builder.select(builder.icmp_signed("<", aligned, last), aligned, last)
+
+
+def _mask_bits(context, builder, mask, vmask, count):
+    """The lanes of ``mask`` as the low ``count`` bits of an i64."""
+    if not isinstance(mask, Vec):
+        full = ir.Constant(_I64, (1 << count) - 1 if count < 64 else -1)
+        return builder.select(vmask, full, ir.Constant(_I64, 0))
+    bits = builder.bitcast(vmask, ir.IntType(count))
+    return bits if count == 64 else builder.zext(bits, _I64)
+
+
+def _fill(context, builder, vptrs, fill, first, data, memty, size, count):
+    """Load ``count`` elements from ``first`` on of the rows of the lanes in
+    ``fill`` (zeros for the others) and store them transposed in ``data``:
+    element ``first + j`` of lane ``w`` at ``data[j * count + w]``."""
+    vecty = ir.VectorType(memty, count)
+    zeros = cgutils.alloca_once(builder, vecty)
+    builder.store(ir.Constant(vecty, None), zeros)
+    low = fill if count == 64 else builder.trunc(fill, ir.IntType(count))
+    lanes = builder.bitcast(low, ir.VectorType(ir.IntType(1), count))
+    offset = _broadcast(builder, ir.VectorType(_I64, count), builder.mul(first, ir.Constant(_I64, size)))
+    starts = builder.inttoptr(builder.add(vptrs, offset), ir.VectorType(vecty.as_pointer(), count))
+    safe = builder.select(lanes, starts, _broadcast(builder, starts.type, zeros))
+    rows = [builder.load(builder.extract_element(safe, ir.Constant(_I32, w)), align=size) for w in range(count)]
+    for j, column in enumerate(transpose(builder, rows)):
+        target = builder.bitcast(builder.gep(data, [ir.Constant(_I64, j * count)]), vecty.as_pointer())
+        builder.store(column, target, align=size)
+
+
+def transpose(builder, rows):
+    """A square matrix of vectors transposed: one butterfly stage per index bit,
+    each exchanging bit ``h`` of the row and the column (``len(rows)`` a power of 2)."""
+    count = len(rows)
+    rows = list(rows)
+    h = 1
+    while h < count:
+        for i0 in range(count):
+            if i0 & h:
+                continue
+            a, b = rows[i0], rows[i0 | h]
+            low = [c if not c & h else count + c - h for c in range(count)]
+            high = [c + h if not c & h else count + c for c in range(count)]
+            rows[i0] = builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, count), low))
+            rows[i0 | h] = builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, count), high))
+        h *= 2
+    return rows
+
+
+def _broadcast(builder, vty, scalar):
+    """``scalar`` in every element of a vector of type ``vty``."""
     out = ir.Constant(vty, ir.Undefined)
-    for w in range(count):
-        out = builder.insert_element(out, scalar, ir.Constant(ir.IntType(32), w))
+    for w in range(vty.count):
+        out = builder.insert_element(out, scalar, ir.Constant(_I32, w))
     return out

@@ -139,7 +139,9 @@ class Desugar(ast.NodeTransformer):
         test = ast.Compare(name(k), [cmp], [name(e)])
         body = [ast.Assign([ast.Name(node.target.id, ast.Store())], name(k)),
                 ast.Assign([ast.Name(k, ast.Store())], as_range(ast.BinOp(name(k), ast.Add(), step)))]
-        body += [self.visit(s) for s in node.body]
+        for s in node.body:  # a nested for becomes a list of statements: flattened
+            out = self.visit(s)
+            body += out if isinstance(out, list) else [] if out is None else [out]
         loop = ast.While(test, body, [])
         out = init + [loop]
         for s in out:
@@ -200,11 +202,15 @@ def _names(node, ctx) -> list[str]:
 
 
 def cheap_branch(stmts) -> bool:
-    """A branch body of a few simple statements (no loop, no call): run it masked
-    without testing whether any lane takes it."""
+    """A branch body of a few simple statements (no loop, no call, no exit): run it
+    masked without testing whether any lane takes it.  A body that leaves (return,
+    break, continue) keeps its test: a lane leaves once, so the branch is nearly
+    never taken and predicted, while the masked form puts the exit's mask updates
+    on every iteration's dependency chain (W2 0.15x -> 0.12x Numba, W6's search
+    5.1 -> 4.4 ns per 8-lane step)."""
     nodes = [n for s in stmts for n in ast.walk(s)]
-    return (len(stmts) <= 4 and not any(isinstance(n, (ast.While, ast.For, ast.Call, ast.If)) for n in nodes)
-            and len(nodes) <= 40)
+    heavy = (ast.While, ast.For, ast.Call, ast.If, ast.Return, ast.Break, ast.Continue)
+    return len(stmts) <= 4 and not any(isinstance(n, heavy) for n in nodes) and len(nodes) <= 40
 
 
 def flat_branch(stmts) -> bool:

@@ -53,6 +53,7 @@ from numba.core.dispatcher import Dispatcher
 
 from ..config import config
 from .arrays import Row, RowsAndScans, is_scan
+from .uniform import lockstep_loop, uniform_names
 from .syntax import (Desugar, Tup, Unsupported, block_temps, cheap_branch, flat_branch, function_ast, has_loop,
                      leaf_paths, leaves_of, local_names, rebuild, result_shape, shape_of, source_line)
 
@@ -99,6 +100,7 @@ class Frame:
     tuples: dict = field(default_factory=dict)  # local -> Tup of variables (a tuple bound to a name)
     nones: set = field(default_factory=set)  # result slots some return sets to None
     valued: set = field(default_factory=set)  # result slots some return sets to a value
+    uniform: frozenset = frozenset()  # locals that hold one scalar for all lanes (.uniform)
 
     def name(self, local: str) -> str:
         return self.prefix + local
@@ -115,6 +117,7 @@ class Ctx:
     frame: Frame
     private_plain: bool = True  # loop counters stored without select (not in a streamed prologue)
     renames: dict | None = None  # a branch computed into temporaries: local -> its temporary
+    whole: bool = False  # the mask is the frame's live lanes (a lockstep loop): stores need no select
 
     @property
     def mask(self) -> str:
@@ -214,7 +217,7 @@ class _Emitter(RowsAndScans):
         target = frame.name(name) if name in frame.locals else name
         if value == "None":  # no lane computes with it: every lane holds the same None
             self.emit(f"{target} = None")
-        elif ctx.plain or name in ctx.temps or (ctx.private_plain and name.startswith(_PRIVATE)):
+        elif ctx.plain or ctx.whole or name in ctx.temps or (ctx.private_plain and name.startswith(_PRIVATE)):
             self.emit(f"{target} = {value}")
         else:
             frame.selected.add(target)
@@ -312,19 +315,26 @@ class _Emitter(RowsAndScans):
             self.emit(f"{current} = {value}")  # lanes outside both branches keep their value
 
     def while_(self, stmt: ast.While, ctx: Ctx) -> None:
+        frame = ctx.frame
         lmask, bmask = self.fresh("L"), self.fresh("B")
         self.emit(f"{lmask} = {ctx.mask}")
         self.emit("while True:")
         self.indent += 1
-        loop_ctx = Ctx(ctx.chain + (lmask,), False, frozenset(), ctx.loop, ctx.frame)
+        loop_ctx = Ctx(ctx.chain + (lmask,), False, frozenset(), ctx.loop, frame)
         test = self.value(stmt.test, loop_ctx)  # helper calls in the test run under the loop mask
-        self.emit(f"{lmask} = m_and({lmask}, m_truth({test}))")
-        self.emit(f"if not m_any({lmask}):")
+        lockstep = ((ctx.plain or ctx.whole) and ctx.renames is None
+                    and lockstep_loop(stmt, frame.uniform, frame.locals, set(frame.rows)))
+        if lockstep:  # every live lane passes the test or none: a branch, no mask
+            # m_uniform: typing fails (the SPMD path is refused) if the test is a vector after all
+            self.emit(f"if not m_uniform({test}) or not m_any({lmask}):")
+        else:
+            self.emit(f"{lmask} = m_and({lmask}, m_truth({test}))")
+            self.emit(f"if not m_any({lmask}):")
         self.emit("    break")
         self.emit(f"{bmask} = {lmask}")
         n = len(ctx.chain)
-        inner = Ctx(ctx.chain + (lmask, bmask), False, block_temps(stmt.body, ctx.frame.counts),
-                    (n, n + 1), ctx.frame)
+        inner = Ctx(ctx.chain + (lmask, bmask), False, block_temps(stmt.body, frame.counts),
+                    (n, n + 1), frame, whole=lockstep)
         self.block(stmt.body, inner)
         self.indent -= 1
 
@@ -578,6 +588,7 @@ class _Emitter(RowsAndScans):
         alive = f"_lw_h{self.n_helpers}_alive"
         self.emit(f"{alive} = {ctx.mask}")
         frame = self.new_frame(fn, fdef, prefix, alive, len(ctx.chain))
+        frame.uniform = uniform_names(fdef, set(), set())  # its parameters: varying, for all it knows
         for p in params:
             if p in bound:
                 v = bound[p]
@@ -670,7 +681,8 @@ def finish(frame, results, names):
     return slots, inits, decls
 
 
-def transform(fn, params, results, width: int, vector_math: bool | None = None, row_dtypes=()) -> str:
+def transform(fn, params, results, width: int, vector_math: bool | None = None, row_dtypes=(),
+              row_blocks=None) -> str:
     """Source of ``lane_spmd``, the W-wide version of the lane ``fn``.
 
     Args:
@@ -685,6 +697,8 @@ def transform(fn, params, results, width: int, vector_math: bool | None = None, 
       width: W, the number of lanes per call.
       vector_math: use lanewise.lanemath for math calls (default: the config).
       row_dtypes: the dtype name of each ``"row"`` parameter, in order.
+      row_blocks: per ``"row"`` parameter, False when its rows are strided (every
+        read gathers), else reads at a uniform index go through a block; default all.
 
     The function is ``lane_spmd(mask, *args, *outs)``: ``mask`` a W-array of
     bool (lanes to compute), varying args W-arrays, uniform args scalars, and
@@ -694,17 +708,24 @@ def transform(fn, params, results, width: int, vector_math: bool | None = None, 
     head = [f"    _lw_alive = vload(_lw_mask, {width})"]
     args = ["_lw_mask"]
     dtypes = iter(row_dtypes)
+    blocks = iter(row_blocks if row_blocks is not None else [True] * len(row_dtypes))
     for k, (name, kind) in enumerate(zip(names, params)):
         if kind == "row":
             args += [f"_lw_p{k}", f"_lw_n{k}", f"_lw_s{k}"]
             head.append(f"    _lw_pv{k} = vload(_lw_p{k}, {width})")
-            frame.rows[name] = Row(f"_lw_pv{k}", f"_lw_n{k}", f"_lw_s{k}", next(dtypes))
+            block = next(blocks) is not False
+            row = Row(f"_lw_pv{k}", f"_lw_n{k}", f"_lw_s{k}", next(dtypes),
+                      f"_lw_rb{k}" if block else None, f"_lw_rt{k}" if block else None)
+            head += [f"    {line}" for line in row.declare(width)]
+            frame.rows[name] = row
         elif kind == "varying":
             args.append(f"_lw_a{k}")
             head.append(f"    {frame.name(name)} = vload(_lw_a{k}, {width})")
         elif kind == "uniform":
             args.append(frame.name(name))
     head += defaults(em, fn, fdef, names, params, frame)
+    frame.uniform = uniform_names(fdef, {n for n, k in zip(names, params) if k in ("uniform", "default")},
+                                  set(frame.rows))
     em.block(fdef.body, Ctx(("_lw_alive",), True, frozenset(), None, frame))
     slots, inits, decls = finish(frame, results, names)
     outs = [f"_lw_o{j}" for j in range(len(results))]

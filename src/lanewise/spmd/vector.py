@@ -206,6 +206,8 @@ def stack_empty(typingctx, size, dtype):
     def codegen(context, builder, sig, args):
         lty = context.get_data_type(dt)
         ptr = cgutils.alloca_once(builder, lty, size=n)
+        if n * context.get_abi_sizeof(lty) >= 64:
+            ptr.align = 64  # whole cache lines: a vector stored and reloaded is one line, forwarded
         ary = context.make_array(aryty)(context, builder)
         itemsize = context.get_abi_sizeof(lty)
         intp = context.get_value_type(types.intp)
@@ -626,6 +628,15 @@ def m_truth(typingctx, value):
     if isinstance(value, Vec):
         vt = Vec(types.boolean, value.count)
         return vt(value), lambda context, builder, sig, args: _as_bool_vec(context, builder, value, args[0], value.count)
+    if not _is_scalar(value):
+        return None
+    return types.boolean(value), lambda context, builder, sig, args: context.is_true(builder, value, args[0])
+
+
+@intrinsic
+def m_uniform(typingctx, value):
+    """``m_truth`` of a value that must be uniform: it does not type for a Vec, so
+    a loop the emitter runs without selects (:mod:`.uniform`) is checked by Numba."""
     if not _is_scalar(value):
         return None
     return types.boolean(value), lambda context, builder, sig, args: context.is_true(builder, value, args[0])
