@@ -30,6 +30,7 @@ from numba.core.dispatcher import Dispatcher
 
 from .analysis import definition
 from .config import config
+from .prefetch import _lw_prefetch, closure_for, code_with_prefetches
 
 #: Options every lane and generated kernel is compiled with.  ``error_model``
 #: "numpy" makes ``x / 0.0`` give inf/nan (as NumPy and JAX do) and removes the
@@ -124,6 +125,11 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
         elif not retarget and config.vector_math and name in new_globals:
             new_globals[name] = _vector_math(value)
     closure = fn.__closure__
+    if not retarget:  # the CPU: indirect reads a[b[k]] in loops prefetched ahead
+        prefetching = code_with_prefetches(fn)
+        if prefetching is not None:
+            code, closure = prefetching, closure_for(prefetching, fn)
+            new_globals["_lw_prefetch"] = _lw_prefetch
     if closure:
         closure = tuple(_rebind_cell(c, jit, retarget) for c in closure)
     clone = types.FunctionType(code, new_globals, fn.__name__, fn.__defaults__, closure)
