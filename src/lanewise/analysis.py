@@ -59,24 +59,32 @@ def definition(fn: Callable):
 
 def _same_code(node, fn) -> bool:
     """Does ``node``, compiled with ``fn``'s free variables, give ``fn``'s code (see _shape)?"""
-    code = fn.__code__
-    # Renamed: a recursive call must stay a global lookup, as in the original.
-    inner = ast.FunctionDef(name="__lw_inner", args=node.args, body=node.body, decorator_list=[],
-                            returns=None, type_comment=None) if isinstance(node, ast.FunctionDef) else node
-    body = [inner] if isinstance(node, ast.FunctionDef) else [ast.Return(inner)]
-    factory = ast.FunctionDef(name="__lw_factory", args=ast.arguments(
+    made = compile_like(node, fn.__code__)
+    return made is not None and _shape(made) == _shape(fn.__code__)
+
+
+def compile_like(node, code):
+    """The code object of ``node`` (a ``def`` or ``lambda``) compiled as ``code``
+    was: in its file, inside a factory taking its free variables (so they stay
+    free variables), a ``def`` renamed so that a recursive call stays a global
+    lookup; None if it does not compile."""
+    inner = ast.copy_location(ast.FunctionDef(name="__lw_inner", args=node.args, body=node.body,
+                                              decorator_list=[], returns=None, type_comment=None),
+                              node) if isinstance(node, ast.FunctionDef) else node
+    body = [inner] if isinstance(node, ast.FunctionDef) else [ast.copy_location(ast.Return(inner), node)]
+    factory = ast.copy_location(ast.FunctionDef(name="__lw_factory", args=ast.arguments(
         posonlyargs=[], args=[ast.arg(v) for v in code.co_freevars], vararg=None, kwonlyargs=[],
         kw_defaults=[], kwarg=None, defaults=[]), body=body, decorator_list=[], returns=None,
-        type_comment=None)
+        type_comment=None), node)
     module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
     try:
         compiled = compile(module, code.co_filename, "exec")
     except (SyntaxError, ValueError, TypeError):
-        return False
+        return None
     made = next(c for c in compiled.co_consts if hasattr(c, "co_code"))
     name = "__lw_inner" if isinstance(node, ast.FunctionDef) else "<lambda>"
     found = [c for c in made.co_consts if hasattr(c, "co_code") and c.co_name == name]
-    return len(found) == 1 and _shape(found[0]) == _shape(code)
+    return found[0] if len(found) == 1 else None
 
 
 def _shape(code) -> tuple:

@@ -34,7 +34,7 @@ from numba.core import cgutils
 from numba.core import types as nbtypes
 from numba.extending import intrinsic
 
-from .analysis import definition
+from .analysis import compile_like, definition
 
 #: Iterations ahead of the loop a prefetch reaches (measured on W7 above).
 DISTANCE = 32
@@ -105,21 +105,9 @@ def _compile(fn: types.FunctionType) -> types.CodeType | None:
         return None
     code = fn.__code__
     ast.increment_lineno(node, code.co_firstlineno - 1)  # the dedented source's lines -> the file's
-    # Compiled inside a factory taking the free variables, so they stay free
-    # variables; renamed, so a recursive call stays a global lookup.
-    inner = ast.copy_location(ast.FunctionDef(name="__lw_inner", args=node.args, body=node.body,
-                                              decorator_list=[], returns=None, type_comment=None), node)
-    factory = ast.copy_location(ast.FunctionDef(name="__lw_factory", args=ast.arguments(
-        posonlyargs=[], args=[ast.arg(v) for v in code.co_freevars], vararg=None, kwonlyargs=[],
-        kw_defaults=[], kwarg=None, defaults=[]), body=[inner], decorator_list=[], returns=None,
-        type_comment=None), node)
-    module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
-    try:
-        compiled = compile(module, code.co_filename, "exec")
-    except (SyntaxError, ValueError, TypeError):
+    new = compile_like(node, code)
+    if new is None:
         return None
-    made = next(c for c in compiled.co_consts if hasattr(c, "co_code"))
-    new = next(c for c in made.co_consts if hasattr(c, "co_code") and c.co_name == "__lw_inner")
     if set(new.co_freevars) != set(code.co_freevars):
         return None
     return new.replace(co_name=code.co_name, co_qualname=code.co_qualname)
