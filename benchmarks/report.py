@@ -172,6 +172,9 @@ result's size. "× bar peer" divides by the median of the peer that WORKLOADS.md
 bar (the fastest peer where the bar says so). Checks compare against the reference tool
 ({refs}): floats with `isclose`, integers exactly, and the
 number of differing elements is shown.{w2} The machine is shared and noisy: compare ratios within one run, not across runs.
+Startup runs each tool in fresh processes with Python's default bytecode caching (the sandbox's
+PYTHONDONTWRITEBYTECODE=1 is dropped: it made every process recompile lanewise's source, about
+0.07 s, while Numba's files came precompiled from pip).
 """
 W2_NOTE = """ In W2, JAX differs on a few boundary points because
 XLA on CPU contracts `a*b+c` into FMA (Numba with `fastmath={"contract"}` reproduces JAX's
@@ -179,7 +182,7 @@ counts exactly)."""
 
 
 TIMING = {
-    "rounds": "the timed calls run in rounds\nthat call every tool once, so background load falls on all tools alike.",
+    "rounds": "the timed calls run in rounds\nthat call every tool once (from R9 on in a seeded shuffled order), so background load and the\nwake of the previous tool (JAX's freed memory) fall on all tools alike.",
     "back-to-back": "each tool's timed calls ran\nback to back (this run predates interleaved rounds), so background load can favour a tool.",
 }
 RUN_KEYS = ("date", "command", "machine", "versions", "lanewise", "git", "wall_s", "load_before",
