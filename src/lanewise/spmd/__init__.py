@@ -500,7 +500,8 @@ def module_text(body: str) -> str:
         "import numpy as np",
         "from lanewise import lanemath",
         f"from lanewise.spmd.vector import ({', '.join(RUNTIME)})",
-        *([f"from lanewise.spmd.rows import ({', '.join(ROW_RUNTIME)},)"] if any(f"{f}(" in body for f in ROW_RUNTIME) else []),
+        *([f"from lanewise.spmd.rows import ({', '.join(ROW_RUNTIME)},)"]
+          if any(f"{name}(" in body for name in ROW_RUNTIME) else []),
         "",
         "",
         f"@{jit}",

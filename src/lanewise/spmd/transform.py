@@ -53,9 +53,9 @@ from numba.core.dispatcher import Dispatcher
 
 from ..config import config
 from .arrays import Row, RowsAndScans, is_scan
-from .uniform import lockstep_loop, uniform_names
 from .syntax import (Desugar, Tup, Unsupported, block_temps, cheap_branch, flat_branch, function_ast, has_loop,
                      leaf_paths, leaves_of, local_names, rebuild, result_shape, shape_of, source_line)
+from .uniform import lockstep_loop, uniform_names
 
 
 #: Name of the generated function.
