@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import cmath
 import collections
+import importlib
 import inspect
 import math
 import os
+import pathlib
+import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -560,22 +563,19 @@ def check_nest(lane, twin, nest: Nest, backends=("cpu", "python")):
             assert_trees_match(got[backend], got[first], what=f"{backend} vs {first}")
 
 
-# ----------------------------------------------------------------------------- W3's scan step
-
-EMA_FAST, EMA_SLOW = 0.1, 0.02
+# ----------------------------------------------------------------------------- benchmark lanes
 
 
-def ema_step(carry, price):
-    """W3's step (benchmarks/w3_backtest.py): EMA crossover, P&L carried, y None."""
-    fast, slow, pos, pnl, last = carry
-    pnl = pnl + pos * (price - last)
-    fast = fast + EMA_FAST * (price - fast)
-    slow = slow + EMA_SLOW * (price - slow)
-    if fast > slow:
-        pos = 1.0
-    elif fast < slow:
-        pos = -1.0
-    return (fast, slow, pos, pnl, price), None
+def benchmark_function(module: str, name: str):
+    """A lane as benchmarks/ measures it (the repository's package, not installed)."""
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.append(root)
+    return getattr(importlib.import_module(f"benchmarks.{module}"), name)
+
+
+#: W3's step: EMA crossover, P&L carried, y None.
+ema_step = benchmark_function("w3_backtest", "step")
 
 
 # ----------------------------------------------------------------------------- allocations

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import pathlib
-import sys
 
 import numpy as np
 import pytest
@@ -23,19 +21,12 @@ import lanewise as lw
 from lanewise import spmd
 from lanewise.spmd.transform import transform
 from lanewise.spmd.uniform import lockstep_loop, uniform_names
+from corpus import benchmark_function
 from test_spmd import _compiled, _row_pointers, _walks, assert_bitwise, collatz, lane_path
 
 
-def _benchmark_lane(module: str, name: str):
-    """A lane as benchmarks/ measures it (the repository's package, not installed)."""
-    root = str(pathlib.Path(__file__).resolve().parents[1])
-    if root not in sys.path:
-        sys.path.append(root)
-    return getattr(importlib.import_module(f"benchmarks.{module}"), name)
-
-
 #: W6: lanes return at different steps of a loop every lane runs in step.
-first_pass = _benchmark_lane("w6_first_pass", "first_pass")
+first_pass = benchmark_function("w6_first_pass", "first_pass")
 
 
 def pairs(row):
