@@ -129,7 +129,8 @@ def memory_table(wl: dict) -> list[str]:
     sizes = sorted({int(n) for s in series.values() for n in s})
     cell = lambda p: num(p["peak_mb"], 4) if p and "peak_mb" in p else (p or {}).get("error", "—")[:40]  # noqa: E731
     rows = [[tool, *(cell(series[tool].get(n)) for n in sizes)] for tool in series]
-    return [f"\n{wl['id']} peak RSS MB (fresh process, empty lanewise cache) vs n:\n", *table(["tool", *map(str, sizes)], rows)]
+    title = f"\n{wl['id']} peak RSS MB (fresh process, empty lanewise cache) vs n:\n"
+    return [title, *table(["tool", *map(str, sizes)], rows)]
 
 
 def dispatch_table(d: dict) -> list[str]:
@@ -171,7 +172,8 @@ loads the full inputs from `.npy` files and runs once; "in+out MB" is the inputs
 result's size. "× bar peer" divides by the median of the peer that WORKLOADS.md names for the
 bar (the fastest peer where the bar says so). Checks compare against the reference tool
 ({refs}): floats with `isclose`, integers exactly, and the
-number of differing elements is shown.{w2} The machine is shared and noisy: compare ratios within one run, not across runs.
+number of differing elements is shown.{w2} The machine is shared and noisy: compare ratios within one run,
+not across runs.
 Startup runs each tool in fresh processes with Python's default bytecode caching (the sandbox's
 PYTHONDONTWRITEBYTECODE=1 is dropped: it made every process recompile lanewise's source, about
 0.07 s, while Numba's files came precompiled from pip).
@@ -182,8 +184,10 @@ counts exactly)."""
 
 
 TIMING = {
-    "rounds": "the timed calls run in rounds\nthat call every tool once (from R9 on in a seeded shuffled order), so background load and the\nwake of the previous tool (JAX's freed memory) fall on all tools alike.",
-    "back-to-back": "each tool's timed calls ran\nback to back (this run predates interleaved rounds), so background load can favour a tool.",
+    "rounds": "the timed calls run in rounds\nthat call every tool once (from R9 on in a seeded shuffled order), "
+              "so background load and the\nwake of the previous tool (JAX's freed memory) fall on all tools alike.",
+    "back-to-back": "each tool's timed calls ran\nback to back (this run predates interleaved rounds), "
+                    "so background load can favour a tool.",
 }
 RUN_KEYS = ("date", "command", "machine", "versions", "lanewise", "git", "wall_s", "load_before",
             "load_after", "repeats", "timing", "remarks", "selected")

@@ -117,7 +117,8 @@ def run_suite(args, argv) -> dict:
     doc.update(mode=mode, quick=args.quick, selected=names, repeats=args.repeats, timing="rounds",
                wall_s=time.perf_counter() - t0, load_before=load0, load_after=os.getloadavg(),
                date=datetime.datetime.now().isoformat(timespec="seconds"), machine=report.machine(),
-               versions=report.versions(), git=report.git_state(), lanewise=lw_ok[1] if not lw_ok[0] else f"importable ({lw_ok[1]})",
+               versions=report.versions(), git=report.git_state(), lanewise=lw_ok[1] if not lw_ok[0]
+               else f"importable ({lw_ok[1]})",
                command=shlex.join(["python", "-m", "benchmarks.run", *argv]))
     return doc
 

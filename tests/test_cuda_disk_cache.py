@@ -120,7 +120,7 @@ def _has_gpu() -> bool:
     try:
         from numba import cuda
         return cuda.is_available()
-    except Exception:
+    except Exception:  # noqa: BLE001 - no usable numba-cuda: no GPU
         return False
 
 

@@ -31,13 +31,13 @@ import lanewise as lw
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
-from lanewise.backends import cpu  # noqa: E402
-from lanewise.backends import dask as ldask  # noqa: E402
+from lanewise.backends import cpu  # noqa: E402, F401 - loaded before any cluster starts
+from lanewise.backends import dask as ldask  # noqa: E402, F401 - loaded before any cluster starts
 
 try:
     from lanewise import random as lwr
     lwr.uniform(lwr.fold_in(lwr.key(0), 1))
-except Exception:  # lw.random is optional here
+except Exception:  # noqa: BLE001 - lw.random is optional here
     lwr = None
 
 
@@ -380,7 +380,7 @@ def _peak_memory() -> int:
 
 
 def _worker_stats():
-    from lanewise.backends import cpu, dask as ldask
+    from lanewise.backends import cpu, dask as ldask  # noqa: F811 - imported where the worker runs it
     return {**ldask.stats, **cpu.stats}
 
 

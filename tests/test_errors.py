@@ -237,7 +237,7 @@ def uses_string(x):
 
 
 def uses_object(x):
-    o = Opaque()
+    o = Opaque()  # noqa: F841 - the lane must create the object to be refused
     return x
 
 

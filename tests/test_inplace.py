@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import lanewise as lw
-from lanewise.inplace import rewrite
+from lanewise.lane.inplace import rewrite
 
 
 def filled(x):

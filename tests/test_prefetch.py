@@ -1,4 +1,4 @@
-"""Software prefetch of indirect reads ``a[b[k]]`` in lane loops (lanewise.prefetch)."""
+"""Software prefetch of indirect reads ``a[b[k]]`` in lane loops (lanewise.lane.prefetch)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import lanewise as lw
-from lanewise.lanefn import jit_lane
-from lanewise.prefetch import DISTANCE, MIN_BYTES, prefetched
+from lanewise.lane.lanefn import jit_lane
+from lanewise.lane.prefetch import DISTANCE, MIN_BYTES, prefetched
 
 
 def csr_row(start, stop, indices, w, x):

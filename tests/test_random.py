@@ -41,7 +41,7 @@ from scipy import stats
 
 import lanewise as lw
 import lanewise.random  # noqa: F401  (binds lw.random)
-from lanewise.lanefn import fingerprint, jit_lane
+from lanewise.lane.lanefn import fingerprint, jit_lane
 from lanewise.random import _core
 
 R = lw.random

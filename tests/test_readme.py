@@ -33,7 +33,7 @@ def test_readme_examples_run(capsys):
     np.testing.assert_allclose(namespace["row_max"], z.max(axis=1), rtol=1e-15)
     assert z.flat[namespace["peak"]] == pytest.approx(z.max(), rel=1e-15)
     assert abs(namespace["extreme"]) == pytest.approx(np.abs(z).max(), rel=1e-15)
-    prices = namespace["prices"]
+    prices = namespace["prices"]  # noqa: F841 - the README defines it
     assert namespace["pnl"].shape == (2000,) and np.isfinite(namespace["pnl"]).all()
     np.testing.assert_array_equal(namespace["ys"], [0, 0, 1, 3, 6])
     # Black-Scholes: 8.0214; 200k paths have a standard error of about 0.03

@@ -3,7 +3,6 @@
 from collections import namedtuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -125,13 +124,13 @@ def test_carry_type_change_is_a_clear_error():
     with pytest.raises(lw.LaneCompileError, match="carry of type float64, but init has type int64"):
         lw.scan(bad, 0, np.ones(3))
     with pytest.raises(lw.LaneTypeError, match="carry leaf 0"):
-        with lw.scanning.reference_mode():
+        with lw.lane.scanning.reference_mode():
             lw.scan(bad, 0, np.ones(3))
 
 
 def test_xs_length_mismatch():
     with pytest.raises(lw.LanewiseError, match="leading sizes"):
-        with lw.scanning.reference_mode():
+        with lw.lane.scanning.reference_mode():
             lw.scan(pair_xs, 0.0, (np.ones(3), np.ones(4)))
 
     def lane(a, b):

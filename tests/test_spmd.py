@@ -429,7 +429,9 @@ def assert_bitwise(got, want, what=""):
     got, want = np.asarray(got), np.asarray(want)
     assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, want.dtype, got.shape)
     bad = np.flatnonzero(bits(got).ravel() != bits(want).ravel())
-    assert bad.size == 0, f"{what}: {bad.size} lanes differ, first {bad[:5]}: {got.ravel()[bad[:5]]} vs {want.ravel()[bad[:5]]}"
+    first = bad[:5]
+    assert bad.size == 0, (f"{what}: {bad.size} lanes differ, first {first}: "
+                           f"{got.ravel()[first]} vs {want.ravel()[first]}")
 
 
 def assert_close_reference(got, want, what=""):

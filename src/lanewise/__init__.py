@@ -10,15 +10,14 @@ Example:
     (3, 3)
 """
 
-__version__ = "0.1.0"
-
-from .api import Explanation, Mapped, explain, vmap  # noqa: E402
-from .config import config  # noqa: E402
-from . import random  # noqa: E402
-from .reducing import Monoid, reduce  # noqa: E402
-from .scanning import scan  # noqa: E402
-from .fuse import fuse  # noqa: E402
-from .errors import (  # noqa: E402
+from .version import __version__
+from .api import Explanation, Mapped, explain, vmap
+from .config import config
+from . import random
+from .reducing import Monoid, reduce
+from .lane.scanning import scan
+from .fuse import fuse
+from .errors import (
     AxisSpecError,
     BackendError,
     LaneCompileError,
@@ -30,7 +29,7 @@ from .errors import (  # noqa: E402
 )
 
 __all__ = [
-    "vmap", "scan", "reduce", "Monoid", "fuse", "random", "explain", "Mapped", "Explanation", "config",
+    "__version__", "vmap", "scan", "reduce", "Monoid", "fuse", "random", "explain", "Mapped", "Explanation", "config",
     "LanewiseError", "AxisSpecError", "SizeMismatchError", "UnmappedOutputError",
     "LaneCompileError", "LaneTypeError", "OutputError", "BackendError",
 ]

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import __version__, demo
+from . import demo
+from .version import __version__
 
 
 def build_parser(prog: str = "lanewise") -> argparse.ArgumentParser:

@@ -13,16 +13,18 @@ Example:
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any, Callable
 
 import numpy as np
 
-from . import backends, pytree
-from .backends.cpu import MISS, fast_launcher
+from . import backends, progress
 from .config import config
 from .errors import AxisSpecError
-from .program import bind_call, unwrap_nest
+from .ir.program import unwrap_nest
+from .reducing import Reduced
+
+#: What a fast-path launcher returns when it cannot handle a call (types, sizes).
+MISS = object()
 
 
 def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, *, axis_size: int | None = None,
@@ -96,7 +98,7 @@ class Mapped:
         return f"vmap({self.fun!r}, in_axes={self.in_axes!r}, out_axes={self.out_axes!r})"
 
     def __call__(self, *args, out=None, **kwargs):
-        fast = out is None and not kwargs and not self.progress and (self.backend or config.backend) == "cpu"
+        fast = out is None and not kwargs and not self.progress and (self.backend or config.backend) in backends.FAST
         if fast:
             # The last launcher checks its argument types itself; others by key.
             result = self._last(args)
@@ -108,47 +110,25 @@ class Mapped:
         if any(getattr(a, "_lw_fuse_proxy", False) for a in args):  # called inside @lw.fuse: fused there
             from .fuse.functions import call_mapped
             return call_mapped(self, args, kwargs)
-        backend = backends.get(self.backend or device_backend(args, kwargs) or dask_backend(args, kwargs)
-                               or config.backend)
-        # A backend may bind arguments itself (cuda: device arrays stay on the device).
-        call = getattr(backend, "bind_call", bind_call)(self, args, kwargs)
-        exe = self._executable(backend, call)
+        backend = backends.select(args, kwargs, self.backend)
+        call = backend.bind_call(self, args, kwargs)  # cuda, dask: device/lazy arrays stay as they are
+        exe = self.executable(backend, call)
         if self.progress:
-            from . import progress
             return progress.run(backend, exe, call, out)
         result = backend.run(exe, call, out)
-        if fast and backend.NAME == "cpu":
-            launcher = fast_launcher(exe, call)
+        if fast and backend.NAME in backends.FAST:
+            launcher = backend.fast_launcher(exe, call, MISS)
             if launcher is not None:
                 self._launchers[_fast_key(args)] = self._last = launcher
         return result
 
-    def _executable(self, backend, call):
+    def executable(self, backend, call):
+        """``backend``'s executable for ``call``'s signature (built once, then kept here)."""
         key = (backend.NAME, call.signature)
         exe = self._executables.get(key)
         if exe is None:
             exe = self._executables[key] = backend.build(call)
         return exe
-
-
-def device_backend(args: tuple, kwargs: dict) -> str | None:
-    """``"cuda"`` if an argument holds a CUDA array (``__cuda_array_interface__``,
-    or a numba device array, simulated ones included), else None."""
-    for value in (*args, *kwargs.values()):
-        leaves = pytree.flatten(value)[0] if isinstance(value, (tuple, list, dict)) else (value,)
-        for leaf in leaves:
-            if hasattr(leaf, "__cuda_array_interface__") or type(leaf).__module__.startswith("numba.cuda"):
-                return "cuda"
-    return None
-
-
-def dask_backend(args: tuple, kwargs: dict) -> str | None:
-    """``"dask"`` if an argument holds a dask array (dask arrays in, lazy dask arrays
-    out), else None.  Never imports dask."""
-    if "dask.array" not in sys.modules:
-        return None
-    from dask.array import Array
-    return "dask" if any(isinstance(leaf, Array) for leaf in pytree.flatten((args, kwargs))[0]) else None
 
 
 def _fast_key(args: tuple):
@@ -181,7 +161,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
     """Describe how ``fn(*args, **kwargs)`` runs: lane program, schedule, generated source.
 
     ``fn`` is a function returned by :func:`vmap`, :func:`lanewise.reduce` or
-    :func:`lanewise.fuse`.
+    :func:`lanewise.fuse`.  The description is of the CPU backend's nest,
+    whichever backend the function runs on.
     Compiles (or loads from cache) but does not run the lanes.
 
     Example:
@@ -192,40 +173,17 @@ def explain(fn, *args, **kwargs) -> Explanation:
     """
     if hasattr(fn, "_lw_explain"):  # @lw.fuse functions describe their own passes
         return fn._lw_explain(*args, **kwargs)
-    from .backends import cpu
-    from .codegen.plan import blocking, lane_work, loop_order, reduce_blocking
-    from .reducing import Reduced
-
-    if isinstance(fn, Reduced):
-        call = bind_call(fn.fun, args, kwargs)
-        from .backends import cpu_reduce
-        exe = fn._executables.get(call.signature) or cpu_reduce.build(fn, call)
-        fn._executables[call.signature] = exe
-        spec = exe.spec
-        n_kept = int(np.prod([call.sizes[lv] for lv in spec.kept]))
-        plan = reduce_blocking(n_kept, int(np.prod([call.sizes[lv] for lv in spec.reduced])),
-                               lane_work(exe.program.signature.leaves, call.values, call.sizes))
-        head = [f"lanewise program: {fn!r}",
-                f"reduce {spec.op} over levels {list(spec.reduced)}, keeping {list(spec.kept)}; "
-                f"accumulators {[str(d) for d in spec.acc_dtypes]}",
-                f"schedule: {plan.n_blocks} blocks = {n_kept} kept x {plan.n_chunks} chunks of <= "
-                f"{plan.chunk} lanes; partials combined in a fixed order"]
-        return _explanation(head + _describe(exe.program, call), exe)
-    if not isinstance(fn, Mapped):
+    if not isinstance(fn, (Mapped, Reduced)):
         raise TypeError("explain expects a function returned by lw.vmap or lw.reduce")
-    call = bind_call(fn, args, kwargs)
-    exe = fn._executable(cpu, call)
-    program = exe.program
-    order = loop_order(program)
-    lines = [f"lanewise program: {fn!r}"] + _describe(program, call)
-    if all(call.sizes):
-        plan = blocking(call.sizes, order, lane_work(program.signature.leaves, call.values, call.sizes))
-        mode = "serial (small problem)" if cpu._is_small(call.sizes, call.values) else "parallel (prange)"
-        lines.append(
-            f"schedule: loops {' > '.join(f'i{lv}' for lv in order)} (innermost last, contiguous in "
-            f"{program.outputs[0].name if program.outputs else 'no output'}); {plan.n_blocks} blocks = "
-            f"{plan.n_outer} outer x {plan.inner_blocks} inner blocks of <= {plan.block} lanes; {mode}")
-    lines.append(f"lane path: {exe.lane_path}")  # lanewise.spmd: SPMD on SIMD or scalar, and why
+    backend = backends.get(backends.EXPLAINED)
+    mapped = fn.fun if isinstance(fn, Reduced) else fn
+    call = backend.bind_call(mapped, args, kwargs)
+    exe = fn.executable(backend, call)
+    lines = [f"lanewise program: {fn!r}"]
+    if isinstance(fn, Reduced):
+        lines += backend.explain(exe, call) + _describe(exe.program, call)
+    else:
+        lines += _describe(exe.program, call) + backend.explain(exe, call)
     return _explanation(lines, exe)
 
 
@@ -246,7 +204,8 @@ def _describe(program, call) -> list[str]:
 
 
 def _explanation(lines, exe) -> Explanation:
-    lines = lines + [f"cache: {exe.path or 'memory only'}", "generated source:", exe.source]
+    source = getattr(exe, "source", "")
+    lines = lines + [f"cache: {getattr(exe, 'path', None) or 'memory only'}", "generated source:", source]
     text = Explanation("\n".join(lines))
-    text.source, text.program = exe.source, exe.program
+    text.source, text.program = source, getattr(exe, "program", None)
     return text

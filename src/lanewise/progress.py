@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import pytree
+from . import backends, pytree
 from .errors import BackendError
-from .program import Call
+from .ir.program import Call
 
 #: Pieces per run: fine enough to watch, coarse enough that each is a full launch.
 CHUNKS = 100
@@ -38,14 +38,15 @@ def bar(total: int, desc: str):
 
 def run(backend, exe, call: Call, out=None):
     """``backend.run(exe, call, out)`` in chunks of the outermost loop level."""
-    if backend.NAME != "cpu":
-        raise BackendError(f"progress=True runs on the cpu backend, not {backend.NAME!r}; "
+    if backend.NAME not in backends.supporting("progress"):
+        raise BackendError(f"progress=True runs on the {' or '.join(backends.supporting('progress'))} "
+                           f"backend, not {backend.NAME!r}; "
                            "for dask use dask.diagnostics.ProgressBar or the distributed dashboard")
     level = exe.order[0]
     n = call.sizes[level] if call.sizes else 0
     if n < 2:
         return backend.run(exe, call, out)
-    full = _allocate(backend, exe, call, out)
+    full = backend.allocate(exe, call, out)
     lanes_per_index = _product(call.sizes) // n
     step = max(-(-n // CHUNKS), -(-MIN_PIECE // max(lanes_per_index, 1)))
     name = getattr(call.lane, "__qualname__", "lanes")
@@ -65,13 +66,6 @@ def _product(sizes) -> int:
     for s in sizes:
         total *= s
     return total
-
-
-def _allocate(backend, exe, call: Call, out) -> list:
-    """The full output leaves (``out``'s, checked, or new)."""
-    lane_shapes = backend._lane_shapes(exe, call)
-    shapes = [o.shape(call.sizes, lane_shapes.get(k, ())) for k, o in enumerate(exe.program.outputs)]
-    return backend._outputs(exe.program, shapes, out)
 
 
 def _piece(call: Call, level: int, lo: int, hi: int) -> Call:

@@ -90,8 +90,9 @@ def test_per_lane_arrays_filled_in_place_match_python(out_axes):
                                   in_axes=(0, None), backend="python")(np.outer(x, x), 5))
 
 
-def test_per_lane_array_of_changing_shape_is_an_output_error():
-    with pytest.raises(lw.OutputError, match=r"returned shape \(3,\); lane 0 returned \(2,\)"):
+def test_per_lane_array_of_changing_shape_is_a_lane_type_error():
+    # The same error class and text as on the cpu and python backends (issue 13).
+    with pytest.raises(lw.LaneTypeError, match=r"returned out of shape \(3,\), but lane 0 returned shape \(2,\)"):
         lw.vmap(ragged, backend="cuda")(np.array([2.0, 2.0, 3.0]))
 
 
@@ -258,11 +259,11 @@ def test_out_of_memory_message():
         raise OOM("cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY")
 
     with pytest.raises(MemoryError, match=r"allocating 123456 bytes .* output out .* free"):
-        lw_cuda._alloc(fail, 123456, "output out")
+        lw_cuda.alloc(fail, 123456, "output out")
 
 
 def test_no_device_message(monkeypatch):
-    monkeypatch.setattr(lw_cuda, "SIMULATOR", False)
+    monkeypatch.setattr(lw_cuda.device, "SIMULATOR", False)
     monkeypatch.setattr(cuda, "is_available", lambda: False)
     with pytest.raises(lw.BackendError, match="needs an NVIDIA GPU"):
         lw_cuda.require_device()

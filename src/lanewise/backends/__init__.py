@@ -1,38 +1,123 @@
-"""Backends: each turns a lane program plus a call into results.
+"""Layer 4, backends: each turns a call of a lane program into results.
 
-A backend is a module with ``NAME``, ``build(call) -> executable`` (compile or
-look up; cached per signature by ``Mapped``) and ``run(executable, call, out)``.
+The registry below is the only place that knows backend names.  Each entry says
+where the backend lives, which pip extra it needs, whether it claims a call from
+its arguments (device arrays, dask arrays) and what it supports; the backend
+itself is a package (or module) implementing :class:`lanewise.backends.protocol.Backend`.
 ``python`` is the reference (the executable spec); ``cpu`` compiles with Numba;
-``cuda`` and ``dask`` live in their own modules and need their extras.
+``cuda`` and ``dask`` need their extras and are imported only when used.
+
+Adding a backend is one :class:`Entry` here plus a package implementing the
+protocol (docs/architecture.md has the recipe); the conformance suite
+(tests/test_conformance.py) then runs on it.
 
 Example:
     >>> get("python").NAME
     'python'
+    >>> select((1.0,), {}, None).NAME == config.backend
+    True
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+from dataclasses import dataclass
+from typing import Callable
 
+from .. import pytree
+from ..config import config
 from ..errors import BackendError
 
-#: backend name -> (module, pip extra that provides its dependencies)
-REGISTRY = {"cpu": ("cpu", None), "python": ("python", None),
-            "cuda": ("cuda", "cuda"), "dask": ("dask", "dask")}
+
+def holds_device_array(leaves) -> bool:
+    """A CUDA array among ``leaves``: ``__cuda_array_interface__``, or a (simulated)
+    numba device array.  Never imports numba.cuda."""
+    return any(hasattr(v, "__cuda_array_interface__") or type(v).__module__.startswith("numba.cuda")
+               for v in leaves)
+
+
+def holds_dask_array(leaves) -> bool:
+    """A dask array among ``leaves`` (dask arrays in, lazy dask arrays out).  Never imports dask."""
+    if "dask.array" not in sys.modules:
+        return False
+    from dask.array import Array
+    return any(isinstance(v, Array) for v in leaves)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One backend: its name, where it lives and what it can do."""
+
+    name: str
+    module: str  # the package or module under lanewise.backends
+    extra: str | None = None  # the pip extra that provides its dependencies
+    claims: Callable | None = None  # chosen for a call whose argument leaves satisfy it
+    fast_path: bool = False  # repeated calls may skip binding (a generated host launcher)
+    progress: bool = False  # progress=True: runs the outermost level in pieces
+    writes_out: bool = True  # out= fills the caller's arrays (dask results are lazy: no out=)
+    compiles: bool = True  # lanes are compiled (the reference calls the Python function itself)
+
+
+#: Backend name -> entry; argument claims are tried in this order.
+REGISTRY: dict[str, Entry] = {e.name: e for e in [
+    Entry("cpu", "cpu", fast_path=True, progress=True),
+    Entry("python", "python", compiles=False),
+    Entry("cuda", "cuda", "cuda", claims=holds_device_array),
+    Entry("dask", "dask", "dask", claims=holds_dask_array, writes_out=False),
+]}
 NAMES = tuple(REGISTRY)
+#: The backend ``lw.explain`` describes: the compiled nest most calls run (``lw.config.backend``'s default).
+EXPLAINED = "cpu"
+#: Backends whose repeated calls may take the fast path (checked on every call: a set).
+FAST = frozenset(e.name for e in REGISTRY.values() if e.fast_path)
 
 
 def get(name: str):
-    """The backend module called ``name`` (imported lazily)."""
+    """The backend called ``name`` (imported lazily); :class:`lanewise.BackendError`
+    for an unknown name or a missing extra."""
     if name not in REGISTRY:
         raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(map(repr, NAMES))}")
-    module, extra = REGISTRY[name]
-    path = f"{__name__}.{module}"
+    entry = REGISTRY[name]
+    path = f"{__name__}.{entry.module}"
     try:
         return importlib.import_module(path)
     except ImportError as e:
         if e.name == path:
             raise BackendError(f"the {name!r} backend is not part of this lanewise build") from e
-        if extra is None or (e.name or "").startswith("lanewise"):
+        if entry.extra is None or (e.name or "").startswith("lanewise"):
             raise
-        raise BackendError(f"the {name!r} backend needs {e.name}: pip install 'lanewise[{extra}]'") from e
+        raise BackendError(f"the {name!r} backend needs {e.name}: pip install 'lanewise[{entry.extra}]'") from e
+
+
+def claimed(args: tuple, kwargs: dict) -> str | None:
+    """The backend that the arguments themselves ask for (CUDA or dask arrays), or None."""
+    leaves = None
+    for entry in REGISTRY.values():
+        if entry.claims is not None:
+            if leaves is None:
+                leaves = pytree.flatten((args, kwargs))[0]
+            if entry.claims(leaves):
+                return entry.name
+    return None
+
+
+def select(args: tuple, kwargs: dict, requested: str | None):
+    """The backend a call runs on: the one requested, else the one its arguments
+    claim, else ``lw.config.backend``."""
+    return get(requested or claimed(args, kwargs) or config.backend)
+
+
+def supporting(feature: str) -> tuple[str, ...]:
+    """Names of the backends whose entry has ``feature`` (``"progress"``, ``"fast_path"``)."""
+    return tuple(e.name for e in REGISTRY.values() if getattr(e, feature))
+
+
+def available(name: str) -> bool:
+    """Whether backend ``name`` can run here (its extras import and, for cuda, a GPU
+    or the simulator is there)."""
+    try:
+        backend = get(name)
+    except BackendError:
+        return False
+    return bool(getattr(backend, "usable", lambda: True)())

@@ -18,11 +18,25 @@ import numpy as np
 
 from .. import pytree
 from ..dtypes import storage_dtype
-from ..errors import AxisSpecError, LaneTypeError
-from ..scanning import reference_mode
-from ..program import Call, ResultLeaf, ResultNode, dummy_values, lane_arguments, make_program
+from ..errors import AxisSpecError, LaneTypeError, LanewiseError
+from ..ir import reduction
+from ..ir.program import Call, ResultLeaf, ResultNode, dummy_values, lane_arguments
+from ..ir.program import bind_call as bind_call  # the protocol's binding: program.bind_call
+from ..lane.scanning import reference_mode
+from . import host
 
 NAME = "python"
+SCAN = "reference"
+
+
+def usable() -> bool:
+    """Always: it is plain Python."""
+    return True
+
+
+def explain(exe, call: Call) -> list[str]:
+    """The reference has no schedule: one Python call per lane."""
+    return ["schedule: a Python loop over every lane (the reference backend; nothing is compiled)"]
 
 
 def build(call: Call):
@@ -43,8 +57,7 @@ def run(lane, call: Call, out=None):
         leaves = [np.asarray(v).astype(storage_dtype(np.asarray(v).dtype, strong), copy=False)
                   for v in leaves]
     if out is not None:
-        from .cpu import _outputs  # same out= checks as compiled backends
-        targets = _outputs(program, [v.shape for v in leaves], out)
+        targets = host.check_out(program, [v.shape for v in leaves], out)  # as compiled backends
         for t, v in zip(targets, leaves, strict=True):
             t[...] = v
         return out
@@ -55,7 +68,7 @@ def program_for(call: Call, sample=None):
     """The program of ``call``: output dtypes and axes (static types preferred)."""
     if sample is None:
         sample = _call_lane(call.lane, call, (0,) * len(call.sizes), dummy_values(call))
-    return make_program(call, _static_result_type(call) or _result_type(sample))
+    return host.program(call, _static_result_type(call) or _result_type(sample))
 
 
 def _static_result_type(call: Call):
@@ -66,11 +79,10 @@ def _static_result_type(call: Call):
     only the values come from running Python.  Lanes Numba cannot type fall
     back to the types of the values.
     """
-    from ..errors import LanewiseError
-    from .cpu import result_type
+    from . import cpu  # Numba's typing of the lane, not its kernels
 
     try:
-        return result_type(call)
+        return cpu.result_type(call)
     except LanewiseError:
         return None
 
@@ -147,3 +159,24 @@ def _result_type(value):
         raise LaneTypeError(f"lane returned a {type(value).__name__}; lanes return scalars, "
                             "fixed-shape arrays, or tuples/namedtuples of them")
     return ResultLeaf(arr.dtype, arr.ndim)
+
+
+# ----------------------------------------------------------------------------- reductions
+
+
+def build_reduce(op, axis, call: Call):
+    """Nothing to compile: the reduction's op and axis."""
+    return op, axis
+
+
+def run_reduce(exe, call: Call):
+    """The spec: materialise the lanes with :func:`run`, then reduce with NumPy."""
+    op, axis = exe
+    program = program_for(call)
+    leaves, tree = pytree.flatten(run(build(call), call))
+    out = []
+    for value, spec in zip(leaves, program.outputs, strict=True):
+        levels = reduction.reduced_levels(spec.level_dims, value.ndim, axis, len(call.sizes))
+        axes = tuple(sorted(spec.level_dims[lv] for lv in levels))  # C order of the output
+        out.append(reduction.reduce_values(op, value, axes))
+    return pytree.unflatten(tree, out)

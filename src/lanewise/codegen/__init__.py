@@ -1,1 +1,8 @@
-"""Lowering a lane program to a loop nest: the planner and the source renderers."""
+"""Layer 3, renderers: a lane program (and its schedule) as the source of a generated module.
+
+:mod:`.common` holds what every target shares (names, argument and output
+expressions, headers); :mod:`.cpu` and :mod:`.cpu_reduce` render Numba modules
+for the CPU, :mod:`.cuda` numba-cuda modules.  Generated source is deterministic,
+carries comments pointing back to the user's lines, and can be printed
+(``LANEWISE_DEBUG=1`` or ``lw.explain``).  See ``docs/architecture.md``.
+"""

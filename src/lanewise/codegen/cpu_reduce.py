@@ -29,13 +29,10 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
-from ..program import Program
-from ..reducing import OPS, Monoid
-from .cpu import _JIT, Names, _decompose, _header, _lane_args
+from ..ir.program import Program
+from ..ir.reduction import OPS, ReduceSpec
+from .common import JIT, Names, decompose, lane_args
+from .cpu import header
 
 
 #: Lanes evaluated into the buffer per tile (L1-resident: 2 KiB of float64).
@@ -44,37 +41,18 @@ TILE = 256
 U = 8
 
 
-@dataclass(frozen=True)
-class ReduceSpec:
-    """What a reduction kernel computes (everything its source depends on)."""
-
-    op: str  # a key of OPS, or "monoid"
-    kept: tuple[int, ...]  # levels kept, level order (last fastest in k)
-    reduced: tuple[int, ...]  # levels reduced, level order (last fastest in r)
-    acc_dtypes: tuple[np.dtype, ...]  # accumulator dtype per output
-
-    @property
-    def indexed(self) -> bool:
-        return self.op in OPS and OPS[self.op].indexed
-
-    @property
-    def tiled(self) -> bool:
-        """Lanes evaluated in vectorisable tiles, folded into interleaved slots."""
-        return self.op in OPS and not self.indexed
-
-
 def render(program: Program, spec: ReduceSpec) -> str:
     """The module source: ``rblock``, ``rkernel``, ``rkernel_serial`` (+ ``rfinish``)."""
     names = Names.of(program)
-    header = _header(program, spec.kept + spec.reduced).replace(
+    head = header(program, spec.kept + spec.reduced).replace(
         "# loop order:", f"# reduce {spec.op} over levels {list(spec.reduced)}; loop order:")
     if spec.tiled:
-        header += "\nimport numpy as np"
+        head += "\nimport numpy as np"
     block = _tiled_block if spec.tiled else _block
-    parts = [header, block(program, spec, names), _kernel(program, spec, names, True),
+    parts = [head, block(program, spec, names), _kernel(program, spec, names, True),
              _kernel(program, spec, names, False)]
     if spec.op == "monoid":
-        parts.append(_finish())
+        parts.append(render_finish())
     return "\n\n".join(parts) + "\n"
 
 
@@ -93,11 +71,11 @@ def _params(program, spec, names: Names, *extra) -> str:
 
 def _prologue(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
     """``rblock``'s signature and the start indices of its lane range."""
-    lines = [f"@{_JIT.format('')}", f"def rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')}):",
+    lines = [f"@{JIT.format('')}", f"def rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')}):",
              '    """Fold reduced lanes [lo, hi) at kept index k into partial b; -1 or the failed lane."""',
              "    c = uint64(lo)", "    failed = c"]
-    lines += ["    " + s for s in _decompose("uint64(k)", list(spec.kept), names)]
-    return lines + ["    " + s for s in _decompose("c", list(spec.reduced), names)]
+    lines += ["    " + s for s in decompose("uint64(k)", list(spec.kept), names)]
+    return lines + ["    " + s for s in decompose("c", list(spec.reduced), names)]
 
 
 _EPILOGUE = ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
@@ -159,7 +137,7 @@ def _tile_args(program: Program, names: Names, inner) -> str:
 
 
 def _tile_fn(program: Program, names: Names, inner) -> str:
-    lines = [f"@{_JIT.format('')}", f"def rtile({_tile_args(program, names, inner)}):",
+    lines = [f"@{JIT.format('')}", f"def rtile({_tile_args(program, names, inner)}):",
              '    """Lanes start..start+n of the innermost reduced level into the buffers; -1 or the failed lane."""',
              "    failed = pos", "    try:"]
     if inner is None:
@@ -172,7 +150,7 @@ def _tile_fn(program: Program, names: Names, inner) -> str:
 
 
 def _buffer_lane(program: Program, names: Names, slot: str) -> list[str]:
-    lines = [f"r = lane({_lane_args(program.signature, names)})"]
+    lines = [f"r = lane({lane_args(program.signature, names)})"]
     for m, out in enumerate(program.outputs):
         lines.append(f"buf{m}[{slot}] = r" + "".join(f"[{i}]" for i in out.path))
     return lines
@@ -220,7 +198,7 @@ def _init(program, spec) -> list[str]:
 
 
 def _fold(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
-    lines = [f"r = lane({_lane_args(program.signature, names)})"]
+    lines = [f"r = lane({lane_args(program.signature, names)})"]
     if spec.indexed:
         flat = " + ".join(f"i{lv} * uint64(st{lv})" for lv in spec.reduced) or "uint64(0)"
         lines.append(f"idx = int64({flat})")
@@ -259,7 +237,7 @@ def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) ->
     kept = " * ".join(names.sizes[lv] for lv in spec.kept) or "1"
     name, loop, opt = ("rkernel", "prange", ", parallel=True") if parallel else ("rkernel_serial", "range", "")
     return "\n".join([
-        f"@{_JIT.format(opt)}",
+        f"@{JIT.format(opt)}",
         f"def {name}({_params(program, spec, names, 'nchunks', 'chunk', 'nred', 'err')}):",
         '    """Every (kept index, chunk) block; partial b = k * nchunks + chunk; err[b] = failed lane."""',
         f"    for b in {loop}(({kept}) * nchunks):",
@@ -272,9 +250,10 @@ def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) ->
     ])
 
 
-def _finish() -> str:
+def render_finish() -> str:
+    """``rfinish(p, out)``: a Monoid's partials folded in order with ``combine`` (a global)."""
     return "\n".join([
-        f"@{_JIT.format('')}",
+        f"@{JIT.format('')}",
         "def rfinish(p, out):",
         '    """Combine a Monoid\'s partials in order: out[k] = p[k, 0] + p[k, 1] + ..."""',
         "    for k in range(p.shape[0]):",

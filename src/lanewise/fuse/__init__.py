@@ -6,8 +6,9 @@ array proxies and compiled into the same fused lanewise loop nests as
 arrays, broadcasting by index instead of by copy.
 
 Modules: :mod:`.graph` (the DAG), :mod:`.rules` (ufunc -> scalar expression),
-:mod:`.trace` (proxies), :mod:`.functions` (NumPy functions, vmapped lanes),
-:mod:`.lower` (lane source), :mod:`.run` (passes and boundaries), :mod:`.api`.
+:mod:`.common` (errors, axes), :mod:`.trace` (proxies), :mod:`.functions` (NumPy
+functions, vmapped lanes), :mod:`.lower` (lane source), :mod:`.run` (passes and
+boundaries), :mod:`.api`.
 
 Example:
     >>> import numpy as np, lanewise as lw
@@ -17,7 +18,7 @@ Example:
 """
 
 from .api import Fused, fuse
-from .trace import FuseError
+from .common import FuseError
 
 # ``lanewise.fuse`` (the attribute) is the function: these make ``lw.fuse.FuseError`` work too.
 fuse.FuseError, fuse.Fused = FuseError, Fused

@@ -22,6 +22,7 @@ import numpy as np
 import optree
 
 from .. import backends, pytree
+from ..api import Explanation
 from ..errors import function_location
 from .run import BoundaryStep, Evaluator, Pass, Retrace
 from .trace import Proxy, Tracer
@@ -250,8 +251,6 @@ def trace(fun, bound: Bound, backend, dry: bool = False):
 
 def explanation(fused: Fused, program: Program, ev: Evaluator):
     """The text of ``lw.explain(fused, ...)`` (an :class:`lanewise.Explanation`)."""
-    from ..api import Explanation
-
     passes = [note for note in ev.notes if note[0] == "pass"]
     bounds = [note for note in ev.notes if note[0] == "boundary"]
     lines = [f"lanewise fuse: {fused!r} defined at {function_location(fused.fun)}",

@@ -4,7 +4,7 @@ of vmapped lane functions on traced arrays.
 ``HANDLERS`` maps a NumPy function to ``handler(tracer, *args, **kwargs)`` with
 NumPy's own signature; a function that is not in the table runs as a
 materialisation boundary (NumPy on the computed operands).  Unsupported keywords
-(``out=``, ``where=``, ``initial=``) raise :class:`~.trace.FuseError` naming them.
+(``out=``, ``where=``, ``initial=``) raise :class:`~.common.FuseError` naming them.
 
 Example:
     >>> import numpy as np
@@ -18,13 +18,14 @@ import numpy as np
 
 from .. import pytree
 from ..errors import AxisSpecError, SizeMismatchError
+from . import rules
+from .common import FuseError, Traced, normalise_axes, normalise_axis, user_location
+from .graph import Index, Slice, Transpose
 
 _NO = np._NoValue
 
 
 def _fuse_error(message):
-    from .trace import FuseError, user_location
-
     return FuseError(f"{message} (at {user_location()})")
 
 
@@ -63,9 +64,7 @@ def _clip(tracer, a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO, **kwar
     lo = min if a_min is _NO else a_min
     hi = max if a_max is _NO else a_max
     lo, hi = (None if v is _NO else v for v in (lo, hi))
-    from .rules import stand_in_of
-
-    dtype = np.clip(*[None if v is None else stand_in_of(tracer.lift(v)) for v in (a, lo, hi)]).dtype
+    dtype = np.clip(*[None if v is None else rules.stand_in_of(tracer.lift(v)) for v in (a, lo, hi)]).dtype
     if dtype.kind == "c":
         return tracer.boundary("np.clip on complex values", np.clip, (a, lo, hi), {})
     result = tracer.lift(a)
@@ -90,9 +89,10 @@ def _reshape(tracer, a, shape=None, order="C", *, newshape=None, copy=None):
 
 def _squeeze(tracer, a, axis=None):
     p = tracer.wrap(tracer.lift(a))
-    from .trace import _axes
-
-    axes = tuple(d for d, n in enumerate(p.shape) if n == 1) if axis is None else _axes(axis, p.ndim, "squeeze")
+    if axis is None:
+        axes = tuple(d for d, n in enumerate(p.shape) if n == 1)
+    else:
+        axes = normalise_axes(axis, p.ndim, "squeeze")
     if any(p.shape[d] != 1 for d in axes):
         raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
     return p.reshape(tuple(n for d, n in enumerate(p.shape) if d not in axes))
@@ -100,30 +100,24 @@ def _squeeze(tracer, a, axis=None):
 
 def _expand_dims(tracer, a, axis):
     p = tracer.wrap(tracer.lift(a))
-    from .trace import _axes
-
     ndim = p.ndim + (1 if isinstance(axis, (int, np.integer)) else len(axis))
-    axes = _axes(axis, ndim, "expand_dims")
+    axes = normalise_axes(axis, ndim, "expand_dims")
     dims = iter(p.shape)
     return p.reshape(tuple(1 if d in axes else next(dims) for d in range(ndim)))
 
 
 def _swapaxes(tracer, a, axis1, axis2):
     p = tracer.wrap(tracer.lift(a))
-    from .trace import _axis
-
     perm = list(range(p.ndim))
-    i, j = _axis(axis1, p.ndim, "swapaxes"), _axis(axis2, p.ndim, "swapaxes")
+    i, j = normalise_axis(axis1, p.ndim, "swapaxes"), normalise_axis(axis2, p.ndim, "swapaxes")
     perm[i], perm[j] = perm[j], perm[i]
     return tracer.transpose(p, perm)
 
 
 def _moveaxis(tracer, a, source, destination):
     p = tracer.wrap(tracer.lift(a))
-    from .trace import _axis
-
-    src = [_axis(s, p.ndim, "moveaxis") for s in np.atleast_1d(source).tolist()]
-    dst = [_axis(d, p.ndim, "moveaxis") for d in np.atleast_1d(destination).tolist()]
+    src = [normalise_axis(s, p.ndim, "moveaxis") for s in np.atleast_1d(source).tolist()]
+    dst = [normalise_axis(d, p.ndim, "moveaxis") for d in np.atleast_1d(destination).tolist()]
     if len(src) != len(dst):
         raise ValueError("`source` and `destination` arguments must have the same number of elements")
     order = [n for n in range(p.ndim) if n not in src]
@@ -169,11 +163,8 @@ def _round(tracer, a, decimals=0, out=None):
 
 
 def _result_type(tracer, *arrays_and_dtypes):
-    from . import rules
-    from .trace import Proxy
-
     def stand_in(v):
-        return rules.stand_in_of(v._node) if isinstance(v, Proxy) else v
+        return rules.stand_in_of(v._node) if isinstance(v, Traced) else v
     return np.result_type(*[stand_in(v) for v in arrays_and_dtypes])
 
 
@@ -215,15 +206,14 @@ def call_mapped(mapped, args: tuple, kwargs: dict):
     every ``out_axes`` must be 0: then the nest's output axes are its levels in
     order, and each argument is a (transposed, broadcast) view of itself.
     """
-    from ..program import unwrap_nest
-    from .trace import Proxy
+    from ..ir.program import unwrap_nest
 
     lane, nest = unwrap_nest(mapped)
     name = getattr(lane, "__name__", "lane")
     if kwargs:
         raise _fuse_error(f"lw.fuse: vmap({name}) inside a fused function takes positional arguments only")
-    tracer = next(a._tracer for a in args if isinstance(a, Proxy))
-    proxies = [a if isinstance(a, Proxy) else tracer.wrap(tracer.lift(a)) for a in args]
+    tracer = next(a._tracer for a in args if isinstance(a, Traced))
+    proxies = [a if isinstance(a, Traced) else tracer.wrap(tracer.lift(a)) for a in args]
     levels = []
     dims = [list(range(p.ndim)) for p in proxies]
     placed = [[None] * len(nest) for _ in proxies]
@@ -267,8 +257,6 @@ def _aligned(tracer, proxy, placed):
     node = tracer.lift(proxy)
     if not mapped:
         return node
-    from .graph import Slice, Transpose, Index
-
     node = tracer.view(node, Transpose(tuple(mapped)))
     shape = iter(node.shape)
     items = tuple(Slice(0, 1, next(shape)) if d is not None else None for d in placed)
@@ -282,20 +270,18 @@ def _lane_result(mapped, lane, operands, name):
     on disk, so a warm process compiles nothing); a lane that fails on zeros is
     typed by Numba instead.
     """
-    import lanewise as lw
-
-    from .rules import stand_in_of
-
-    dummies = [np.zeros(1, n.dtype) if n.shape else stand_in_of(n) for n in operands]
+    dummies = [np.zeros(1, n.dtype) if n.shape else rules.stand_in_of(n) for n in operands]
     in_axes = tuple(0 if n.shape else None for n in operands)
-    probe = lw.vmap(lane, in_axes=in_axes, axis_size=1)
+    # lw.vmap(lane, in_axes=in_axes, axis_size=1), built by the class of ``mapped``
+    # (lanewise.api's Mapped): lanewise.api calls this module, which must not import it back.
+    probe = type(mapped)(lane, in_axes, 0, axis_size=1, backend=None)
     try:
         with np.errstate(all="ignore"):
             leaves, tree = pytree.flatten(probe(*dummies))
         dtypes, ranks = [leaf.dtype for leaf in leaves], [leaf.ndim - 1 for leaf in leaves]
     except Exception:  # noqa: BLE001 - the lane raised on zeros: type it without running it
-        from ..backends import cpu
-        from ..program import bind_call, make_program
+        from ..backends.cpu import map as cpu
+        from ..ir.program import bind_call, make_program
 
         call = bind_call(probe, tuple(dummies), {})
         program = make_program(call, cpu.result_type(call))

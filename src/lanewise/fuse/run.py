@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import optree
 
+from .. import backends, reducing
+from ..api import explain, vmap
 from ..dtypes import storage_dtype
 from .graph import (Boundary, BoundaryCall, Captured, Const, Elem, Input, Node, Reduce, View, apply_ops,
                     direct_sources, is_weak, source_deps)
@@ -204,9 +206,7 @@ class Evaluator:
             self.values[id(node)] = value
 
     def describe_pass(self, p: Pass, args) -> None:
-        import lanewise as lw
-
-        text = lw.explain(p.fn, *args) if p.domain and p.backend in (None, "cpu") else None
+        text = explain(p.fn, *args) if p.domain and p.backend in (None, backends.EXPLAINED) else None
         self.notes.append(("pass", p, text))
 
 
@@ -245,8 +245,6 @@ def _sources_needed(nodes) -> list[Node]:
 
 def make_pass(domain, roots, targets, reduce, backend) -> Pass:
     """Generate the lane for ``roots`` and wrap it in a nest of lw.vmap over ``domain``."""
-    import lanewise as lw
-
     lane = generate(roots)
     anchor = _anchor(lane, roots)
     if anchor is not None:
@@ -257,18 +255,18 @@ def make_pass(domain, roots, targets, reduce, backend) -> Pass:
         shape = leaf.shape
         squeeze.append(tuple(0 if n == 1 else slice(None) for n in shape) if 1 in shape else None)
         mapped.append({rank - len(shape) + k for k, n in enumerate(shape) if n != 1})
-    python = backend == "python"
+    python = backend is not None and not backends.REGISTRY[backend].compiles
     fn = lane.function(python=python or not domain)
     for depth in reversed(range(rank)):
         in_axes = tuple(0 if depth in m else None for m in mapped) + ((None,) if anchor is not None else ())
         # axis_size only where no input gives the size: it is part of the kernel's signature,
         # and sizes taken from the inputs let one compiled kernel serve every shape.
         size = None if any(depth in m for m in mapped) else domain[depth]
-        fn = lw.vmap(fn, in_axes=in_axes, axis_size=size, backend=backend)
+        fn = vmap(fn, in_axes=in_axes, axis_size=size, backend=backend)
     if reduce is not None and rank:
         op, axes = reduce
         axis = (None if len(axes) == rank else axes[0]) if op in ("argmin", "argmax") else axes
-        fn = lw.reduce(fn, op, axis=axis)
+        fn = reducing.reduce(fn, op, axis=axis)  # not reduce(): the parameter ``reduce`` shadows it
     return Pass(domain, roots, targets, reduce, lane, tuple(squeeze), fn, backend)
 
 

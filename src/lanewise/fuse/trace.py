@@ -27,35 +27,15 @@ Example:
 
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
 import optree
 
 from ..dtypes import check_supported
-from ..errors import LanewiseError
 from . import functions, graph, rules
+from .common import FuseError, Traced, normalise_axes, normalise_axis, user_location
 from .graph import Boundary, BoundaryCall, Const, Elem, Index, Input, Reduce, Reshape, Slice, Transpose, View
-
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the lanewise package
-_NUMPY = os.path.dirname(os.path.abspath(np.__file__))
-
-
-class FuseError(LanewiseError, TypeError):
-    """Code that ``@lw.fuse`` cannot trace; the message names the operation and line."""
-
-
-def user_location() -> str:
-    """``file:line`` of the innermost frame outside lanewise and NumPy."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not (name.startswith(_HERE) or name.startswith(_NUMPY) or name.startswith("<__array_function__")):
-            return f"{name}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "<unknown>"
-
 
 weak = graph.is_weak
 
@@ -156,7 +136,7 @@ class Tracer:
     def transpose(self, proxy, axes=None) -> "Proxy":
         ndim = proxy.ndim
         perm = tuple(reversed(range(ndim))) if axes is None else tuple(
-            _axis(a, ndim, "transpose") for a in axes)
+            normalise_axis(a, ndim, "transpose") for a in axes)
         if sorted(perm) != list(range(ndim)):
             raise ValueError("axes don't match array")
         return self.wrap(self.view(proxy._node, Transpose(perm)))
@@ -245,7 +225,7 @@ class Tracer:
         ndim = len(node.shape)
         if op in ("argmin", "argmax") and not (axis is None or isinstance(axis, (int, np.integer))):
             raise TypeError(f"{op} takes one integer axis or None, got {axis!r}")
-        axes = tuple(range(ndim)) if axis is None else _axes(axis, ndim, op)
+        axes = tuple(range(ndim)) if axis is None else normalise_axes(axis, ndim, op)
         kw = {} if dtype is None else {"dtype": dtype}
         dummy = np.zeros((1,) * ndim, node.dtype)
         result_dtype = getattr(np, op)(dummy, axis=axis, keepdims=keepdims, **kw).dtype
@@ -329,21 +309,6 @@ def _identity(op, shape) -> bool:
     return False
 
 
-def _axis(a, ndim: int, what: str) -> int:
-    a = int(a)
-    if not -ndim <= a < ndim:
-        raise np.exceptions.AxisError(a, ndim, what)
-    return a % ndim
-
-
-def _axes(axis, ndim: int, what: str) -> tuple[int, ...]:
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out = tuple(sorted(_axis(a, ndim, what) for a in axes))
-    if len(set(out)) != len(out):
-        raise ValueError("duplicate value in 'axis'")
-    return out
-
-
 def _resolve_shape(shape, old) -> tuple[int, ...]:
     shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     size = int(np.prod(old))
@@ -415,7 +380,7 @@ def _unary(ufunc):
     return lambda self: self._tracer.ufunc(ufunc, "__call__", (self,), {}, python_op=True)
 
 
-class Proxy:
+class Proxy(Traced):
     """An array while ``@lw.fuse`` traces: shape and dtype are real, values are not."""
 
     __slots__ = ("_node", "_tracer")

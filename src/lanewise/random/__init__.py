@@ -134,6 +134,11 @@ from ._core import (  # by name: lanewise re-targets lanes' global callees
     uniform32 as _core_uniform32,
 )
 
+#: The float64 and float32 products the draws use.  A target that may contract a
+#: product into an FMA overloads these with a rounded product (the cuda backend:
+#: libdevice's dmul_rn/fmul_rn), so draws match the CPU's bit for bit.
+ROUNDED_PRODUCTS = (_core.mul, _core.mul32)
+
 __all__ = ["key", "split", "fold_in", "uniform", "uniform32", "normal", "exponential",
            "integers", "bits", "philox4x32"]
 
@@ -145,7 +150,7 @@ class _Dual(CPUDispatcher):
     """A public lw.random function: compiled (and inlined) when Numba code calls
     it, a host function with argument checks when Python calls it."""
 
-    _lw_intrinsic = True  # lanewise.lanefn: already compiled, do not re-jit
+    _lw_intrinsic = True  # lanewise.lane.lanefn: already compiled, do not re-jit
 
     def __init__(self, lane_impl, host):
         super().__init__(lane_impl, targetoptions=dict(nopython=True, **_core.JIT))

@@ -32,7 +32,7 @@ from types import ModuleType
 import numba
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..config import config
 
 
@@ -97,7 +97,7 @@ def lookup(key: str) -> tuple[Path, str, object] | None:
         checksum, meta = pickle.loads(path.with_suffix(".meta").read_bytes())
     except FileNotFoundError:
         return None
-    except Exception:  # truncated or unreadable: rebuild
+    except Exception:  # noqa: BLE001 - truncated or unreadable: rebuild
         discard(path)
         return None
     if checksum != _checksum(source):

@@ -108,7 +108,7 @@ def vector_bits() -> int:
         try:
             flags = ll.get_host_cpu_features()
             features = ",".join(("+" if v else "-") + k for k, v in flags.items())
-        except Exception:  # some platforms cannot report features
+        except Exception:  # noqa: BLE001 - some platforms cannot report features
             features = ""
     enabled = set(re.findall(r"\+([\w.-]+)", features))
     if "avx512f" in enabled:
@@ -167,7 +167,7 @@ def _mode():
 
 def choose(program, call, result, inplace: bool = False) -> Choice:
     """The lane path for ``program`` (see the module docstring), never raising."""
-    from ..lanefn import python_function
+    from ..lane.lanefn import python_function
 
     mode = _mode()
     if mode is False:
@@ -189,7 +189,7 @@ def choose(program, call, result, inplace: bool = False) -> Choice:
         check_compiled(plan, program, call)
     except Unsupported as e:
         return Choice(None, f"{why}, but the SPMD transformation does not handle {e}")
-    except Exception as e:  # a defect here must cost speed, never a result
+    except Exception as e:  # noqa: BLE001 - a defect here must cost speed, never a result
         return Choice(None, f"{why}, but the SPMD path failed to build ({type(e).__name__}: "
                             f"{str(e).splitlines()[0] if str(e) else ''})")
     if mode == "auto" and "row" in plan.kinds:
@@ -469,13 +469,13 @@ def refill(width: int) -> int:
 
 
 def _inner_level(program) -> int:
-    from ..codegen.plan import loop_order
+    from ..ir.schedule import loop_order
 
     return loop_order(program)[-1]
 
 
 def _result_leaves(result, path=()):
-    from ..program import ResultLeaf
+    from ..ir.program import ResultLeaf
 
     if result is None:
         return [(path, None)] if path else []
@@ -580,7 +580,7 @@ def check_compiled(plan: Plan, program, call) -> None:
     argtypes = argument_types(plan, program, call)
     try:
         dispatcher.compile(argtypes)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any rejection: the lane keeps the scalar path
         raise Unsupported(f"a construct Numba rejects in the W-wide form: {_numba_reason(e)}") from None
     for body in _numba_functions(dispatcher.inspect_llvm(argtypes)):
         if re.search(r"store [^\n]*, ptr %excinfo", body):

@@ -27,7 +27,8 @@ import ast
 import builtins
 from dataclasses import dataclass
 
-from .syntax import Tup, Unsupported, function_ast, int_literal, leaves_of, shape_of, source_line
+from .syntax import (Tup, Unsupported, function_ast, helper_function, int_literal, leaves_of, shape_of,
+                     source_line)
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ _ROW_USES = "a per-lane row supports row[i], len(row), row.shape[0] and lw.scan 
 
 
 def _scan_function():
-    from ..scanning import scan
+    from ..lane.scanning import scan
 
     return scan
 
@@ -188,11 +189,9 @@ class RowsAndScans:
         return result
 
     def scan_body(self, node, ctx, where: str):
-        from .transform import _helper_function
-
         if isinstance(node, ast.Lambda):
             raise Unsupported(f"lw.scan at {where} with a lambda (write the step function with def)")
-        helper = _helper_function(self.resolve(node, ctx))
+        helper = helper_function(self.resolve(node, ctx))
         if helper is None:
             raise Unsupported(f"lw.scan at {where} over {ast.unparse(node)}, which is not a plain "
                               "Python function")

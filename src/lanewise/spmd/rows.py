@@ -37,7 +37,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from .vector import Vec, _element, _is_scalar, _splat, _vector_cast
+from .vector import Vec, element, is_scalar, splat, vector_cast
 
 _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
@@ -47,11 +47,11 @@ def _index_vector(context, builder, index, value, length, count):
     """The lanes' indices as ``<count x i64>``, negative ones wrapped by ``length``
     (Numba's wraparound for signed indices; unsigned ones never wrap)."""
     if not isinstance(index, Vec):  # wrapped once, then splat
-        return _splat(context, builder, Vec(types.int64, count), _index_scalar(context, builder, index, value, length))
+        return splat(context, builder, Vec(types.int64, count), _index_scalar(context, builder, index, value, length))
     signed = index.dtype.signed
-    idx = _vector_cast(context, builder, value, index, types.int64 if signed else types.uint64)
+    idx = vector_cast(context, builder, value, index, types.int64 if signed else types.uint64)
     if signed:
-        n = _splat(context, builder, Vec(types.int64, count), length)
+        n = splat(context, builder, Vec(types.int64, count), length)
         negative = builder.icmp_signed("<", idx, ir.Constant(idx.type, None))
         idx = builder.select(negative, builder.add(idx, n), idx)
     return idx
@@ -73,7 +73,7 @@ def _row_types(ptrs, length, stride, index, mask, dtype):
     idx_dtype = index.dtype if isinstance(index, Vec) else types.unliteral(index)
     if not (isinstance(ptrs, Vec) and isinstance(ptrs.dtype, types.Integer) and ptrs.dtype.bitwidth == 64
             and isinstance(length, types.Integer) and isinstance(stride, types.Integer)
-            and isinstance(idx_dtype, types.Integer) and dt is not None and _is_scalar(dt)):
+            and isinstance(idx_dtype, types.Integer) and dt is not None and is_scalar(dt)):
         return None
     count = ptrs.count
     if isinstance(index, Vec) and index.count != count:
@@ -93,11 +93,11 @@ def _gather(context, builder, tys, args):
     vptrs, vlen, vstride, vidx, vmask = args
     count = ptrs.count
     n = context.cast(builder, vlen, length, types.int64)
-    step = _splat(context, builder, Vec(types.int64, count), context.cast(builder, vstride, stride, types.int64))
+    step = splat(context, builder, Vec(types.int64, count), context.cast(builder, vstride, stride, types.int64))
     offsets = builder.mul(_index_vector(context, builder, index, vidx, n, count), step)
-    elem = _element(context.data_model_manager, dt)
+    elem = element(context.data_model_manager, dt)
     addresses = builder.inttoptr(builder.add(vptrs, offsets), ir.VectorType(elem.as_pointer(), count))
-    bits = vmask if isinstance(mask, Vec) else _splat(context, builder, Vec(types.boolean, count), vmask)
+    bits = vmask if isinstance(mask, Vec) else splat(context, builder, Vec(types.boolean, count), vmask)
     # Lanes outside the mask read a zero on the stack instead: no fault, no
     # branch.  W scalar loads, not llvm.masked.gather: on Zen 4 (AVX-512) the
     # gather made W3's scan 2x slower than the loads (0.0089 s vs 0.0047 s).

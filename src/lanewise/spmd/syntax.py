@@ -12,9 +12,12 @@ Example:
 from __future__ import annotations
 
 import ast
+import types
 from dataclasses import dataclass
 
-from ..analysis import definition
+from numba.core.dispatcher import Dispatcher
+
+from ..lane.analysis import definition
 
 
 class Unsupported(Exception):
@@ -52,7 +55,7 @@ def rebuild(shape, leaves):
 
 def function_ast(fn) -> ast.FunctionDef:
     """The ``def`` of ``fn``; a lambda as the ``def`` of one ``return`` (when its
-    source is unambiguous: :func:`lanewise.analysis.definition` checks it)."""
+    source is unambiguous: :func:`lanewise.lane.analysis.definition` checks it)."""
     node = definition(fn)
     if isinstance(node, ast.Lambda):
         body = [ast.copy_location(ast.Return(node.body), node.body)]
@@ -66,6 +69,20 @@ def function_ast(fn) -> ast.FunctionDef:
         raise Unsupported(f"the source of {fn.__qualname__} is not available, or is not the code "
                           "that runs (exec'd from a string, or edited since import)")
     return node
+
+
+def helper_function(obj):
+    """The Python function to inline for a call of ``obj``, or None (a call of
+    anything else: a builtin, a NumPy or math function, lanewise's own)."""
+    if isinstance(obj, Dispatcher):
+        options = getattr(obj, "targetoptions", {}) or {}
+        if options.get("fastmath"):
+            raise Unsupported(f"the helper {obj.py_func.__qualname__} is compiled with fastmath")
+        return obj.py_func
+    if isinstance(obj, types.FunctionType) and not getattr(obj, "_lw_intrinsic", False) \
+            and not (getattr(obj, "__module__", "") or "").startswith("lanewise"):
+        return obj
+    return None
 
 
 def source_line(fn, node) -> str:

@@ -49,12 +49,11 @@ import types
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba.core.dispatcher import Dispatcher
 
 from ..config import config
 from .arrays import Row, RowsAndScans, is_scan
 from .syntax import (Desugar, Tup, Unsupported, block_temps, cheap_branch, flat_branch, function_ast, has_loop,
-                     leaf_paths, leaves_of, local_names, rebuild, result_shape, shape_of, source_line)
+                     helper_function, leaf_paths, leaves_of, local_names, rebuild, result_shape, shape_of, source_line)
 from .uniform import lockstep_loop, uniform_names
 
 
@@ -394,7 +393,8 @@ class _Emitter(RowsAndScans):
             op = _BINOPS.get(type(node.op))
             if op is None:
                 raise Unsupported(f"the operator {type(node.op).__name__} at {where}")
-            return f"{op}({self.value(node.left, ctx, guarded=guarded)}, {self.value(node.right, ctx, guarded=guarded)})"
+            left, right = self.value(node.left, ctx, guarded=guarded), self.value(node.right, ctx, guarded=guarded)
+            return f"{op}({left}, {right})"
         if isinstance(node, ast.UnaryOp):
             return f"{_UNARY[type(node.op)]}({self.value(node.operand, ctx, guarded=guarded)})"
         if isinstance(node, ast.Compare):
@@ -515,7 +515,7 @@ class _Emitter(RowsAndScans):
             return length
         for a in [*node.args, *(k.value for k in node.keywords)]:
             self.refuse_row(a, ctx, f"passed to {ast.unparse(node.func)}")
-        helper = _helper_function(target)
+        helper = helper_function(target)
         if helper is not None:
             return self.inline(helper, node, ctx, allow_tuple, guarded)
         ref = self.function_ref(target, f"{ast.unparse(node)} at {where}")
@@ -617,19 +617,6 @@ class _Emitter(RowsAndScans):
         if isinstance(result, Tup) and not allow_tuple:
             raise Unsupported(f"{fn.__qualname__} returns a tuple, used as a value at {where}")
         return result
-
-
-def _helper_function(obj):
-    """The Python function to inline for a call of ``obj``, or None."""
-    if isinstance(obj, Dispatcher):
-        options = getattr(obj, "targetoptions", {}) or {}
-        if options.get("fastmath"):
-            raise Unsupported(f"the helper {obj.py_func.__qualname__} is compiled with fastmath")
-        return obj.py_func
-    if isinstance(obj, types.FunctionType) and not getattr(obj, "_lw_intrinsic", False) \
-            and not (getattr(obj, "__module__", "") or "").startswith("lanewise"):
-        return obj
-    return None
 
 
 def _float_text(value: float) -> str:

@@ -68,14 +68,15 @@ class Vec(types.Type):
             if other.count != self.count:
                 return None
             dtype = typingctx.unify_pairs(self.dtype, other.dtype)
-        elif _is_scalar(other):
+        elif is_scalar(other):
             dtype = typingctx.unify_pairs(self.dtype, types.unliteral(other))
         else:
             return None
-        return Vec(dtype, self.count) if _is_scalar(dtype) else None
+        return Vec(dtype, self.count) if is_scalar(dtype) else None
 
 
-def _is_scalar(t) -> bool:
+def is_scalar(t) -> bool:
+    """Whether Numba type ``t`` is a lane value a Vec can hold (integer, float, bool)."""
     t = types.unliteral(t)
     return isinstance(t, (types.Integer, types.Float, types.Boolean))
 
@@ -99,10 +100,11 @@ register_model(_Undef)(models.OpaqueModel)
 @register_model(Vec)
 class _VecModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, ir.VectorType(_element(dmm, fe_type.dtype), fe_type.count))
+        super().__init__(dmm, fe_type, ir.VectorType(element(dmm, fe_type.dtype), fe_type.count))
 
 
-def _element(dmm, dtype):
+def element(dmm, dtype):
+    """The LLVM type of one lane of a Vec of ``dtype`` (``i1`` for booleans: masks)."""
     return ir.IntType(1) if isinstance(dtype, types.Boolean) else dmm.lookup(dtype).get_value_type()
 
 
@@ -120,7 +122,8 @@ def _pack(context, builder, vtype, scalars):
     return out
 
 
-def _splat(context, builder, vtype, scalar):
+def splat(context, builder, vtype, scalar):
+    """The LLVM ``scalar`` in every lane of a Vec of type ``vtype``."""
     return _pack(context, builder, vtype, [scalar] * vtype.count)
 
 
@@ -131,13 +134,13 @@ def _per_lane(context, builder, fromty, value, toty, count):
     return [context.cast(builder, value, fromty, toty)] * count
 
 
-def _vector_cast(context, builder, value, fromty: Vec, to):
+def vector_cast(context, builder, value, fromty: Vec, to):
     """A Vec converted lane by lane to scalar type ``to``: one vector conversion
     where it is the instruction Numba emits for a scalar, else per lane."""
     src, count = fromty.dtype, fromty.count
     if src == to:
         return value
-    vt = ir.VectorType(_element(context.data_model_manager, to), count)
+    vt = ir.VectorType(element(context.data_model_manager, to), count)
     if isinstance(src, types.Float) and isinstance(to, types.Float):
         return builder.fpext(value, vt) if to.bitwidth > src.bitwidth else builder.fptrunc(value, vt)
     if isinstance(src, types.Integer) and isinstance(to, types.Float):
@@ -159,8 +162,8 @@ def _vector_cast(context, builder, value, fromty: Vec, to):
 def _as_vec(context, builder, value, fromty, to, count):
     """``value`` (scalar or Vec) as a Vec of ``to``."""
     if isinstance(fromty, Vec):
-        return _vector_cast(context, builder, value, fromty, to)
-    return _splat(context, builder, Vec(to, count), context.cast(builder, value, fromty, to))
+        return vector_cast(context, builder, value, fromty, to)
+    return splat(context, builder, Vec(to, count), context.cast(builder, value, fromty, to))
 
 
 @lower_cast(_Undef, types.Any)
@@ -176,7 +179,7 @@ def v_undef(typingctx):
 
 @lower_cast(Vec, Vec)
 def _cast_vec_vec(context, builder, fromty, toty, val):
-    return _vector_cast(context, builder, val, fromty, toty.dtype)
+    return vector_cast(context, builder, val, fromty, toty.dtype)
 
 
 @lower_cast(types.Number, Vec)
@@ -199,7 +202,7 @@ def stack_empty(typingctx, size, dtype):
     outlive the function that creates it."""
     n = _literal_int(size)
     dt = getattr(dtype, "dtype", None)
-    if n is None or dt is None or not _is_scalar(dt):
+    if n is None or dt is None or not is_scalar(dt):
         return None
     aryty = types.Array(dt, 1, "C")
 
@@ -223,7 +226,7 @@ def stack_empty(typingctx, size, dtype):
 def vload(typingctx, arr, count):
     """Elements ``0 .. count-1`` of a 1-D contiguous array as a Vec."""
     n = _literal_int(count)
-    if n is None or not isinstance(arr, types.Array) or arr.ndim != 1 or not _is_scalar(arr.dtype):
+    if n is None or not isinstance(arr, types.Array) or arr.ndim != 1 or not is_scalar(arr.dtype):
         return None
     vt = Vec(arr.dtype, n)
 
@@ -242,7 +245,7 @@ def vload(typingctx, arr, count):
 def vstore(typingctx, arr, value):
     """Store a Vec (or a scalar in every lane) into elements ``0 ..`` of ``arr``,
     converted to the array's dtype."""
-    if not isinstance(arr, types.Array) or arr.ndim != 1 or not (isinstance(value, Vec) or _is_scalar(value)):
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or not (isinstance(value, Vec) or is_scalar(value)):
         return None
 
     def codegen(context, builder, sig, args):
@@ -273,9 +276,9 @@ def _resolve(typingctx, fn, argtys):
     fnty = fn if isinstance(fn, types.Type) else typingctx.resolve_value_type(fn)
     try:
         sig = typingctx.resolve_function_type(fnty, tuple(argtys), {})
-    except Exception:
+    except Exception:  # noqa: BLE001 - not typable: the caller reports it
         return None, fnty
-    if sig is None or not _is_scalar(sig.return_type):
+    if sig is None or not is_scalar(sig.return_type):
         return None, fnty
     return sig, fnty
 
@@ -520,7 +523,7 @@ def _vector_loop(context, builder, fnty, sig, argtys, vals, targets, out):
     arrays = []
     for v, a, t in zip(vals, argtys, targets):
         if isinstance(a, Vec):
-            vec = _vector_cast(context, builder, v, a, t)
+            vec = vector_cast(context, builder, v, a, t)
             slot = cgutils.alloca_once(builder, vec.type)  # vector-aligned
             builder.store(vec, slot)
             arrays.append((builder.bitcast(slot, vec.type.element.as_pointer()),))
@@ -557,7 +560,7 @@ def _as_bool_vec(context, builder, ty, val, count):
             return val
         return _pack(context, builder, Vec(types.boolean, count),
                      [context.is_true(builder, ty.dtype, x) for x in _lanes(builder, val, count)])
-    return _splat(context, builder, Vec(types.boolean, count), context.is_true(builder, ty, val))
+    return splat(context, builder, Vec(types.boolean, count), context.is_true(builder, ty, val))
 
 
 @intrinsic
@@ -565,7 +568,8 @@ def v_select(typingctx, mask, a, b):
     """``a`` where ``mask`` else ``b``, lane by lane (both evaluated; Numba's
     unification of their types, as at a join of two branches)."""
     count = _width(mask, a, b)
-    if not isinstance(mask, (Vec, types.Boolean)) or (isinstance(mask, Vec) and not isinstance(mask.dtype, types.Boolean)):
+    if not isinstance(mask, (Vec, types.Boolean)) or (isinstance(mask, Vec)
+                                                       and not isinstance(mask.dtype, types.Boolean)):
         return None
     if b is undef and a is not undef:  # the variable's first assignment: nothing to keep
         return a(mask, a, b), lambda context, builder, sig, args: args[1]
@@ -573,7 +577,7 @@ def v_select(typingctx, mask, a, b):
         if isinstance(mask, Vec) or isinstance(a, Vec) or isinstance(b, Vec):
             return None
         dtype = typingctx.unify_pairs(types.unliteral(a), types.unliteral(b))
-        if dtype is None or not _is_scalar(dtype):
+        if dtype is None or not is_scalar(dtype):
             return None
 
         def scalar(context, builder, sig, args):
@@ -583,12 +587,12 @@ def v_select(typingctx, mask, a, b):
 
         return dtype(mask, a, b), scalar
     dtype = typingctx.unify_pairs(*(types.unliteral(t.dtype if isinstance(t, Vec) else t) for t in (a, b)))
-    if dtype is None or not _is_scalar(dtype):
+    if dtype is None or not is_scalar(dtype):
         return None
     out = Vec(dtype, count)
 
     def codegen(context, builder, sig, args):
-        m = args[0] if isinstance(mask, Vec) else _splat(context, builder, Vec(types.boolean, count), args[0])
+        m = args[0] if isinstance(mask, Vec) else splat(context, builder, Vec(types.boolean, count), args[0])
         x = _as_vec(context, builder, args[1], a, dtype, count)
         y = _as_vec(context, builder, args[2], b, dtype, count)
         return builder.select(m, x, y)
@@ -607,8 +611,8 @@ def _mask_op(name, op):
         vt = Vec(types.boolean, count)
 
         def codegen(context, builder, sig, args):
-            x = args[0] if isinstance(a, Vec) else _splat(context, builder, vt, args[0])
-            y = args[1] if isinstance(b, Vec) else _splat(context, builder, vt, args[1])
+            x = args[0] if isinstance(a, Vec) else splat(context, builder, vt, args[0])
+            y = args[1] if isinstance(b, Vec) else splat(context, builder, vt, args[1])
             return op(builder, x, y)
 
         return vt(a, b), codegen
@@ -627,8 +631,9 @@ def m_truth(typingctx, value):
     """Python truth of every lane (``bool(x)``), as a mask or a scalar bool."""
     if isinstance(value, Vec):
         vt = Vec(types.boolean, value.count)
-        return vt(value), lambda context, builder, sig, args: _as_bool_vec(context, builder, value, args[0], value.count)
-    if not _is_scalar(value):
+        return vt(value), lambda context, builder, sig, args: _as_bool_vec(context, builder, value, args[0],
+                                                                            value.count)
+    if not is_scalar(value):
         return None
     return types.boolean(value), lambda context, builder, sig, args: context.is_true(builder, value, args[0])
 
@@ -637,7 +642,7 @@ def m_truth(typingctx, value):
 def m_uniform(typingctx, value):
     """``m_truth`` of a value that must be uniform: it does not type for a Vec, so
     a loop the emitter runs without selects (:mod:`.uniform`) is checked by Numba."""
-    if not _is_scalar(value):
+    if not is_scalar(value):
         return None
     return types.boolean(value), lambda context, builder, sig, args: context.is_true(builder, value, args[0])
 
@@ -649,7 +654,7 @@ def m_not(typingctx, value):
         vt = Vec(types.boolean, value.count)
         return vt(value), lambda context, builder, sig, args: builder.not_(
             _as_bool_vec(context, builder, value, args[0], value.count))
-    if not _is_scalar(value):
+    if not is_scalar(value):
         return None
     return types.boolean(value), lambda context, builder, sig, args: builder.not_(
         context.is_true(builder, value, args[0]))
@@ -675,12 +680,13 @@ def v_as(typingctx, value, like):
     """``value`` converted to the element type of ``like`` (a scalar or Vec),
     keeping ``value`` 's width: how a return value becomes the lane's result type."""
     target = like.dtype if isinstance(like, Vec) else types.unliteral(like)
-    if not _is_scalar(target):
+    if not is_scalar(target):
         return None
     if isinstance(value, Vec):
         out = Vec(target, value.count)
-        return out(value, like), lambda context, builder, sig, args: _vector_cast(context, builder, args[0], value, target)
-    if not _is_scalar(value):
+        return out(value, like), lambda context, builder, sig, args: vector_cast(context, builder, args[0], value,
+                                                                                  target)
+    if not is_scalar(value):
         return None
     return target(value, like), lambda context, builder, sig, args: context.cast(builder, args[0], value, target)
 
@@ -699,7 +705,7 @@ def v_range(typingctx, value, start, stop, step):
     if isinstance(value, Vec):
         out = Vec(target, value.count)
         return out(value, start, stop, step), \
-            lambda context, builder, s, args: _vector_cast(context, builder, args[0], value, target)
+            lambda context, builder, s, args: vector_cast(context, builder, args[0], value, target)
     return target(value, start, stop, step), \
         lambda context, builder, s, args: context.cast(builder, args[0], value, target)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..program import Program
+from .program import Program
 
 #: Aim for at least this many blocks (load balance up to ~64 threads)...
 TARGET_BLOCKS = 256
@@ -114,7 +114,7 @@ def lane_work(leaves, values, sizes) -> int:
 
     Example:
         >>> import numpy as np
-        >>> from lanewise.program import bind_call
+        >>> from lanewise.ir.program import bind_call
         >>> import lanewise as lw
         >>> call = bind_call(lw.vmap(lambda r: r.sum()), (np.ones((4, 100)),), {})
         >>> lane_work(call.signature.leaves, call.values, call.sizes)
@@ -129,3 +129,51 @@ def lane_work(leaves, values, sizes) -> int:
                     lanes *= sizes[level]
             work += value.size // lanes if lanes else 0
     return work
+
+
+# ----------------------------------------------------------------------------- flat indices
+
+
+def unravel(flat: int, shape) -> list[int]:
+    """The C-order digits of ``flat`` in ``shape`` (last fastest).
+
+    Example:
+        >>> unravel(7, (2, 3))
+        [1, 1]
+    """
+    out = []
+    for n in reversed(shape):
+        flat, i = divmod(flat, n)
+        out.append(i)
+    return out[::-1]
+
+
+def ravel(index, shape) -> int:
+    """The C-order flat position of ``index`` in ``shape`` (inverse of :func:`unravel`).
+
+    Example:
+        >>> ravel([1, 1], (2, 3))
+        4
+    """
+    flat = 0
+    for i, n in zip(index, shape, strict=True):
+        flat = flat * n + i
+    return flat
+
+
+def lane_index(sizes, *parts) -> tuple[int, ...]:
+    """A lane's index, one int per level, from ``(levels, flat)`` parts: each flat
+    position is decoded over its levels (last fastest); other levels are 0.
+
+    Every backend reports a failed lane as flat positions in its own loop order
+    (a block and a lane, a kept and a reduced index); this is their one decoder.
+
+    Example:
+        >>> lane_index((2, 3, 4), ((0, 2), 5), ((1,), 2))
+        (1, 2, 1)
+    """
+    index = [0] * len(sizes)
+    for levels, flat in parts:
+        for lv, i in zip(levels, unravel(flat, [sizes[lv] for lv in levels]), strict=True):
+            index[lv] = i
+    return tuple(index)

@@ -2,7 +2,7 @@
 
 The CPU backend (:mod:`lanewise.backends.cpu_reduce`) cuts the reduced lanes —
 flat index ``r`` over the reduced levels, C order — into blocks of ``chunk``
-lanes (``codegen.plan.reduce_blocking``: a function of the *global* sizes
+lanes (``ir.schedule.reduce_blocking``: a function of the *global* sizes
 only).  Each block ``(k, c)`` folds lanes ``[c * chunk, (c + 1) * chunk)`` of
 kept index ``k`` sequentially into one partial; the partials of a row ``k`` are
 then combined in a fixed order (NumPy's pairwise ``add.reduce`` for sums).
@@ -21,7 +21,7 @@ never to dask's chunk boundaries:
    ``split_every`` (Dask's ``split_every`` setting, default 32); concatenation
    is exact, so the tree's shape is irrelevant.
 3. **Combine.**  The root of each kept box applies the CPU backend's own
-   combine (``cpu_reduce._combine``) to the full row of partials.
+   combine (:func:`lanewise.backends.cpu.reduce.finish`) to the full row of partials.
 
 So the result equals the CPU backend's bit for bit, for any chunking and any
 cluster.  Input chunks only decide how many tasks there are: as many runs of
@@ -39,34 +39,42 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import dask
 import dask.array as da
-import numba
 import numpy as np
 from dask._task_spec import DataNode, List, Task, TaskRef
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-from .. import pytree
-from ..codegen.plan import ReduceBlocking, lane_work, reduce_blocking
-from ..lanefn import JIT_OPTIONS, fingerprint, jit_lane
-from ..program import Call
-from ..reducing import Monoid
-from ..runtime import cache
-from . import cpu, cpu_reduce
-from . import dask as ldask
+from ... import pytree
+from ...codegen.cpu_reduce import render_finish
+from ...ir import reduction
+from ...ir.program import Call
+from ...ir.reduction import Monoid
+from ...ir.schedule import ReduceBlocking, lane_index, lane_work, ravel, reduce_blocking, unravel
+from ...lane.lanefn import jit_lane
+from ...runtime import cache
+from .. import host as lwhost
+from ..cpu import reduce as cpu_reduce
+from . import map as ldask
 
 
-def call_reduced(reduced, args: tuple, kwargs: dict):
+def build_reduce(op, axis, call: Call) -> "_Host":
+    """Type the lane on the client (the CPU's reduce kernel for lane 0) and make the runner."""
+    probe = ldask.probe_call(call)
+    exe = cpu_reduce.build_reduce(op, axis, probe)
+    monoid = op if isinstance(op, Monoid) else None
+    key = lwhost.token("dask-reduce", [call.lane] + ([monoid.combine] if monoid else []),
+                       repr(monoid.identity) if monoid else "", probe.signature, exe.spec)
+    runner = _ReduceRunner(call.lane, probe.signature, key, op, axis, exe)
+    runner.remember(probe.signature, exe)  # partial tasks run in this process (threads) reuse it
+    return _Host(exe, runner)
+
+
+def run_reduce(host: "_Host", call: Call):
     """``reduced(*args, **kwargs)`` as lazy dask arrays (0-d for a full reduction)."""
-    call = ldask.bind_call(reduced.fun, args, kwargs)
-    key = ("dask", call.signature)
-    host = reduced._executables.get(key)
-    if host is None:
-        host = reduced._executables[key] = _build(reduced, call)
     if not all(call.sizes):
-        return _empty(reduced, call)
+        return _empty(host.runner, call)
     return _graph(host, call)
 
 
@@ -76,28 +84,12 @@ class _Host:
     runner: "_ReduceRunner"
 
 
-def _build(reduced, call: Call) -> _Host:
-    probe = ldask.probe_call(call)
-    op = SimpleNamespace(op=reduced.op, axis=reduced.axis)
-    exe = cpu_reduce.build(op, probe)
-    monoid = reduced.op if isinstance(reduced.op, Monoid) else None
-    parts = [fingerprint(call.lane), fingerprint(monoid.combine) if monoid else ""]
-    token = None
-    if None not in parts:
-        token = cache.key_of("dask-reduce", *parts, repr(monoid.identity) if monoid else "",
-                             probe.signature, exe.spec)
-    runner = _ReduceRunner(call.lane, probe.signature, token, reduced.op, reduced.axis, exe)
-    runner.remember(probe.signature, exe)  # partial tasks run in this process (threads) reuse it
-    return _Host(exe, runner)
-
-
-def _empty(reduced, call: Call):
+def _empty(runner: "_ReduceRunner", call: Call):
     """A reduction with no lanes: the CPU backend's answer (or error), now, as dask arrays."""
     values = tuple(np.broadcast_to(np.zeros((), v.dtype), v.shape) if isinstance(v, da.Array) else v
                    for v in call.values)
     local = Call(call.lane, call.signature, values, call.sizes)
-    op = SimpleNamespace(op=reduced.op, axis=reduced.axis)
-    result = cpu_reduce.run(cpu_reduce.build(op, local), local)
+    result = cpu_reduce.run_reduce(cpu_reduce.build_reduce(runner.op, runner.axis, local), local)
     return pytree.unflatten(pytree.flatten(result)[1],
                             [da.from_array(np.asarray(v)) for v in pytree.flatten(result)[0]])
 
@@ -105,7 +97,7 @@ def _empty(reduced, call: Call):
 # ----------------------------------------------------------------------------- runner
 
 
-class _ReduceRunner(ldask._Runner):
+class _ReduceRunner(ldask.Runner):
     """Ships once per graph: the lane, chunk signature, op and the client's typing results."""
 
     kind = "reduce"
@@ -113,7 +105,7 @@ class _ReduceRunner(ldask._Runner):
     def __init__(self, lane, signature, token, op, axis, exe):
         super().__init__(lane, signature, token)
         self.op, self.axis = op, axis
-        self.spec, self.result_dtypes, self.program = exe.spec, exe.result_dtypes, exe.program
+        self.spec, self.program = exe.spec, exe.program
         self._finish = None
 
     def __getstate__(self):
@@ -122,15 +114,17 @@ class _ReduceRunner(ldask._Runner):
         return state
 
     def _build(self, call: Call):
-        return cpu_reduce.build(SimpleNamespace(op=self.op, axis=self.axis), call)
+        return cpu_reduce.build_reduce(self.op, self.axis, call)
 
-    def combiner(self):
-        """What ``cpu_reduce._combine`` reads, without compiling the lane here."""
-        monoid = self.op if isinstance(self.op, Monoid) else None
-        if monoid is not None and self._finish is None:
-            self._finish = _monoid_finish(monoid.combine)
-        return SimpleNamespace(spec=self.spec, result_dtypes=self.result_dtypes, program=self.program,
-                               monoid=monoid, module=SimpleNamespace(rfinish=self._finish))
+    @property
+    def monoid(self) -> Monoid | None:
+        return self.op if isinstance(self.op, Monoid) else None
+
+    def finish(self):
+        """A Monoid's in-order fold of partials (None for built-in ops), without compiling the lane here."""
+        if self.monoid is not None and self._finish is None:
+            self._finish = _monoid_finish(self.monoid.combine)
+        return self._finish
 
 
 _FINISH: dict = {}
@@ -138,21 +132,13 @@ _FINISH_LOCK = threading.Lock()
 
 
 def _monoid_finish(combine):
-    """The generated ``rfinish`` (codegen.cpu_reduce), compiled with the same options."""
+    """The CPU backend's generated ``rfinish`` (codegen.cpu_reduce), compiled for ``combine``."""
     with _FINISH_LOCK:
-        key = fingerprint(combine) or id(combine)
+        key = lwhost.token("finish", [combine]) or id(combine)
         if key not in _FINISH:
-            fold = jit_lane(combine)
-
-            @numba.njit(**JIT_OPTIONS)
-            def rfinish(p, out):
-                for k in range(p.shape[0]):
-                    acc = p[k, 0]
-                    for c in range(1, p.shape[1]):
-                        acc = fold(acc, p[k, c])
-                    out[k] = acc
-
-            _FINISH[key] = rfinish
+            module = cache.load_module("lw_finish", None, "import numba\nfrom numba import int64, uint64\n\n"
+                                       + render_finish(), {"combine": jit_lane(combine)})
+            _FINISH[key] = module.rfinish
         return _FINISH[key]
 
 
@@ -189,7 +175,7 @@ def _graph(host: _Host, call: Call):
     per_task = -(-plan.n_chunks // max(1, min(wanted, plan.n_chunks)))
 
     token = dask.base.tokenize(runner, [getattr(v, "name", v) for v in leaves], chunks)
-    base = f"lw-reduce-{ldask._fun_name(call.lane)}-{token}"
+    base = f"lw-reduce-{ldask.fun_name(call.lane)}-{token}"
     runner_key = f"lw-runner-{token}"
     dsk = {runner_key: DataNode(runner_key, runner)}
     kept_boxes = list(itertools.product(*[range(len(chunks[lv])) for lv in spec.kept]))
@@ -212,7 +198,7 @@ def _graph(host: _Host, call: Call):
             key = (name, *[kappa[i] for i in order])
             layer[key] = Task(key, _pick, TaskRef((base, "final", *kappa)), m)
         layers[name], deps[name] = MaterializedLayer(layer), {base}
-        results.append((name, tuple(chunks[spec.kept[i]] for i in order), exe.result_dtypes[m]))
+        results.append((name, tuple(chunks[spec.kept[i]] for i in order), exe.spec.result_dtypes[m]))
     hlg = HighLevelGraph(layers, deps)
     return pytree.unflatten(exe.program.out_tree, [
         da.Array(hlg, name, out_chunks, meta=np.empty((0,) * len(out_chunks), dtype))
@@ -223,14 +209,14 @@ def _partial_tasks(dsk, base, runner_key, exe, call, leaves, chunks, kappa, plan
     """Partial tasks of kept box ``kappa``: runs of ``per_task`` whole blocks each."""
     spec, sizes = exe.spec, call.sizes
     red_sizes = [sizes[lv] for lv in spec.reduced]
-    strides = tuple(cpu_reduce._index_strides(exe, sizes)) if spec.indexed else ()
+    strides = tuple(reduction.index_strides(spec, exe.program.outputs[0], sizes)) if spec.indexed else ()
     bounds = [np.concatenate([[0], np.cumsum(c)]).astype(np.int64) for c in chunks]
     n_tasks = -(-plan.n_chunks // per_task)
     refs = []
     for t in range(n_tasks):
         c0, c1 = t * per_task, min((t + 1) * per_task, plan.n_chunks)
         box = _box(spec, sizes, bounds, kappa, c0 * plan.chunk, min(c1 * plan.chunk, plan.n_reduced))
-        r_off = _ravel([box[lv][0] for lv in spec.reduced], red_sizes)
+        r_off = ravel([box[lv][0] for lv in spec.reduced], red_sizes)
         index_off = sum(box[lv][0] * s for lv, s in zip(spec.reduced, strides))
         cuts, blocks = _gather(call, leaves, bounds, box)
         part = _Part(tuple(box), cuts, c0, c1, r_off, plan.chunk, plan.n_reduced, strides, index_off,
@@ -256,28 +242,13 @@ def _tree(dsk, base, kappa, refs):
     return refs
 
 
-def _ravel(index, shape) -> int:
-    flat = 0
-    for i, n in zip(index, shape, strict=True):
-        flat = flat * n + i
-    return flat
-
-
-def _unravel(flat: int, shape) -> list[int]:
-    out = []
-    for n in reversed(shape):
-        flat, i = divmod(flat, n)
-        out.append(i)
-    return out[::-1]
-
-
 def _box(spec, sizes, bounds, kappa, lo: int, hi: int) -> list:
     """Per level (start, stop): the kept box's chunk, and the reduced bounding box of [lo, hi)."""
     box = [None] * len(sizes)
     for lv, i in zip(spec.kept, kappa):
         box[lv] = (int(bounds[lv][i]), int(bounds[lv][i + 1]))
     shape = [sizes[lv] for lv in spec.reduced]
-    first, last = _unravel(lo, shape), _unravel(hi - 1, shape)
+    first, last = unravel(lo, shape), unravel(hi - 1, shape)
     varying = next((j for j in range(len(shape)) if first[j] != last[j]), len(shape) - 1)
     for j, lv in enumerate(spec.reduced):
         if j < varying:
@@ -387,14 +358,10 @@ def _partial_arrays(spec, n: int) -> list[np.ndarray]:
 
 def _lane_error(exe, call, part, k, r):
     """Re-raise a lane's exception (replayed), noting its global index."""
-    index = [0] * len(call.sizes)
-    for lv, i in zip(exe.spec.kept, _unravel(k, [call.sizes[lv] for lv in exe.spec.kept])):
-        index[lv] = i
-    for lv, i in zip(exe.spec.reduced, _unravel(r, [call.sizes[lv] for lv in exe.spec.reduced])):
-        index[lv] = i
+    index = lane_index(call.sizes, (exe.spec.kept, k), (exe.spec.reduced, r))
     where = ", ".join(f"i{lv}={i + part.box[lv][0]}" for lv, i in enumerate(index))
     try:
-        cpu.replay_lane(call, tuple(index))
+        lwhost.replay_lane(call, index)
     except Exception as e:
         e.add_note(f"(dask backend: that is global lane ({where}))")
         raise
@@ -411,13 +378,11 @@ def _finish(runner: _ReduceRunner, parts, kept_sizes, chunk: int, n_red: int):
     n_kept, n_chunks = rows[0].shape
     plan = ReduceBlocking(n_kept, n_red, n_chunks, chunk)
     partials = [np.ascontiguousarray(r).ravel() for r in rows]
-    info = runner.combiner()
     sizes = [0] * len(runner.signature.levels)
-    for lv, n in zip(info.spec.kept, kept_sizes, strict=True):
+    for lv, n in zip(runner.spec.kept, kept_sizes, strict=True):
         sizes[lv] = n
-    call = SimpleNamespace(sizes=tuple(sizes))
-    return tuple(np.asarray(cpu_reduce._combine(info, plan, partials, m, n_red, call))
-                 for m in range(len(info.program.outputs)))
+    results = cpu_reduce.finish(runner.program, runner.spec, plan, partials, sizes, runner.monoid, runner.finish())
+    return tuple(np.asarray(r) for r in results)
 
 
 def _pick(results, m: int):

@@ -1,4 +1,4 @@
-"""The CPU backend: a lane program compiled by Numba into one parallel loop nest.
+"""The CPU backend's ``lw.vmap``: a lane program compiled by Numba into one parallel loop nest.
 
 Flow for a call (each step cached): type the lane with a one-lane ``probe`` ->
 program -> render the module (codegen.cpu) -> store it in the disk cache and
@@ -25,17 +25,17 @@ from numba.core import types as nt
 from numba.core.errors import NumbaError
 from numba.np.numpy_support import as_dtype
 
-from .. import pytree, spmd
-from ..codegen import cpu as render_cpu
-from ..codegen.plan import Blocking, blocking, lane_work, loop_order
-from ..config import config
-from ..errors import LaneTypeError, LanewiseError, OutputError
-from ..inplace import rewrite
-from ..lanefn import fingerprint, inlined_lane, jit_lane, may_raise, python_function
-from ..program import (Call, Program, ResultLeaf, ResultNode, dummy_values, lane_arguments,
-                       make_program)
-from ..runtime import cache
-from .numba_errors import compile_error
+from ... import pytree, spmd
+from ...codegen import cpu as render_cpu
+from ...ir.schedule import Blocking, blocking, lane_index, lane_work, loop_order
+from ...config import config
+from ...errors import LaneTypeError, LanewiseError
+from ...lane.inplace import rewrite
+from ...lane.lanefn import inlined_lane, jit_lane, may_raise, python_function
+from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
+from ...runtime import cache
+from .. import host
+from ...lane.numba_errors import compile_error
 
 NAME = "cpu"
 
@@ -79,29 +79,28 @@ class Executable:
 
 def build(call: Call) -> Executable:
     """The executable for ``call``'s signature: from disk if cached, else compiled."""
-    fp = fingerprint(call.lane) if config.disk_cache else None
-    key = cache.key_of(fp, call.signature, config.vector_math, spmd.cache_key()) if fp else None
-    found = cache.lookup(key) if key else None
-    if found is not None:
-        path, source, (result, inplace, lane_path) = found
-        program = make_program(call, result)
-        stats["disk"] += 1
-    else:
-        result = result_type(call)
-        program = make_program(call, result)
-        inplace = _inplace_lane(program, result) is not None
-        choice = spmd.choose(program, call, result, inplace)
-        lane_path = choice.describe()
-        source = render_cpu.render(program, inplace, spmd=choice.plan)
-        path = cache.store(key, source, (result, inplace, lane_path)) if key else None
-        stats["typed"] += 1
-    if config.debug:
-        print(f"# ---- lanewise kernel ({path or 'in memory'})\n{source}")
-    inject = {"lane": kernel_lane(call.lane), **render_cpu.injected_names(call.signature)}
-    if inplace:
-        inject["lane_inplace"] = kernel_lane(_inplace_lane(program, result))
-    module = cache.load_module(f"lw_{key or id(call.signature)}", path, source, inject)
-    return Executable(program, module, source, path, inject, lane_path)
+    key = host.disk_key("map", [call.lane], call.signature, config.vector_math, spmd.cache_key())
+
+    names = {"lane": kernel_lane(call.lane), **render_cpu.injected_names(call.signature)}
+
+    def inject(meta):
+        if meta[1]:  # the lane fills its per-lane array output in place
+            names["lane_inplace"] = kernel_lane(inplace_lane(host.program(call, meta[0]), meta[0]))
+        return names
+
+    built = host.build_module("kernel", key, lambda: _render(call), inject)
+    result, inplace, lane_path = built.meta
+    stats["disk" if built.from_disk else "typed"] += 1
+    return Executable(host.program(call, result), built.module, built.source, built.path, names, lane_path)
+
+
+def _render(call: Call):
+    """Type the lane, choose its path (scalar or SPMD) and render the module."""
+    result = result_type(call)
+    program = host.program(call, result)
+    inplace = inplace_lane(program, result) is not None
+    choice = spmd.choose(program, call, result, inplace)
+    return render_cpu.render(program, inplace, spmd=choice.plan), (result, inplace, choice.describe())
 
 
 def kernel_lane(fn):
@@ -109,8 +108,8 @@ def kernel_lane(fn):
     return jit_lane(fn) if may_raise(fn) else inlined_lane(fn)
 
 
-def _inplace_lane(program: Program, result, returns_array: bool = True):
-    """The lane rewritten to fill its output slice (lanewise.inplace), or None."""
+def inplace_lane(program: Program, result, returns_array: bool = True):
+    """The lane rewritten to fill its output slice (lanewise.lane.inplace), or None."""
     outs = program.outputs
     if len(outs) != 1 or not outs[0].lane_ndim or outs[0].dtype != result.dtype:
         return None
@@ -159,27 +158,27 @@ def _result(t, lane):
 def run(exe: Executable, call: Call, out=None):
     """Run every lane of ``call``; return the output pytree."""
     program, sizes = exe.program, call.sizes
-    lane_shapes = _lane_shapes(exe, call)
+    lane_shapes = lane_output_shapes(exe, call)
     shapes = [o.shape(sizes, lane_shapes.get(k, ())) for k, o in enumerate(program.outputs)]
-    outs = _outputs(program, shapes, out)
+    outs = outputs(program, shapes, out)
     values = _unaliased(call.values, outs)
     if all(sizes):
         extra = tuple(lane_shapes[k] for k in exe.array_outputs)
         plan = blocking(sizes, exe.order, lane_work(program.signature.leaves, values, sizes))
         failure = launch(exe, plan, (*values, *outs, *sizes, *extra),
-                         _is_small(sizes, values))
+                         is_small(sizes, values))
         if failure is not None:
-            _raise_lane_error(exe, call, *failure, lane_shapes)
+            raise_lane_error(exe, call, *failure, lane_shapes)
     return pytree.unflatten(program.out_tree, outs)
 
 
 #: One parallel launch at a time: Numba's default "workqueue" threading layer
 #: aborts the process on concurrent launches from two Python threads, and a
 #: launch already uses every core, so waiting costs nothing.
-_PARALLEL = threading.Lock()
+PARALLEL = threading.Lock()
 
 
-def _is_small(sizes, values) -> bool:
+def is_small(sizes, values) -> bool:
     """Run on the calling thread? Work ~ lanes + elements the lanes can read
     (a lane scanning a 5000-step row is not a small lane)."""
     work = int(np.prod(sizes)) + sum(v.size for v in values if isinstance(v, np.ndarray))
@@ -195,7 +194,7 @@ def launch(exe: Executable, plan, args: tuple, serial: bool):
         outer, lane = divmod(flat, plan.n_inner)
         return Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner), outer, lane
     err = np.full((numba.config.NUMBA_NUM_THREADS, 2), -1, np.int64)
-    with _PARALLEL:
+    with PARALLEL:
         exe.call("kernel", *args, plan.inner_blocks, plan.block, err)
     failed = err[err[:, 0] >= 0]
     if not failed.size:
@@ -204,17 +203,17 @@ def launch(exe: Executable, plan, args: tuple, serial: bool):
     return plan, int(block), int(lane)
 
 
-def fast_launcher(exe: Executable, call: Call):
+def fast_launcher(exe: Executable, call: Call, miss):
     """A generated host function that repeats ``call``'s work for arguments of the
     same types (None if the call is not eligible: pytrees, keywords, per-lane
-    arrays).  It checks types and sizes inline and returns :data:`MISS` on any
+    arrays).  It checks types and sizes inline and returns ``miss`` on any
     doubt, so the slow path can bind properly and raise the right error.
     """
     sig = exe.program.signature
     if exe.array_outputs or any(p.keyword is not None or p.tree.num_nodes != 1 for p in sig.params):
         return None
     source, names = render_cpu.render_launcher(exe.program, call.values)
-    namespace = {"np": np, "MISS": MISS, "serial": exe.module.kernel_serial,
+    namespace = {"np": np, "MISS": miss, "serial": exe.module.kernel_serial,
                  "SERIAL_BELOW": config.serial_below, "parallel": _parallel(exe),
                  "unflatten": pytree.unflatten, "TREE": exe.program.out_tree, **names}
     exec(compile(source, f"<lanewise launcher {exe.module.__name__}>", "exec"), namespace)
@@ -229,35 +228,28 @@ def _parallel(exe: Executable):
     return run_parallel
 
 
-MISS = object()
 
-
-def _lane_shapes(exe: Executable, call: Call) -> dict[int, tuple]:
+def lane_output_shapes(exe: Executable, call: Call) -> dict[int, tuple]:
+    """Shapes of the per-lane array outputs (by output index), from lane 0."""
     if not exe.array_outputs:
         return {}
     result = exe.call("probe", *dummy_values(call))
-    return {k: np.shape(_at(result, exe.program.outputs[k].path)) for k in exe.array_outputs}
+    return {k: np.shape(host.at_path(result, exe.program.outputs[k].path)) for k in exe.array_outputs}
 
 
-def _at(value, path):
-    for i in path:
-        value = value[i]
-    return value
-
-
-def _outputs(program: Program, shapes, out) -> list[np.ndarray]:
+def outputs(program: Program, shapes, out) -> list[np.ndarray]:
+    """New output arrays of ``shapes``, or the checked leaves of ``out=``."""
     if out is None:
         return [np.empty(s, o.dtype) for s, o in zip(shapes, program.outputs, strict=True)]
-    leaves, tree = pytree.flatten(out)
-    if tree != program.out_tree:
-        raise OutputError(f"out= has structure {tree} but the lanes produce {program.out_tree}")
-    for leaf, shape, o in zip(leaves, shapes, program.outputs, strict=True):
-        if not isinstance(leaf, np.ndarray) or leaf.shape != shape or leaf.dtype != o.dtype:
-            got = f"{leaf.dtype}{list(leaf.shape)}" if isinstance(leaf, np.ndarray) else type(leaf).__name__
-            raise OutputError(f"out= for {o.name} must be a {o.dtype}{list(shape)} array, got {got}")
-        if not leaf.flags.writeable:
-            raise OutputError(f"out= for {o.name} is read-only")
-    return leaves
+    return host.check_out(program, shapes, out)
+
+
+def allocate(exe: Executable, call: Call, out=None) -> list[np.ndarray]:
+    """The full output leaves of ``call`` (``out``'s, checked, or new): what
+    ``progress=True`` fills piece by piece."""
+    lane_shapes = lane_output_shapes(exe, call)
+    return outputs(exe.program, [o.shape(call.sizes, lane_shapes.get(k, ()))
+                                 for k, o in enumerate(exe.program.outputs)], out)
 
 
 def _unaliased(values, outs) -> tuple:
@@ -266,45 +258,12 @@ def _unaliased(values, outs) -> tuple:
                  else v for v in values)
 
 
-def _raise_lane_error(exe, call, plan, block, lane, lane_shapes):
-    index = _lane_index(exe.order, call.sizes, plan, block, lane)
-    result = replay_lane(call, index, raise_anyway=False)
-    where = _where(index)
+def raise_lane_error(exe, call, plan, block, lane, lane_shapes):
+    """Re-raise the exception of the lane that failed in ``block`` (or its shape error)."""
+    index = lane_index(call.sizes, (exe.order[:-1], block // plan.inner_blocks), (exe.order[-1:], lane))
+    result = host.replay_lane(call, index, raise_anyway=False)
     for k in exe.array_outputs:
-        got = np.shape(_at(result, exe.program.outputs[k].path))
+        got = np.shape(host.at_path(result, exe.program.outputs[k].path))
         if got != lane_shapes[k]:
-            raise LaneTypeError(
-                f"lane ({where}) returned {exe.program.outputs[k].name} of shape {got}, but lane 0 "
-                f"returned shape {lane_shapes[k]}; per-lane arrays must have one shape")
-    raise LanewiseError(f"lane ({where}) failed inside the compiled kernel but not when replayed")
-
-
-def replay_lane(call: Call, index: tuple[int, ...], raise_anyway: bool = True):
-    """Run lane ``index`` alone (compiled) to re-raise its exception with a note.
-
-    Kernels report only *which* lane failed; the exception itself comes from
-    running that lane again, which is deterministic.
-    """
-    args, kwargs = lane_arguments(call.signature, call.values, index)
-    try:
-        result = jit_lane(call.lane)(*args, **kwargs)
-    except Exception as e:
-        e.add_note(f"raised by lane ({_where(index)}) of {getattr(call.lane, '__qualname__', call.lane)} "
-                   "(level indices, outermost first)")
-        raise
-    if raise_anyway:
-        raise LanewiseError(f"lane ({_where(index)}) failed inside the compiled kernel but not when replayed")
-    return result
-
-
-def _where(index) -> str:
-    return ", ".join(f"i{lv}={i}" for lv, i in enumerate(index))
-
-
-def _lane_index(order, sizes, plan, block, lane) -> tuple[int, ...]:
-    index = [0] * len(sizes)
-    rem = block // plan.inner_blocks
-    for lv in reversed(order[:-1]):
-        rem, index[lv] = divmod(rem, sizes[lv])
-    index[order[-1]] = lane
-    return tuple(index)
+            raise host.shape_changed(index, exe.program.outputs[k].name, got, lane_shapes[k])
+    raise LanewiseError(f"lane ({host.where(index)}) failed inside the compiled kernel but not when replayed")

@@ -1,6 +1,6 @@
 """The lane program: what a (nested) ``vmap`` means, independent of any backend.
 
-Front end of the pipeline (DESIGN.md): the user's ``Mapped`` nest and the call's
+Front end of the pipeline (docs/architecture.md): the user's ``Mapped`` nest and the call's
 arguments become a :class:`Program` — frozen dataclasses describing every input
 leaf (dtype, rank, layout, which original axis each vmap level maps), every
 level (its size source), and, once the lane's result type is known, every output
@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import pytree
-from .dtypes import check_supported, storage_dtype
-from .errors import AxisSpecError, LaneTypeError, SizeMismatchError, UnmappedOutputError
+from .. import pytree
+from ..dtypes import check_supported, storage_dtype
+from ..errors import AxisSpecError, LaneTypeError, SizeMismatchError
 
 
 @dataclass(frozen=True)
@@ -312,7 +312,10 @@ class ResultLeaf:
 
 
 def make_program(call: Call, result) -> Program:
-    """Combine a call's signature with the lane's result type into a Program."""
+    """Combine a call's signature with the lane's result type into a Program.
+
+    (``out_axes=None`` needs the lane's dependencies too: backends build programs
+    with :func:`lanewise.backends.host.program`, which checks them.)"""
     sig = call.signature
     skeleton, flat = _skeleton(result, ())
     leaves, out_tree = pytree.flatten(skeleton)
@@ -324,9 +327,7 @@ def make_program(call: Call, result) -> Program:
         level_dims, lane_dims = _place_dims(rleaf.ndim, [axes[k] for axes in per_level], sig.levels, name)
         dtype = storage_dtype(rleaf.dtype, strong)
         outputs.append(OutLeaf(name, path, dtype, rleaf.ndim, level_dims, lane_dims))
-    program = Program(call.lane, sig, tuple(outputs), out_tree)
-    check_unmapped_outputs(program)
-    return program
+    return Program(call.lane, sig, tuple(outputs), out_tree)
 
 
 def _skeleton(result, path):
@@ -362,36 +363,6 @@ def _place_dims(lane_ndim, axes, levels, name):
                        for d in range(len(levels)))
     lane_dims = tuple(dims.index(("lane", k)) for k in range(lane_ndim))
     return level_dims, lane_dims
-
-
-def check_unmapped_outputs(program: Program) -> None:
-    """``out_axes=None`` is only allowed for outputs independent of the level."""
-    from .analysis import output_dependencies
-
-    sig = program.signature
-    deps = None
-    for out in program.outputs:
-        for depth, dim in enumerate(out.level_dims):
-            if dim is not None or not sig.mapped_at(depth):
-                continue
-            if deps is None:
-                deps = output_dependencies(program.lane)
-            used = _deps_for(deps, out.path)
-            for k in sig.mapped_at(depth):
-                leaf = sig.leaves[k]
-                if used is None or leaf.param in used:
-                    raise UnmappedOutputError(
-                        f"vmap({sig.levels[depth].fun_name}) has out_axes=None for output "
-                        f"{out.name}, but that output depends on argument {leaf.param}, "
-                        f"which is mapped at that level (leaf {leaf.name}, axis "
-                        f"{leaf.axes[depth]}). Use an integer out_axes, or make the output "
-                        "independent of it.")
-
-
-def _deps_for(deps, path):
-    if deps is None or isinstance(deps, frozenset):
-        return deps
-    return deps[path[0]] if path and path[0] < len(deps) else frozenset().union(*deps)
 
 
 # ----------------------------------------------------------------------------- one lane

@@ -36,9 +36,9 @@ from numba.core.errors import NumbaError, TypingError
 from numba.core.registry import cpu_target
 from numba.extending import overload
 
-from . import pytree
-from .config import config
-from .errors import LaneTypeError, LanewiseError
+from .. import pytree
+from ..config import config
+from ..errors import LaneTypeError, LanewiseError
 
 _reference_mode = contextvars.ContextVar("lanewise_reference_mode", default=False)
 
@@ -152,7 +152,7 @@ def _name(f) -> str:
 
 
 def _compiled(f, init, xs, length, reverse):
-    from .backends.numba_errors import compile_error
+    from .numba_errors import compile_error
     from .lanefn import jit_lane
 
     init, xs = _as_tuples(init, "init"), _as_tuples(xs, "xs")
@@ -180,34 +180,15 @@ def _entry(f, init, xs, length, reverse):
 
 @overload(scan, jit_options={"error_model": "numpy"}, inline="always")
 def _scan_overload(f, init, xs=None, length=None, reverse=False):
-    return _scan_impl(cpu_target.typing_context, f, init, xs)
+    return scan_implementation(cpu_target.typing_context, f, init, xs)
 
 
-_cuda_registered = False
+def scan_implementation(typing_context, f, init, xs, stacked_ys=True):
+    """The generated implementation of ``scan`` for these argument types.
 
-
-def register_cuda() -> None:
-    """Register the same generated implementation for numba-cuda lanes (once).
-
-    Called by the cuda backend, so ``import lanewise`` never imports
-    ``numba.cuda``.  On the GPU a lane cannot allocate, so the step's ``y``
-    must be None there (keep what you need in the carry).
-    """
-    global _cuda_registered
-    if _cuda_registered:
-        return
-    from numba.cuda.descriptor import cuda_target
-    from numba.cuda.extending import overload as cuda_overload
-
-    @cuda_overload(scan, inline="always")
-    def _scan_overload_cuda(f, init, xs=None, length=None, reverse=False):
-        return _scan_impl(cuda_target.typing_context, f, init, xs, stacked_ys=False)
-
-    _cuda_registered = True
-
-
-def _scan_impl(typing_context, f, init, xs, stacked_ys=True):
-    """The generated implementation of ``scan`` for these argument types."""
+    Each Numba target registers it as the overload of :func:`scan` with its own
+    typing context (the CPU here; the cuda backend in its ``scan`` module, with
+    ``stacked_ys=False``: device code cannot allocate the stacked ``ys``)."""
     init_t = _unliteral(init)
     x_leaves, x_tree = _type_leaves(xs, "xs")
     x_types = [_element_type(t) for t in x_leaves]

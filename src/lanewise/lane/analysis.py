@@ -22,6 +22,9 @@ import inspect
 import textwrap
 from typing import Callable
 
+from ..errors import UnmappedOutputError
+from ..ir.program import Program
+
 Deps = frozenset
 
 
@@ -264,3 +267,34 @@ def _target_names(target) -> list[str]:
 
 def _assigned_names(stmt) -> list[str]:
     return [n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+
+
+# ----------------------------------------------------------------------------- out_axes=None
+
+
+def check_unmapped_outputs(program: Program) -> None:
+    """``out_axes=None`` is only allowed for outputs independent of the level."""
+    sig = program.signature
+    deps = None
+    for out in program.outputs:
+        for depth, dim in enumerate(out.level_dims):
+            if dim is not None or not sig.mapped_at(depth):
+                continue
+            if deps is None:
+                deps = output_dependencies(program.lane)
+            used = _deps_for(deps, out.path)
+            for k in sig.mapped_at(depth):
+                leaf = sig.leaves[k]
+                if used is None or leaf.param in used:
+                    raise UnmappedOutputError(
+                        f"vmap({sig.levels[depth].fun_name}) has out_axes=None for output "
+                        f"{out.name}, but that output depends on argument {leaf.param}, "
+                        f"which is mapped at that level (leaf {leaf.name}, axis "
+                        f"{leaf.axes[depth]}). Use an integer out_axes, or make the output "
+                        "independent of it.")
+
+
+def _deps_for(deps, path):
+    if deps is None or isinstance(deps, frozenset):
+        return deps
+    return deps[path[0]] if path and path[0] < len(deps) else frozenset().union(*deps)

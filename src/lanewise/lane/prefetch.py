@@ -177,3 +177,7 @@ def _indirect(node, k: str):
             and inner.slice.id == k and node.value.id != k and inner.value.id != k):
         return node.value.id, inner.value.id
     return None
+
+
+#: The globals a rewritten lane needs: the intrinsic under the name the rewrite calls.
+GLOBALS = {"_lw_prefetch": _lw_prefetch}

@@ -38,7 +38,7 @@ def record_class(keys: tuple[str, ...]) -> type:
 
 
 @overload(operator.getitem)
-def _record_getitem(record, key):
+def record_getitem(record, key):
     if (isinstance(record, types.BaseNamedTuple) and issubclass(record.instance_class, Record)
             and isinstance(key, types.StringLiteral)):
         keys = record.instance_class._lw_keys

@@ -8,7 +8,7 @@ NumPy itself, except these functions, which are stubs whose numba-cuda
 overloads call ``math``/``cmath`` (libdevice on the GPU) for scalar arguments,
 keeping NumPy's result dtypes (float32 stays float32).
 
-Only imported by backends.cuda for a real GPU or PTX compile (never under the
+Only imported by the cuda backend for a real GPU or PTX compile (never under the
 simulator, which runs the lane as Python with the real NumPy).
 """
 
@@ -174,10 +174,11 @@ def _register_rounded_products() -> None:
     products NVVM never contracts into an FMA, so draws match the CPU bit for bit."""
     from numba.cuda import libdevice
 
-    from ..random import _core
+    from ...random import ROUNDED_PRODUCTS
 
-    overload(_core.mul, inline="always")(lambda a, b: lambda a, b: libdevice.dmul_rn(a, b))
-    overload(_core.mul32, inline="always")(lambda a, b: lambda a, b: libdevice.fmul_rn(a, b))
+    mul, mul32 = ROUNDED_PRODUCTS
+    overload(mul, inline="always")(lambda a, b: lambda a, b: libdevice.dmul_rn(a, b))
+    overload(mul32, inline="always")(lambda a, b: lambda a, b: libdevice.fmul_rn(a, b))
 
 
 _register_rounded_products()

@@ -2,7 +2,7 @@
 
 Users write no decorators: helper functions the lane calls (by global name or
 through a closure) are compiled too, by rebinding the lane's globals and closure
-cells to ``njit`` versions (DESIGN.md: "Rebinding a lane's globals").  The
+cells to ``njit`` versions (docs/architecture.md, "Facts the design rests on").  The
 fingerprint of a lane — its code, constants, defaults, closure values and every
 global it reaches — keys the disk cache, so editing a helper invalidates it.
 
@@ -29,8 +29,9 @@ import numpy as np
 from numba.core.dispatcher import Dispatcher
 
 from .analysis import definition
-from .config import config
-from .prefetch import _lw_prefetch, closure_for, code_with_prefetches
+from ..config import config
+from . import prefetch
+from .prefetch import closure_for, code_with_prefetches
 
 #: Options every lane and generated kernel is compiled with.  ``error_model``
 #: "numpy" makes ``x / 0.0`` give inf/nan (as NumPy and JAX do) and removes the
@@ -129,7 +130,7 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
         prefetching = code_with_prefetches(fn)
         if prefetching is not None:
             code, closure = prefetching, closure_for(prefetching, fn)
-            new_globals["_lw_prefetch"] = _lw_prefetch
+            new_globals.update(prefetch.GLOBALS)
     if closure:
         closure = tuple(_rebind_cell(c, jit, retarget) for c in closure)
     clone = types.FunctionType(code, new_globals, fn.__name__, fn.__defaults__, closure)
@@ -174,7 +175,7 @@ def _rebind_cell(cell: types.CellType, jit: Callable = jit_lane, retarget: bool 
 
 def _vector_math(value):
     """lanemath's stand-in for ``math``/``numpy`` (or one of their functions)."""
-    from . import lanemath  # imported on first use: it registers many overloads
+    from .. import lanemath  # imported on first use: it registers many overloads
 
     return lanemath.replacement(value)
 

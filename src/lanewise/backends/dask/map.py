@@ -31,7 +31,7 @@ becomes one ``dask.array.blockwise`` layer:
 
 The client types the lane once per signature (as the CPU backend would) to know
 the output dtypes and per-lane output shapes; that also fills the disk cache the
-workers read.  Reductions (``lw.reduce``) live in :mod:`lanewise.backends.dask_reduce`.
+workers read.  Reductions (``lw.reduce``) live in :mod:`lanewise.backends.dask.reduce`.
 """
 
 from __future__ import annotations
@@ -53,16 +53,13 @@ import numba
 import numpy as np
 from dask.array.core import PerformanceWarning, common_blockdim, normalize_chunks
 
-from .. import pytree
-from ..codegen.plan import blocking
-from ..errors import LanewiseError, OutputError
-from ..lanefn import fingerprint
-from ..program import Call, Program, Signature
-from ..program import bind_call as _bind_call
-from ..runtime import cache
-from . import cpu
-
-NAME = "dask"
+from ... import pytree
+from ...ir.schedule import blocking
+from ...errors import LanewiseError, OutputError
+from ...ir.program import Call, Program, Signature
+from ...ir.program import bind_call as _bind_call
+from .. import host
+from ..cpu import map as cpu
 
 #: Per-process counters (read on workers with ``client.run``): kernels built in
 #: this process, map chunks run, reduction partial tasks run.
@@ -166,7 +163,7 @@ _BUILT: dict[tuple, Any] = {}
 _BUILD_LOCK = threading.Lock()
 
 
-class _Runner:
+class Runner:
     """What a chunk task needs besides its data; one graph key per graph.
 
     Pickles without compiled kernels; builds one per chunk signature and process
@@ -237,7 +234,7 @@ class _Runner:
         return cpu.build(call)
 
 
-class _MapRunner(_Runner):
+class _MapRunner(Runner):
     def __init__(self, lane, signature, token, lane_shapes, n_outputs):
         super().__init__(lane, signature, token)
         self.lane_shapes, self.n_outputs = lane_shapes, n_outputs
@@ -269,11 +266,11 @@ def precompile(dispatcher, args: tuple) -> None:
     so that the first task's compile is measured and reported as such."""
     try:
         dispatcher.compile(tuple(numba.typeof(a) for a in args))
-    except Exception:  # the real call reports errors (and recovers corrupt caches)
+    except Exception:  # noqa: BLE001 - the real call reports errors (and recovers corrupt caches)
         pass
 
 
-def report_build(runner: _Runner, seconds: float, before: dict) -> None:
+def report_build(runner: Runner, seconds: float, before: dict) -> None:
     """Tell the logs (and the Dask worker's event log) that this process built a kernel."""
     name = getattr(runner.lane, "__qualname__", repr(runner.lane))
     event = {"action": "compile", "kind": runner.kind, "lane": name, "pid": os.getpid(),
@@ -305,9 +302,8 @@ def build(call: Call) -> DaskExecutable:
     """Type the lane on the client (filling the disk cache workers read) and make the runner."""
     probe = probe_call(call)
     exe = cpu.build(probe)
-    lane_shapes = cpu._lane_shapes(exe, probe)
-    fp = fingerprint(call.lane)
-    token = cache.key_of("dask-map", fp, probe.signature, sorted(lane_shapes.items())) if fp else None
+    lane_shapes = cpu.lane_output_shapes(exe, probe)
+    token = host.token("dask-map", [call.lane], probe.signature, sorted(lane_shapes.items()))
     runner = _MapRunner(call.lane, probe.signature, token, lane_shapes, len(exe.program.outputs))
     runner.remember(probe.signature, exe)  # chunks run in this process (threads) reuse it
     return DaskExecutable(exe.program, runner, lane_shapes)
@@ -328,7 +324,7 @@ def run(exe: DaskExecutable, call: Call, out=None):
     levels = tuple(_level(lv) for lv in range(len(call.sizes)))
     unmapped = {_level(lv): call.sizes[lv] for lv in range(len(call.sizes))
                 if not call.signature.mapped_at(lv)}
-    token = "lw-" + _fun_name(call.lane)
+    token = "lw-" + fun_name(call.lane)
     with warnings.catch_warnings():  # an outer product of chunked levels has many chunks: by design
         warnings.filterwarnings("ignore", "Increasing number of chunks", PerformanceWarning)
         results = _blockwise(exe, program, args, levels, unmapped, token)
@@ -358,7 +354,7 @@ def _level(lv: int) -> str:
     return f"L{lv}"
 
 
-def _fun_name(fn) -> str:
+def fun_name(fn) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
 
@@ -461,5 +457,5 @@ def run_serial(exe: cpu.Executable, call: Call, lane_shapes: dict) -> list[np.nd
         extra = tuple(lane_shapes[k] for k in exe.array_outputs)
         failure = cpu.launch(exe, blocking(sizes, exe.order), (*call.values, *outs, *sizes, *extra), True)
         if failure is not None:
-            cpu._raise_lane_error(exe, call, *failure, lane_shapes)
+            cpu.raise_lane_error(exe, call, *failure, lane_shapes)
     return outs

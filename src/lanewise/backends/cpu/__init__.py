@@ -1,0 +1,52 @@
+"""The CPU backend: a lane program compiled by Numba into one parallel loop nest.
+
+:mod:`.map` builds and runs ``lw.vmap`` kernels, :mod:`.reduce` the fused
+map-reduce of ``lw.reduce``.  This package is the backend
+(:class:`lanewise.backends.protocol.Backend`); its members are re-exported here.
+
+Example:
+    >>> import numpy as np, lanewise as lw
+    >>> lw.vmap(lambda x, y: x * y, backend="cpu")(np.arange(3.0), np.arange(3.0))
+    array([0., 1., 4.])
+"""
+
+from __future__ import annotations
+
+from ...ir.program import bind_call
+from ...ir.schedule import blocking, lane_work
+from .map import (Executable, allocate, build, fast_launcher, inplace_lane, is_small, lane_output_shapes,
+                  raise_lane_error, result_type, run, stats)
+from .reduce import ReduceExecutable, build_reduce, plan_of, run_reduce
+
+NAME = "cpu"
+SCAN = "compiled"
+
+
+def usable() -> bool:
+    """Always: Numba compiles for the host."""
+    return True
+
+
+def explain(exe, call) -> list[str]:
+    """The schedule of ``exe`` for ``call``: loop order and blocks, or the reduction's chunks."""
+    if isinstance(exe, ReduceExecutable):
+        spec, plan = exe.spec, plan_of(exe, call)
+        return [f"reduce {spec.op} over levels {list(spec.reduced)}, keeping {list(spec.kept)}; "
+                f"accumulators {[str(d) for d in spec.acc_dtypes]}",
+                f"schedule: {plan.n_blocks} blocks = {plan.n_kept} kept x {plan.n_chunks} chunks of <= "
+                f"{plan.chunk} lanes; partials combined in a fixed order"]
+    program, lines = exe.program, []
+    if all(call.sizes):
+        plan = blocking(call.sizes, exe.order, lane_work(program.signature.leaves, call.values, call.sizes))
+        mode = "serial (small problem)" if is_small(call.sizes, call.values) else "parallel (prange)"
+        lines.append(
+            f"schedule: loops {' > '.join(f'i{lv}' for lv in exe.order)} (innermost last, contiguous in "
+            f"{program.outputs[0].name if program.outputs else 'no output'}); {plan.n_blocks} blocks = "
+            f"{plan.n_outer} outer x {plan.inner_blocks} inner blocks of <= {plan.block} lanes; {mode}")
+    lines.append(f"lane path: {exe.lane_path}")  # lanewise.spmd: SPMD on SIMD or scalar, and why
+    return lines
+
+
+__all__ = ["NAME", "SCAN", "Executable", "ReduceExecutable", "allocate", "bind_call", "build", "build_reduce",
+           "explain", "fast_launcher", "inplace_lane", "is_small", "lane_output_shapes", "raise_lane_error",
+           "result_type", "run", "run_reduce", "stats", "usable"]

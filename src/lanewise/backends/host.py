@@ -1,0 +1,151 @@
+"""Host-side pieces every compiled backend shares: one copy each.
+
+* :func:`disk_key` and :func:`build_module` — the cached-build pipeline
+  (fingerprint -> key -> lookup -> render -> store -> load) of a generated module;
+* :func:`check_out` — ``out=`` validation;
+* :func:`replay_lane`, :func:`where` and :func:`shape_changed` — turning "lane
+  ``index`` failed" (kernels report only which lane) into the lane's own
+  exception, or the one error class for a per-lane array whose shape varies.
+
+Example:
+    >>> where((3, 4))
+    'i0=3, i1=4'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import pytree
+from ..config import config
+from ..errors import LanewiseError, LaneTypeError, OutputError
+from ..ir.program import Call, Program, lane_arguments, make_program
+from ..lane.analysis import check_unmapped_outputs
+from ..lane.lanefn import fingerprint, jit_lane
+from ..runtime import cache
+
+
+# ----------------------------------------------------------------------------- programs
+
+
+def program(call: Call, result) -> Program:
+    """``call``'s program once the lane's result type is known, checked: an output with
+    ``out_axes=None`` must not depend on the arguments mapped at that level."""
+    built = make_program(call, result)
+    check_unmapped_outputs(built)
+    return built
+
+
+# ----------------------------------------------------------------------------- cached build
+
+
+def token(kind: str, functions, *parts) -> str | None:
+    """A name for code generated from ``functions`` (lanes, Monoid combines) and
+    ``parts`` (signature, spec, options): equal exactly when they are; None when
+    a function cannot be fingerprinted."""
+    prints = [fingerprint(f) for f in functions]
+    if any(p is None for p in prints):
+        return None
+    return cache.key_of(kind, *prints, *parts)
+
+
+def disk_key(kind: str, functions, *parts) -> str | None:
+    """The disk-cache key of a module (:func:`token`); None keeps it in memory:
+    the disk cache is off, or a function cannot be fingerprinted."""
+    return token(kind, functions, *parts) if config.disk_cache else None
+
+
+@dataclass
+class Built:
+    """A generated module, loaded: its source, file (None: in memory) and metadata."""
+
+    module: ModuleType
+    source: str
+    path: Any
+    meta: Any
+    from_disk: bool
+
+
+def build_module(kind: str, key: str | None, render: Callable[[], tuple[str, Any]],
+                 inject: Callable[[Any], dict]) -> Built:
+    """Find ``key``'s module on disk, or ``render()`` its (source, metadata) and store
+    it; then load it with the globals ``inject(metadata)`` (lanes, classes).
+
+    ``config.debug`` prints every module as it is loaded."""
+    found = cache.lookup(key) if key else None
+    if found is not None:
+        path, source, meta = found
+    else:
+        source, meta = render()
+        path = cache.store(key, source, meta) if key else None
+    if config.debug:
+        print(f"# ---- lanewise {kind} ({path or 'in memory'})\n{source}")
+    module = cache.load_module(f"lw_{kind.replace(' ', '_')}_{key or id(source)}", path, source, inject(meta))
+    return Built(module, source, path, meta, found is not None)
+
+
+# ----------------------------------------------------------------------------- out=
+
+
+def check_out(program: Program, shapes, out, is_device: Callable[[Any], bool] = lambda leaf: False) -> list:
+    """The leaves of a user's ``out=`` pytree, checked against the lanes' outputs.
+
+    Each must be an array (host, or ``is_device``) of the output's shape and
+    dtype; host arrays must be writeable.  Raises :class:`lanewise.OutputError`.
+    """
+    leaves, tree = pytree.flatten(out)
+    if tree != program.out_tree:
+        raise OutputError(f"out= has structure {tree} but the lanes produce {program.out_tree}")
+    for leaf, shape, o in zip(leaves, shapes, program.outputs, strict=True):
+        array = isinstance(leaf, np.ndarray) or is_device(leaf)
+        got = (np.dtype(leaf.dtype), tuple(leaf.shape)) if array else None
+        if got != (o.dtype, tuple(shape)):
+            text = f"{got[0]}{list(got[1])}" if got else type(leaf).__name__
+            raise OutputError(f"out= for {o.name} must be a {o.dtype}{list(shape)} array, got {text}")
+        if isinstance(leaf, np.ndarray) and not leaf.flags.writeable:
+            raise OutputError(f"out= for {o.name} is read-only")
+    return leaves
+
+
+# ----------------------------------------------------------------------------- failed lanes
+
+
+def where(index) -> str:
+    """A lane's index as users read it: ``i0=3, i1=4`` (outermost level first)."""
+    return ", ".join(f"i{lv}={i}" for lv, i in enumerate(index))
+
+
+def replay_lane(call: Call, index: tuple[int, ...], raise_anyway: bool = True):
+    """Run lane ``index`` alone (compiled) to re-raise its exception with a note.
+
+    Kernels report only *which* lane failed; the exception itself comes from
+    running that lane again, which is deterministic.  Returns the lane's result
+    when it does not raise and ``raise_anyway`` is False.
+    """
+    args, kwargs = lane_arguments(call.signature, call.values, index)
+    try:
+        result = jit_lane(call.lane)(*args, **kwargs)
+    except Exception as e:
+        e.add_note(f"raised by lane ({where(index)}) of {getattr(call.lane, '__qualname__', call.lane)} "
+                   "(level indices, outermost first)")
+        raise
+    if raise_anyway:
+        raise LanewiseError(f"lane ({where(index)}) failed inside the compiled kernel but not when replayed")
+    return result
+
+
+def shape_changed(index, name: str, got, want) -> LaneTypeError:
+    """The error for a per-lane array output whose shape differs from lane 0's (every backend)."""
+    return LaneTypeError(f"lane ({where(index)}) returned {name} of shape {got}, but lane 0 "
+                         f"returned shape {want}; per-lane arrays must have one shape")
+
+
+def at_path(value, path):
+    """The leaf of a lane's (nested tuple) result at ``path``."""
+    for i in path:
+        value = value[i]
+    return value

@@ -1,0 +1,176 @@
+"""Renderer pieces shared by the CPU and CUDA code generators (one copy each).
+
+Generated modules name things the same way on every target: inputs ``a0, a1,
+...``, outputs ``o0, ...``, level sizes ``n0, ...`` and level indices ``i0,
+...``.  The helpers here turn a program's signature into those names, the
+lane's call arguments, output slices and header comments.
+
+Example:
+    >>> import numpy as np
+    >>> from lanewise.ir.program import bind_call
+    >>> import lanewise as lw
+    >>> call = bind_call(lw.vmap(lambda r, s: r[0] * s, in_axes=(0, None)), (np.ones((3, 2)), 2.0), {})
+    >>> [leaf_expr(leaf, f"a{k}") for k, leaf in enumerate(call.signature.leaves)]
+    ['a0[i0]', 'a1']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import optree
+
+from ..errors import LaneTypeError, function_location
+from ..ir.program import Program, Signature
+from ..lane.records import record_class
+
+#: The decorator of every CPU function of a generated module (``{}``: more options).
+JIT = 'numba.njit(error_model="numpy", nogil=True, cache=True{})'
+
+
+@dataclass(frozen=True)
+class Names:
+    """Identifiers of one rendering, shared by every function of the module."""
+
+    leaves: tuple[str, ...]
+    outputs: tuple[str, ...]
+    sizes: tuple[str, ...]
+    shapes: tuple[str, ...]  # expected lane shape of each per-lane array output
+
+    @classmethod
+    def of(cls, program: Program) -> "Names":
+        sig = program.signature
+        return cls(tuple(f"a{k}" for k in range(len(sig.leaves))),
+                   tuple(f"o{m}" for m in range(len(program.outputs))),
+                   tuple(f"n{lv}" for lv in range(len(sig.levels))),
+                   tuple(f"s{m}" for m, out in enumerate(program.outputs) if out.lane_ndim))
+
+    def params(self, *extra: str) -> str:
+        return ", ".join(self.leaves + self.outputs + self.sizes + self.shapes + extra)
+
+
+def level_comments(program: Program) -> list[str]:
+    """Header comment lines naming the lane and what each level maps."""
+    sig = program.signature
+    lines = [f"# lane: {getattr(program.lane, '__qualname__', program.lane)!s} "
+             f"defined at {function_location(program.lane)}",
+             "# levels (outermost first):"]
+    for level in sig.levels:
+        maps = [f"{leaf.name} axis {leaf.axes[level.depth]}" for leaf in sig.leaves
+                if leaf.axes[level.depth] is not None] or [f"axis_size={level.axis_size}"]
+        lines.append(f"#   {level.depth}: vmap({level.fun_name}) maps {', '.join(maps)}")
+    return lines
+
+
+def injected_names(sig: Signature) -> dict[str, type]:
+    """Classes the generated code refers to (namedtuples, dict records), by name."""
+    classes: dict[str, type] = {}
+    for param in sig.params:
+        for spec in _walk(param.tree):
+            cls = class_of(spec)
+            if cls is not None and cls not in classes.values():
+                classes[f"_nt{len(classes)}"] = cls
+    return classes
+
+
+def class_of(spec):
+    """The class a pytree node is rebuilt with in generated code (namedtuple, record), or None."""
+    if spec.kind == optree.PyTreeKind.NAMEDTUPLE:
+        return spec.type
+    if spec.kind == optree.PyTreeKind.DICT and all(isinstance(k, str) for k in spec.entries()):
+        return record_class(tuple(spec.entries()))
+    return None
+
+
+def _walk(spec):
+    yield spec
+    for child in spec.children():
+        yield from _walk(child)
+
+
+def decompose(flat: str, levels, names: Names) -> list[str]:
+    """Index of each level of ``levels`` from the collapsed index ``flat`` (last level fastest)."""
+    if not levels:
+        return []
+    lines = [f"rem = {flat}"]
+    for lv in reversed(levels[1:]):
+        size = f"uint64({names.sizes[lv]})"
+        lines += [f"i{lv} = rem % {size}", f"rem = rem // {size}"]
+    lines.append(f"i{levels[0]} = rem")
+    return lines
+
+
+def leaf_expr(leaf, name: str, zero_d: str = "index") -> str:
+    """The lane's view of input leaf ``name``: sliced at the mapped levels' indices.
+
+    ``zero_d``: how a 0-d array reaches the lane: ``"index"`` (``a[()]``, CPU) or
+    ``"value"`` (the backend passes its value already, CUDA)."""
+    if not leaf.is_array:
+        return name
+    if leaf.ndim == 0:
+        return f"{name}[()]" if zero_d == "index" else name
+    index = [":"] * leaf.ndim
+    for lv, axis in enumerate(leaf.axes):
+        if axis is not None:
+            index[axis] = f"i{lv}"
+    if all(i == ":" for i in index):
+        return name
+    while index and index[-1] == ":":  # x[i, :] and x[i] are the same view
+        index.pop()
+    return f"{name}[{', '.join(index)}]"
+
+
+def tree_expr(spec, leaves, classes) -> str:
+    """Source that rebuilds an argument of pytree structure ``spec`` from leaf expressions."""
+    if spec.is_leaf():
+        return next(leaves)
+    kind = spec.kind
+    children = [tree_expr(c, leaves, classes) for c in spec.children()]
+    if kind == optree.PyTreeKind.NONE:
+        return "None"
+    if kind in (optree.PyTreeKind.TUPLE, optree.PyTreeKind.LIST):
+        # Lists reach the lane as tuples: Numba has no allocation-free list.
+        return "(" + ", ".join(children) + ("," if len(children) == 1 else "") + ")"
+    if class_of(spec) is not None:  # namedtuple, or a dict as a record (lane.records)
+        return f"{classes[class_of(spec)]}({', '.join(children)})"
+    if kind == optree.PyTreeKind.DICT:
+        items = ", ".join(f"{k!r}: {c}" for k, c in zip(spec.entries(), children, strict=True))
+        return "{" + items + "}"
+    raise LaneTypeError(f"lanewise cannot pass a {spec.type.__name__} to a compiled lane; "
+                        "use tuples, lists, dicts or namedtuples")
+
+
+def call_arguments(sig: Signature, names: Names, zero_d: str = "index") -> list[tuple[str | None, str]]:
+    """``(keyword or None, source)`` of each argument of the lane call."""
+    exprs = [leaf_expr(leaf, name, zero_d) for leaf, name in zip(sig.leaves, names.leaves, strict=True)]
+    classes = {cls: name for name, cls in injected_names(sig).items()}
+    out = []
+    for param in sig.params:
+        count = param.tree.num_leaves
+        out.append((param.keyword, tree_expr(param.tree, iter(exprs[param.first_leaf:param.first_leaf + count]),
+                                             classes)))
+    return out
+
+
+def lane_args(sig: Signature, names: Names) -> str:
+    """The lane's call arguments, keywords as keywords."""
+    return ", ".join(text if keyword is None else f"{keyword}={text}"
+                     for keyword, text in call_arguments(sig, names))
+
+
+def out_index(out, fill: str = ":", scalar: str = "()") -> str:
+    """The output slice of the current lane: ``fill`` for the lane's own dimensions
+    (a whole per-lane array on the CPU; element 0 of a 1-element array on CUDA)."""
+    index = [fill] * out.ndim
+    for lv, dim in enumerate(out.level_dims):
+        if dim is not None:
+            index[dim] = f"i{lv}"
+    return ", ".join(index) if index else scalar
+
+
+def guarded_store(out, oname: str, value: str, fill: str = ":", scalar: str = "()") -> list[str]:
+    """``oname[index] = value``, written by the first lane only along unmapped levels
+    (out_axes=None: every lane computes the same value, one of them stores it)."""
+    store = f"{oname}[{out_index(out, fill, scalar)}] = {value}"
+    guard = [f"i{lv} == 0" for lv, dim in enumerate(out.level_dims) if dim is None]
+    return [f"if {' and '.join(guard)}:", "    " + store] if guard else [store]

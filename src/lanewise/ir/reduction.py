@@ -1,0 +1,265 @@
+"""Reductions as data: what ``lw.reduce`` computes, independent of any backend.
+
+Operations are rows of :data:`OPS` (a rule table, not an if-chain): how a value
+enters the accumulator, how two accumulators combine, the identity, the result
+dtype and the NumPy function that defines the meaning (the reference backend
+applies it to the materialised values).  A :class:`ReduceSpec` says which vmap
+levels a call reduces and in which dtypes it accumulates; the helpers below turn
+per-block partials into results.  Every backend (CPU, CUDA, Dask, the python
+reference) uses these same definitions, so results agree bit for bit where the
+combination order does.
+
+Example:
+    >>> import numpy as np
+    >>> OPS["sum"].fold.format(a="acc", v="x")
+    'acc + x'
+    >>> acc_dtype("sum", np.dtype(np.float32), np.dtype(np.float32))
+    dtype('float64')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import AxisSpecError, LanewiseError
+
+
+@dataclass(frozen=True)
+class Monoid:
+    """A user reduction: an associative ``combine(a, b)`` with its ``identity``.
+
+    ``combine`` is plain Python (compiled by lanewise).  Results are
+    deterministic: partials always combine in the same order.
+
+    Example:
+      >>> import numpy as np, lanewise as lw
+      >>> def bigger_abs(a, b):
+      ...     return a if abs(a) >= abs(b) else b
+      >>> float(lw.reduce(lw.vmap(lambda v: v), lw.Monoid(bigger_abs, 0.0))(np.array([1.0, -5.0, 3.0])))
+      -5.0
+    """
+
+    combine: Callable
+    identity: Any
+
+
+@dataclass(frozen=True)
+class Op:
+    """One reduction: its source templates (``{a}``, ``{v}``) and NumPy meaning."""
+
+    name: str
+    fold: str  # new accumulator from accumulator {a} and lane value {v}
+    identity: str  # Python expression of the identity, with {dtype} the acc dtype
+    numpy: Callable | None  # the reference: numpy function(values, axis=...)
+    result: Callable  # lane value dtype -> result dtype
+    empty_error: bool = False  # NumPy raises on an empty reduction
+    indexed: bool = False  # argmin/argmax: the accumulator carries an index too
+
+
+def _sum_dtype(d: np.dtype) -> np.dtype:
+    if d.kind in "bi":
+        return np.dtype(np.int64)
+    if d.kind == "u":
+        return np.dtype(np.uint64)
+    return d
+
+
+def mean_dtype(d: np.dtype) -> np.dtype:
+    """The dtype of a mean of values of dtype ``d`` (NumPy's rule)."""
+    return d if d.kind in "fc" else np.dtype(np.float64)
+
+
+_NAN_FIRST = "({a} if {a} != {a} else ({v} if ({v} {cmp} {a} or {v} != {v}) else {a}))"
+
+OPS: dict[str, Op] = {op.name: op for op in [
+    Op("sum", "{a} + {v}", "0", np.sum, _sum_dtype),
+    Op("prod", "{a} * {v}", "1", np.prod, _sum_dtype),
+    Op("mean", "{a} + {v}", "0", np.mean, mean_dtype),
+    Op("min", _NAN_FIRST.replace("{cmp}", "<"), "HIGH", np.min, lambda d: d, empty_error=True),
+    Op("max", _NAN_FIRST.replace("{cmp}", ">"), "LOW", np.max, lambda d: d, empty_error=True),
+    Op("argmin", "{v} < {a} or ({v} != {v} and {a} == {a})", "HIGH", np.argmin,
+       lambda d: np.dtype(np.int64), empty_error=True, indexed=True),
+    Op("argmax", "{v} > {a} or ({v} != {v} and {a} == {a})", "LOW", np.argmax,
+       lambda d: np.dtype(np.int64), empty_error=True, indexed=True),
+    Op("any", "{a} or ({v} != 0)", "False", np.any, lambda d: np.dtype(np.bool_)),
+    Op("all", "{a} and ({v} != 0)", "True", np.all, lambda d: np.dtype(np.bool_)),
+]}
+
+
+@dataclass(frozen=True)
+class ReduceSpec:
+    """What a reduction kernel computes (everything its source depends on)."""
+
+    op: str  # a key of OPS, or "monoid"
+    kept: tuple[int, ...]  # levels kept, level order (last fastest in k)
+    reduced: tuple[int, ...]  # levels reduced, level order (last fastest in r)
+    acc_dtypes: tuple[np.dtype, ...]  # accumulator dtype per output
+    result_dtypes: tuple[np.dtype, ...] = ()  # result dtype per output
+
+    @property
+    def indexed(self) -> bool:
+        return self.op in OPS and OPS[self.op].indexed
+
+    @property
+    def tiled(self) -> bool:
+        """Lanes evaluated in vectorisable tiles, folded into interleaved slots."""
+        return self.op in OPS and not self.indexed
+
+
+def check_op(op, axis) -> None:
+    """A :class:`lanewise.LanewiseError` unless ``op`` names a reduction valid for ``axis``."""
+    if not isinstance(op, Monoid) and op not in OPS:
+        raise LanewiseError(f"unknown reduction {op!r}; choose one of {', '.join(OPS)} or lw.Monoid")
+    if OPS.get(op) is not None and OPS[op].indexed and isinstance(axis, tuple) and len(axis) != 1:
+        raise AxisSpecError(f"{op} reduces one axis or all of them (axis=None), like NumPy")
+
+
+def reduced_levels(out_level_dims, ndim: int, axis, n_levels: int) -> tuple[int, ...]:
+    """Which vmap levels an output leaf's ``axis`` selection reduces."""
+    level_of = {dim: lv for lv, dim in enumerate(out_level_dims) if dim is not None}
+    if axis is None:
+        return tuple(sorted(level_of.values()))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    levels = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise AxisSpecError(f"lw.reduce axis {a} is out of range for an output of rank {ndim}")
+        if a % ndim not in level_of:
+            raise AxisSpecError(f"lw.reduce axis {a} is an axis of the lane's own array output; "
+                                "only mapped axes can be reduced")
+        levels.append(level_of[a % ndim])
+    return tuple(sorted(set(levels)))
+
+
+def reduce_spec(op, axis, program) -> ReduceSpec:
+    """The spec of reducing ``program``'s outputs with ``op`` over ``axis``."""
+    n_levels = len(program.signature.levels)
+    per_leaf = {reduced_levels(o.level_dims, o.ndim, axis, n_levels) for o in program.outputs}
+    if len(per_leaf) != 1:
+        raise LanewiseError("lw.reduce: the outputs of this function map different axes; reduce "
+                            "them with separate lw.reduce calls")
+    if any(dim is None for o in program.outputs for dim in o.level_dims):
+        raise LanewiseError("lw.reduce: an output with out_axes=None has no mapped axis to reduce")
+    if any(o.lane_ndim for o in program.outputs):
+        raise LanewiseError("lw.reduce folds scalar lane results; this lane returns arrays "
+                            "(return a tuple of scalars instead)")
+    levels = per_leaf.pop()
+    kept = tuple(lv for lv in range(n_levels) if lv not in levels)
+    name = "monoid" if isinstance(op, Monoid) else op
+    results = tuple(o.dtype if name == "monoid" else OPS[name].result(o.dtype) for o in program.outputs)
+    accs = tuple(acc_dtype(name, o.dtype, r) for o, r in zip(program.outputs, results, strict=True))
+    return ReduceSpec(name, kept, levels, accs, results)
+
+
+def acc_dtype(op: str, value: np.dtype, result: np.dtype) -> np.dtype:
+    """The accumulator dtype of ``op`` for lane values of dtype ``value``."""
+    if op in ("sum", "prod", "mean") and result == np.float32:
+        return np.dtype(np.float64)  # float32 sums accumulate in float64: more accurate than NumPy
+    if op in ("sum", "prod", "mean") and result == np.complex64:
+        return np.dtype(np.complex128)
+    if op in ("min", "max", "argmin", "argmax"):
+        return value
+    return result
+
+
+def identities(spec: ReduceSpec, monoid: Monoid | None) -> list:
+    """The identity of each output's accumulator (NumPy scalars of its dtype for built-in ops)."""
+    out = []
+    for dtype in spec.acc_dtypes:
+        if monoid is not None:
+            out.append(monoid.identity)
+            continue
+        text = OPS[spec.op].identity
+        value = extreme(dtype, text) if text in ("HIGH", "LOW") else eval(text)  # noqa: S307
+        out.append(np.asarray(value).astype(dtype)[()])
+    return out
+
+
+def extreme(dtype: np.dtype, which: str):
+    """The largest (``"HIGH"``) or smallest (``"LOW"``) value of ``dtype``."""
+    if dtype.kind == "f":
+        return np.inf if which == "HIGH" else -np.inf
+    if dtype.kind == "b":
+        return which == "HIGH"
+    info = np.iinfo(dtype)
+    return info.max if which == "HIGH" else info.min
+
+
+def index_strides(spec: ReduceSpec, out, sizes) -> list[int]:
+    """Per reduced level, its stride in the C-order flat index NumPy's argmax gives
+    (``out``: the output leaf whose axis order defines that index)."""
+    by_dim = sorted(spec.reduced, key=lambda lv: out.level_dims[lv])
+    strides, step = {}, 1
+    for lv in reversed(by_dim):
+        strides[lv] = step
+        step *= sizes[lv]
+    return [strides[lv] for lv in spec.reduced]
+
+
+def place(spec: ReduceSpec, out, flat: np.ndarray, sizes):
+    """Kept results (level order, flat) -> the output leaf ``out``'s own axis order."""
+    kept = list(spec.kept)
+    shaped = flat.reshape([sizes[lv] for lv in spec.kept])
+    order = sorted(range(len(kept)), key=lambda i: out.level_dims[kept[i]])
+    result = np.ascontiguousarray(np.transpose(shaped, order)) if kept else shaped
+    return result[()] if result.ndim == 0 else result
+
+
+_NUMPY_COMBINE = {"sum": np.add.reduce, "mean": np.add.reduce, "prod": np.multiply.reduce,
+                  "min": np.minimum.reduce, "max": np.maximum.reduce,
+                  "any": np.logical_or.reduce, "all": np.logical_and.reduce}
+
+
+def combine_partials(spec: ReduceSpec, m: int, partials: np.ndarray, indices: np.ndarray | None,
+                     n_red: int, monoid: Monoid | None = None, finish: Callable | None = None):
+    """Output ``m``'s results, flat over the kept lanes, from its ``(n_kept, n_chunks)``
+    partials, combined in a fixed order (NumPy's pairwise reduce along the chunks).
+
+    ``indices``: argmin/argmax partial indices; ``finish(p, out)``: a Monoid's
+    compiled in-order fold of each row of partials.
+    """
+    n_kept, n_chunks = partials.shape
+    with np.errstate(all="ignore"):
+        if spec.op == "monoid":
+            flat = np.empty(n_kept, spec.acc_dtypes[m])
+            if n_chunks:
+                finish(partials, flat)
+            else:
+                flat[:] = monoid.identity
+        elif spec.indexed:
+            if not n_chunks:
+                raise ValueError(f"attempt to get {spec.op} of an empty sequence")
+            best = getattr(np, spec.op)(partials, axis=1)
+            flat = indices[np.arange(n_kept), best]
+        else:
+            if spec.op in ("min", "max") and n_chunks == 0:
+                name = "minimum" if spec.op == "min" else "maximum"
+                raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
+            flat = _NUMPY_COMBINE[spec.op](partials, axis=1)
+            if spec.op == "mean":
+                flat = flat / n_red if n_red else np.full(n_kept, np.nan)
+    return np.asarray(flat).astype(spec.result_dtypes[m], copy=False)
+
+
+def reduce_values(op, value: np.ndarray, axes: tuple[int, ...]):
+    """The meaning of a reduction: ``op`` over ``axes`` of materialised ``value`` (NumPy)."""
+    if isinstance(op, Monoid):
+        moved = np.moveaxis(value, axes, range(len(axes)))
+        flat = moved.reshape((-1,) + moved.shape[len(axes):])
+        acc = np.full(flat.shape[1:], op.identity, dtype=np.result_type(value.dtype, type(op.identity)))
+        for item in flat:
+            acc = np.vectorize(op.combine)(acc, item) if acc.ndim else op.combine(acc[()], item)
+        return acc
+    rule = OPS[op]
+    if rule.indexed:
+        if len(axes) > 1:
+            moved = np.moveaxis(value, axes, range(len(axes)))
+            return rule.numpy(moved.reshape((-1,) + moved.shape[len(axes):]), axis=0)
+        return rule.numpy(value, axis=axes[0] if axes else None)
+    if rule.name == "mean" and not value.size:
+        return np.full(np.delete(value.shape, axes), np.nan, mean_dtype(value.dtype))
+    result = rule.numpy(value, axis=axes)
+    return np.asarray(result, dtype=rule.result(value.dtype))

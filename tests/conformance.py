@@ -1,0 +1,193 @@
+"""The backend conformance suite: one set of cases, run on every registered backend.
+
+Each case runs a lane program on the backend under test and on the ``python``
+reference and compares the results (or the error raised).  A new backend is
+tested by adding its entry to ``lanewise.backends.REGISTRY``:
+``tests/test_conformance.py`` parametrises these cases over the registry
+(skipping backends that cannot run here), and ``tests/cuda/test_cuda_conformance.py``
+runs them for ``cuda`` under numba-cuda's simulator.
+
+The lanes stay within what every backend supports (CUDA lanes cannot allocate
+except in the ``v = np.zeros(...); fill; return v`` form, and ``lw.scan`` inside
+them returns no stacked ``ys``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pytest
+
+import lanewise as lw
+from corpus import benchmark_function, escape
+from lanewise import backends
+from lanewise.backends.protocol import MEMBERS, conforms
+
+#: W6's lane: the first index where a row's running sum passes a threshold.
+first_pass = benchmark_function("w6_first_pass", "first_pass")
+
+
+def to_numpy(tree):
+    """Results as NumPy: dask arrays computed, device arrays copied to the host."""
+    from lanewise import pytree
+    leaves, spec = pytree.flatten(tree)
+    out = []
+    for leaf in leaves:
+        if hasattr(leaf, "compute"):
+            leaf = leaf.compute()
+        if hasattr(leaf, "copy_to_host"):
+            leaf = leaf.copy_to_host()
+        out.append(np.asarray(leaf))
+    return pytree.unflatten(spec, out)
+
+
+def assert_same(got, want, exact=True):
+    from lanewise import pytree
+    g, gs = pytree.flatten(to_numpy(got))
+    w, ws = pytree.flatten(to_numpy(want))
+    assert gs == ws, (gs, ws)
+    for a, b in zip(g, w, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+        if exact:
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- lanes
+
+
+def poly(x, y):
+    r = x * x + y * y
+    return math.cos(r) / (1 + r)
+
+
+def pair(x, k):
+    return x * k, x > 0.5
+
+
+def cumulative(row):
+    v = np.zeros(row.shape[0])
+    s = 0.0
+    for i in range(row.shape[0]):
+        s += row[i]
+        v[i] = s
+    return v
+
+
+def ema_step(state, price):
+    fast, n = state
+    return (fast + 0.25 * (price - fast), n + 1.0), None
+
+
+def ema_last(row):
+    return lw.scan(ema_step, (row[0], 0.0), row)[0][0]
+
+
+def checked_sqrt(x):
+    if x < 0:
+        raise ValueError("negative input")
+    return math.sqrt(x)
+
+
+def absmax(a, b):
+    return a if abs(a) >= abs(b) else b
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    make: Callable  # backend name -> the mapped (or reduced) function
+    args: Callable  # () -> the arguments
+    exact: bool = True  # bitwise equal to the reference (else within 1e-12)
+
+
+def _grid(backend):
+    return lw.vmap(lw.vmap(poly, in_axes=(None, 0)), in_axes=(0, None), backend=backend)
+
+
+def _rng():
+    return np.random.default_rng(7)
+
+
+MAP_CASES = [
+    Case("grid", _grid, lambda: (np.linspace(-2, 2, 13), np.linspace(-1, 1, 9)), exact=False),
+    Case("divergent", lambda b: lw.vmap(escape, in_axes=(0, None), backend=b),
+         lambda: (np.linspace(-2, 0.6, 41), 0.3)),
+    Case("tuple_out", lambda b: lw.vmap(pair, in_axes=(0, None), backend=b), lambda: (_rng().random(17), 3.0)),
+    Case("out_axes", lambda b: lw.vmap(lw.vmap(poly, in_axes=(0, None)), in_axes=(None, 0), out_axes=1,
+                                       backend=b), lambda: (np.linspace(0, 1, 5), np.linspace(0, 2, 7)),
+         exact=False),
+    Case("rows", lambda b: lw.vmap(first_pass, in_axes=(0, None), backend=b),
+         lambda: (_rng().random((23, 16)), 4.0)),
+    Case("columns", lambda b: lw.vmap(first_pass, in_axes=(1, None), backend=b),
+         lambda: (_rng().random((16, 11)), 3.0)),
+    Case("lane_arrays", lambda b: lw.vmap(cumulative, backend=b), lambda: (_rng().random((6, 5)),)),
+    Case("scan_in_lanes", lambda b: lw.vmap(ema_last, backend=b), lambda: (_rng().random((9, 12)),),
+         exact=False),
+    Case("size_zero", lambda b: lw.vmap(poly, in_axes=(0, None), backend=b), lambda: (np.zeros(0), 1.0)),
+]
+
+REDUCE_CASES = [
+    Case("sum", lambda b: lw.reduce(_grid(b), "sum"), lambda: (np.linspace(-2, 2, 13), np.linspace(-1, 1, 9)),
+         exact=False),
+    Case("max_axis", lambda b: lw.reduce(_grid(b), "max", axis=1),
+         lambda: (np.linspace(-2, 2, 13), np.linspace(-1, 1, 9)), exact=False),
+    Case("argmin", lambda b: lw.reduce(lw.vmap(escape, in_axes=(0, None), backend=b), "argmin"),
+         lambda: (np.linspace(-2, 0.6, 41), 0.3)),
+    Case("any_all", lambda b: lw.reduce(lw.vmap(pair, in_axes=(0, None), backend=b), "any"),
+         lambda: (_rng().random(17), 3.0)),
+    Case("monoid", lambda b: lw.reduce(lw.vmap(lambda v: v - 0.5, backend=b), lw.Monoid(absmax, 0.0)),
+         lambda: (_rng().random(33),)),
+]
+
+
+def run_case(case: Case, backend: str):
+    got = case.make(backend)(*case.args())
+    want = case.make("python")(*case.args())
+    assert_same(got, want, case.exact)
+
+
+def run_protocol(backend: str):
+    module = backends.get(backend)
+    missing = [m for m in MEMBERS if not hasattr(module, m)]
+    assert conforms(module), f"backend {backend!r} lacks {missing}"
+    assert module.NAME == backend and module.SCAN in ("compiled", "reference")
+    assert backends.select((1.0,), {}, backend) is module
+
+
+def run_out(backend: str):
+    """out= fills the caller's arrays (or, where the registry says it cannot, a clear OutputError)."""
+    mapped = lw.vmap(pair, in_axes=(0, None), backend=backend)
+    x = _rng().random(11)
+    out = (np.empty(11), np.empty(11, bool))
+    if not backends.REGISTRY[backend].writes_out:
+        with pytest.raises(lw.OutputError):
+            mapped(x, 2.0, out=out)
+        return
+    result = mapped(x, 2.0, out=out)
+    assert result[0] is out[0] and result[1] is out[1]
+    assert_same(out, lw.vmap(pair, in_axes=(0, None), backend="python")(x, 2.0))
+    with pytest.raises(lw.OutputError, match="out="):
+        mapped(x, 2.0, out=(np.empty(3), np.empty(11, bool)))
+
+
+def run_lane_error(backend: str):
+    """A lane's own exception reaches the caller, noting the lane's index."""
+    with pytest.raises(ValueError, match="negative input") as info:
+        to_numpy(lw.vmap(checked_sqrt, backend=backend)(np.array([1.0, 4.0, -1.0, 9.0])))
+    assert any("i0=2" in note for note in getattr(info.value, "__notes__", []))
+
+
+def run_explain(backend: str):
+    module = backends.get(backend)
+    mapped = lw.vmap(poly, in_axes=(0, None), backend=backend)
+    call = module.bind_call(mapped, (np.ones(4), 1.0), {})
+    lines = module.explain(mapped.executable(module, call), call)
+    assert lines and all(isinstance(line, str) and line for line in lines)
