@@ -27,6 +27,7 @@ from numba.np.numpy_support import as_dtype
 
 from ... import pytree, spmd
 from ...codegen import cpu as render_cpu
+from ...codegen.common import injected_names
 from ...ir.schedule import Blocking, blocking, lane_index, lane_work, loop_order
 from ...config import config
 from ...errors import LaneTypeError, LanewiseError
@@ -81,7 +82,7 @@ def build(call: Call) -> Executable:
     """The executable for ``call``'s signature: from disk if cached, else compiled."""
     key = host.disk_key("map", [call.lane], call.signature, config.vector_math, spmd.cache_key())
 
-    names = {"lane": kernel_lane(call.lane), **render_cpu.injected_names(call.signature)}
+    names = {"lane": kernel_lane(call.lane), **injected_names(call.signature)}
 
     def inject(meta):
         if meta[1]:  # the lane fills its per-lane array output in place
@@ -122,7 +123,7 @@ def inplace_lane(program: Program, result, returns_array: bool = True):
 def result_type(call: Call):
     """The lane's result type (ResultNode/ResultLeaf tree), by compiling lane 0."""
     source = render_cpu.render_probe(call.signature)
-    inject = {"lane": jit_lane(call.lane), **render_cpu.injected_names(call.signature)}
+    inject = {"lane": jit_lane(call.lane), **injected_names(call.signature)}
     module = cache.load_module("lw_probe", None, source, inject)
     argtypes = tuple(numba.typeof(v) for v in call.values)
     try:

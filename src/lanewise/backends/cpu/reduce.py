@@ -22,7 +22,7 @@ import numpy as np
 
 from ... import pytree
 from ...codegen import cpu_reduce as render_reduce
-from ...codegen.cpu import injected_names
+from ...codegen.common import injected_names
 from ...config import config
 from ...ir import reduction
 from ...ir.program import Call, Program
