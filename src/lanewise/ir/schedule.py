@@ -138,8 +138,8 @@ def unravel(flat: int, shape) -> list[int]:
     """The C-order digits of ``flat`` in ``shape`` (last fastest).
 
     Example:
-        >>> unravel(7, (2, 3))
-        [1, 1]
+        >>> unravel(5, (2, 3))
+        [1, 2]
     """
     out = []
     for n in reversed(shape):
@@ -152,8 +152,8 @@ def ravel(index, shape) -> int:
     """The C-order flat position of ``index`` in ``shape`` (inverse of :func:`unravel`).
 
     Example:
-        >>> ravel([1, 1], (2, 3))
-        4
+        >>> ravel([1, 2], (2, 3))
+        5
     """
     flat = 0
     for i, n in zip(index, shape, strict=True):
