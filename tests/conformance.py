@@ -145,6 +145,15 @@ REDUCE_CASES = [
          lambda: (_rng().random(17), 3.0)),
     Case("monoid", lambda b: lw.reduce(lw.vmap(lambda v: v - 0.5, backend=b), lw.Monoid(absmax, 0.0)),
          lambda: (_rng().random(33),)),
+    # Every value equal to the fold's identity: NumPy's answer is index 0 (issue 14, item 3).
+    Case("argmax_all_false", lambda b: lw.reduce(lw.vmap(lambda v: v > 5.0, backend=b), "argmax"),
+         lambda: (np.zeros(19),)),
+    Case("argmin_all_inf", lambda b: lw.reduce(lw.vmap(lambda v: v + np.inf, backend=b), "argmin"),
+         lambda: (np.zeros(7),)),
+    Case("argmax_int_min", lambda b: lw.reduce(lw.vmap(lw.vmap(lambda v: v), backend=b), "argmax", axis=1),
+         lambda: (np.full((3, 5), np.iinfo(np.int64).min),)),
+    Case("argmin_uint_max", lambda b: lw.reduce(lw.vmap(lambda v: v, backend=b), "argmin"),
+         lambda: (np.full(6, np.iinfo(np.uint8).max, np.uint8),)),
 ]
 
 

@@ -207,8 +207,10 @@ def _fold(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
         if spec.op == "monoid":
             lines.append(f"acc{m} = combine(acc{m}, {value})")
         elif spec.indexed:
+            # A block's first lane is always taken: a value equal to the identity (all
+            # -inf, an all-False mask, uint 0) must still give its index, as NumPy does.
             cond = OPS[spec.op].fold.format(a=f"acc{m}", v=f"v{m}")
-            lines += [f"v{m} = {value}", f"if {cond}:", f"    acc{m} = v{m}", f"    at{m} = idx"]
+            lines += [f"v{m} = {value}", f"if at{m} < 0 or {cond}:", f"    acc{m} = v{m}", f"    at{m} = idx"]
         else:
             lines += [f"v{m} = {value}", f"acc{m} = {OPS[spec.op].fold.format(a=f'acc{m}', v=f'v{m}')}"]
     return lines
