@@ -60,10 +60,14 @@ def _is_int(a: Any) -> bool:
     return isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
 
 
-def freeze(spec: Any) -> tuple:
-    """A hashable form of an axis spec (which may hold lists and dicts)."""
+def freeze(spec: Any, what: str = "out_axes") -> tuple:
+    """A hashable form of an axis spec (which may hold lists and dicts); its leaves
+    must be ints or None (an array leaf raised ``TypeError: unhashable type``)."""
     leaves, tree = optree.tree_flatten(spec, none_is_leaf=True)
-    return tree, tuple(leaves)
+    for a in leaves:
+        if a is not None and not _is_int(a):
+            raise AxisSpecError(f"{what} leaves must be ints or None, got {type(a).__name__} {a!r} in {spec!r}")
+    return tree, tuple(int(a) if a is not None else None for a in leaves)
 
 
 def thaw(frozen: tuple) -> Any:

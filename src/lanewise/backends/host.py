@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
+from numba.core.errors import NumbaError
 
 from .. import pytree
 from ..config import config
@@ -26,6 +27,7 @@ from ..errors import LanewiseError, LaneTypeError, OutputError
 from ..ir.program import Call, Program, lane_arguments, make_program
 from ..lane.analysis import check_unmapped_outputs
 from ..lane.lanefn import fingerprint, jit_lane
+from ..lane.scanning import reference_mode
 from ..runtime import cache
 
 
@@ -84,8 +86,41 @@ def build_module(kind: str, key: str | None, render: Callable[[], tuple[str, Any
         path = cache.store(key, source, meta) if key else None
     if config.debug:
         print(f"# ---- lanewise {kind} ({path or 'in memory'})\n{source}")
-    module = cache.load_module(f"lw_{kind.replace(' ', '_')}_{key or id(source)}", path, source, inject(meta))
+    name, names = f"lw_{kind.replace(' ', '_')}_{key or id(source)}", inject(meta)
+    try:
+        module = cache.load_module(name, path, source, names)
+    except OSError:  # the cache was deleted or cannot be read meanwhile: in memory
+        path, module = None, cache.load_module(name, None, source, names)
     return Built(module, source, path, meta, found is not None)
+
+
+def call_kernel(exe, name: str, *args):
+    """Call kernel ``name`` of ``exe.module``, surviving faults of the disk cache.
+
+    ``exe`` has ``module``, ``path``, ``source``, ``inject`` and ``reloaded``.  If
+    Numba's cached object code will not load (corrupt files), it is dropped and
+    the module reloaded, once; if Numba cannot write its cache (a full disk, a
+    file-size limit, the folder deleted), the module is loaded in memory, where
+    nothing is written.  A cache fault costs speed, never a result or an error.
+    Numba's own compile errors pass through (the caller retells them).
+    """
+    try:
+        return getattr(exe.module, name)(*args)
+    except NumbaError:
+        raise
+    except Exception:
+        if exe.path is None or exe.reloaded:
+            raise
+    exe.reloaded = True
+    cache.discard_object_code(exe.path)
+    try:
+        exe.module = cache.load_module(exe.module.__name__, exe.path, exe.source, exe.inject)
+        return getattr(exe.module, name)(*args)
+    except OSError:
+        pass
+    exe.path = None
+    exe.module = cache.load_module(exe.module.__name__, None, exe.source, exe.inject)
+    return getattr(exe.module, name)(*args)
 
 
 # ----------------------------------------------------------------------------- out=
@@ -130,12 +165,29 @@ def replay_lane(call: Call, index: tuple[int, ...], raise_anyway: bool = True):
     try:
         result = jit_lane(call.lane)(*args, **kwargs)
     except Exception as e:
-        e.add_note(f"raised by lane ({where(index)}) of {getattr(call.lane, '__qualname__', call.lane)} "
-                   "(level indices, outermost first)")
-        raise
+        error = _as_python_raises(call.lane, args, kwargs, e)
+        error.add_note(f"raised by lane ({where(index)}) of {getattr(call.lane, '__qualname__', call.lane)} "
+                       "(level indices, outermost first)")
+        if error is e:
+            raise
+        raise error from None
     if raise_anyway:
         raise LanewiseError(f"lane ({where(index)}) failed inside the compiled kernel but not when replayed")
     return result
+
+
+def _as_python_raises(lane, args, kwargs, compiled: Exception) -> Exception:
+    """The exception the lane raises when run as Python, if it is of the compiled
+    one's type: its message is Python's (a compiled f-string message would read
+    ``<object type:float64>``).  Otherwise the compiled exception."""
+    try:
+        with np.errstate(all="ignore"), reference_mode():
+            lane(*args, **kwargs)
+    except type(compiled) as e:
+        return e
+    except Exception:  # noqa: BLE001 - Python disagrees: the compiled exception stands
+        return compiled
+    return compiled
 
 
 def shape_changed(index, name: str, got, want) -> LaneTypeError:

@@ -49,16 +49,30 @@ class Names:
         return ", ".join(self.leaves + self.outputs + self.sizes + self.shapes + extra)
 
 
+def comment_text(text: object) -> str:
+    """``text`` safe inside a ``#`` comment of generated source: a user's string (a
+    file name, a dict key, a function name) with a newline in it would otherwise end
+    the comment and become code."""
+    text = str(text)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def lane_comment(program: Program) -> str:
+    """The end-of-line comment pointing a generated call back to the user's lane."""
+    name = getattr(program.lane, "__name__", "lane")
+    return f"  # {comment_text(name)}() at {comment_text(function_location(program.lane))}"
+
+
 def level_comments(program: Program) -> list[str]:
     """Header comment lines naming the lane and what each level maps."""
     sig = program.signature
-    lines = [f"# lane: {getattr(program.lane, '__qualname__', program.lane)!s} "
-             f"defined at {function_location(program.lane)}",
+    lines = [f"# lane: {comment_text(getattr(program.lane, '__qualname__', program.lane))} "
+             f"defined at {comment_text(function_location(program.lane))}",
              "# levels (outermost first):"]
     for level in sig.levels:
         maps = [f"{leaf.name} axis {leaf.axes[level.depth]}" for leaf in sig.leaves
                 if leaf.axes[level.depth] is not None] or [f"axis_size={level.axis_size}"]
-        lines.append(f"#   {level.depth}: vmap({level.fun_name}) maps {', '.join(maps)}")
+        lines.append(comment_text(f"#   {level.depth}: vmap({level.fun_name}) maps {', '.join(maps)}"))
     return lines
 
 

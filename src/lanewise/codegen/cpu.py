@@ -20,11 +20,10 @@ Example:
 
 from __future__ import annotations
 
-from ..errors import function_location
 from ..ir.program import Program, Signature
 from ..ir.schedule import loop_order
 from ..version import __version__
-from .common import (JIT, Names, decompose, guarded_store, lane_args, leaf_expr,
+from .common import (JIT, Names, decompose, guarded_store, lane_args, lane_comment, leaf_expr,
                      level_comments, out_index)
 
 
@@ -93,8 +92,7 @@ def _lane_block_spmd(program: Program, names: Names, order, plan) -> str:
     (inputs gathered into stack arrays, a masked tail), one ``lane_spmd`` call each."""
     inner, w = order[-1], plan.width
     sig = program.signature
-    lane = getattr(program.lane, "__name__", "lane")
-    where = f"  # {lane}() at {function_location(program.lane)}"
+    where = lane_comment(program)
     body = [f"@{JIT.format('')}",
             f"def lane_block({names.params('outer', 'lo', 'hi')}):",
             f'    """Lanes [lo, hi) of the innermost level at one outer index, {w} at a time (SPMD on SIMD)."""']
@@ -145,8 +143,7 @@ def _lane_block_stream(program: Program, names: Names, order, plan) -> str:
     it and storing its results (``_lw_store``) when it returns."""
     inner = order[-1]
     sig = program.signature
-    lane = getattr(program.lane, "__name__", "lane")
-    where = f"  # {lane}() at {function_location(program.lane)}"
+    where = lane_comment(program)
     varying = [k for kind, k in zip(plan.kinds, plan.leaves) if kind == "varying"]
     ctx = [names.leaves[k] for k in varying] + list(names.outputs) + [f"i{lv}" for lv in order[:-1]]
     unpack = f"    {', '.join(ctx)}, = _lw_ctx"
@@ -179,8 +176,7 @@ def _lane_block_stream(program: Program, names: Names, order, plan) -> str:
 
 
 def _lane_and_store(program: Program, names: Names, inplace: bool) -> list[str]:
-    lane = getattr(program.lane, "__name__", "lane")
-    where = f"  # {lane}() at {function_location(program.lane)}"
+    where = lane_comment(program)
     args = lane_args(program.signature, names)
     if inplace:  # the lane fills its output slice itself: no allocation, no copy
         out = program.outputs[0]

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import AxisSpecError, LanewiseError
+from ..errors import AxisSpecError, LaneTypeError, LanewiseError
 
 
 @dataclass(frozen=True)
@@ -146,9 +146,13 @@ def reduce_spec(op, axis, program) -> ReduceSpec:
     if any(o.lane_ndim for o in program.outputs):
         raise LanewiseError("lw.reduce folds scalar lane results; this lane returns arrays "
                             "(return a tuple of scalars instead)")
+    name = "monoid" if isinstance(op, Monoid) else op
+    ordered = [o.name for o in program.outputs if o.dtype.kind == "c"]
+    if name in ("min", "max", "argmin", "argmax") and ordered:
+        raise LaneTypeError(f"lw.reduce: {name} of complex values ({', '.join(ordered)}) is not defined "
+                            "here; reduce abs(z) or z.real instead, or write the order you mean as a lw.Monoid")
     levels = per_leaf.pop()
     kept = tuple(lv for lv in range(n_levels) if lv not in levels)
-    name = "monoid" if isinstance(op, Monoid) else op
     results = tuple(o.dtype if name == "monoid" else OPS[name].result(o.dtype) for o in program.outputs)
     accs = tuple(acc_dtype(name, o.dtype, r) for o, r in zip(program.outputs, results, strict=True))
     return ReduceSpec(name, kept, levels, accs, results)

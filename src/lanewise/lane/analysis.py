@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import dis
 import inspect
 import textwrap
 from typing import Callable
@@ -92,9 +93,17 @@ def compile_like(node, code):
 
 def _shape(code) -> tuple:
     """What compiling the same source always reproduces: names, locals, constants
-    (bytecode itself differs with how the module was compiled, e.g. by pytest)."""
+    and the instruction stream (operations and their resolved arguments, not
+    line numbers or caches).  An edit of one operator (``>`` to ``>=``) changes
+    the stream: comparing names and constants alone let an edited file pass and
+    its kernel be stored under the running code's key."""
     consts = tuple(_shape(c) if hasattr(c, "co_code") else (type(c).__name__, repr(c)) for c in code.co_consts)
-    return code.co_argcount, code.co_names, code.co_varnames, code.co_freevars, consts
+    return code.co_argcount, code.co_names, code.co_varnames, code.co_freevars, consts, _instructions(code)
+
+
+def _instructions(code) -> tuple:
+    return tuple((i.opname, None if hasattr(i.argval, "co_code") else repr(i.argval))
+                 for i in dis.get_instructions(code))
 
 
 def _find_definition(tree, fn):

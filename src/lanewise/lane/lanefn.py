@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dis
+import enum
 import hashlib
 import inspect
 import sys
@@ -30,7 +32,8 @@ from numba.core.dispatcher import Dispatcher
 
 from .analysis import definition
 from ..config import config
-from . import prefetch
+from ..errors import LaneCompileError, function_location
+from . import prefetch, refusals
 from .prefetch import closure_for, code_with_prefetches
 
 #: Options every lane and generated kernel is compiled with.  ``error_model``
@@ -57,18 +60,47 @@ def jit_lane(fn: Callable) -> Dispatcher:
     """
     if isinstance(fn, Dispatcher):
         return fn
-    return _cached(_jitted, fn, lambda: numba.njit(**JIT_OPTIONS)(_rebind(fn)))
+    return _cached(_jitted, fn, lambda: _compiled(fn, _rebind(fn), numba.njit(**JIT_OPTIONS)))
+
+
+def _compiled(fn, clone, decorator):
+    """``decorator(clone)``, with ``fn``'s calls to itself bound to the result."""
+    return _bind_self(fn, clone, decorator(clone))
 
 
 def _cached(table, fn, make):
-    """One compiled variant per (function, vector-math setting)."""
+    """One compiled variant per (function, vector-math setting, fingerprint).
+
+    The fingerprint is part of the key because a compiled variant freezes the
+    globals it read: after ``G = 2`` a lane reading ``G`` needs a new one (the
+    old one kept computing with ``G = 1`` while its kernel was stored under the
+    new key).  A lane that cannot be fingerprinted gets a new variant each time.
+    """
     variants = table.get(fn)
     if variants is None:
         variants = table[fn] = {}
-    flag = config.vector_math
-    if flag not in variants:
-        variants[flag] = make()
-    return variants[flag]
+    key = (config.vector_math, fingerprint(fn))
+    if key[1] is not None and key in variants:
+        return variants[key]
+    marker = (id(table), id(fn))
+    if marker in _BUILDING:
+        raise LaneCompileError(
+            f"{getattr(fn, '__qualname__', fn)} ({function_location(fn)}) calls itself through another "
+            "function (mutual recursion); compiled lanes support a function calling itself directly, "
+            "not through a chain of helpers")
+    _BUILDING.add(marker)
+    try:
+        made = make()
+    finally:
+        _BUILDING.discard(marker)
+    if key[1] is not None:
+        variants[key] = made
+    return made
+
+
+#: (table, function) pairs whose compiled variant is being made: a second request
+#: while it is being made is mutual recursion (Python would recurse forever).
+_BUILDING: set[tuple[int, int]] = set()
 
 
 def inlined_lane(fn: Callable) -> Dispatcher:
@@ -78,8 +110,10 @@ def inlined_lane(fn: Callable) -> Dispatcher:
     in the innermost loop stops it vectorising: inlined, such a lane ran 7x
     faster.  Only the lane itself is forced; its helpers stay LLVM's choice.
     """
-    return _cached(_inlined, fn,
-                   lambda: numba.njit(inline="always", **JIT_OPTIONS)(_rebind(python_function(fn))))
+    fn = python_function(fn)
+    if fn.__name__ in _global_loads(fn.__code__) and fn.__globals__.get(fn.__name__) is fn:
+        return jit_lane(fn)  # recursive: Numba cannot inline it into itself
+    return _cached(_inlined, fn, lambda: _compiled(fn, _rebind(fn), numba.njit(inline="always", **JIT_OPTIONS)))
 
 
 _cuda_jitted: "weakref.WeakKeyDictionary[Callable, Any]" = weakref.WeakKeyDictionary()
@@ -101,22 +135,25 @@ def jit_lane_cuda(fn: Callable):
         return fn  # already a device function (or something numba-cuda types itself)
     if cuda.config.ENABLE_CUDASIM:
         return fn  # the simulator runs lanes as the Python they are
-    cached = _cuda_jitted.get(fn)
-    if cached is None:
-        cached = cuda.jit(device=True, forceinline=True)(_rebind(fn, jit_lane_cuda))
-        _cuda_jitted[fn] = cached
-    return cached
+    return _cached(_cuda_jitted, fn, lambda: _compiled(fn, _rebind(fn, jit_lane_cuda),
+                                                       cuda.jit(device=True, forceinline=True)))
 
 
 def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionType:
     """A copy of ``fn`` whose plain-Python callees are replaced by ``jit(callee)``
     (for the cuda target, CPU dispatchers too)."""
+    refusals.check(fn)  # Python that would compile to a wrong or irreproducible result
     code = fn.__code__
     names = _all_names(code)
     new_globals = dict(fn.__globals__)
     retarget = jit is not jit_lane
-    for name in names:
+    # Only names the code loads as globals are callees: ``sqrt`` in ``np.sqrt(x)`` is an
+    # attribute, and rebinding the global of that name (a helper *called* sqrt) recursed
+    # forever.  A function calling itself is bound to its own dispatcher (_bind_self).
+    for name in _global_loads(code):
         value = new_globals.get(name)
+        if value is fn:
+            continue
         if retarget and id(value) in CUDA_SUBSTITUTES:
             new_globals[name] = CUDA_SUBSTITUTES[id(value)]
         elif _is_plain_function(value) or (retarget and isinstance(value, Dispatcher)):
@@ -183,6 +220,23 @@ def _vector_math(value):
 def _is_plain_function(value: Any) -> bool:
     # Functions lanewise implements for Numba itself (via @overload) stay as they are.
     return isinstance(value, types.FunctionType) and not getattr(value, "_lw_intrinsic", False)
+
+
+def _global_loads(code: types.CodeType) -> set[str]:
+    """Names ``code`` (and the code nested in it) reads as globals."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_loads(const)
+    return names
+
+
+def _bind_self(fn: types.FunctionType, clone: types.FunctionType, dispatcher):
+    """A recursive lane (``fib`` calling ``fib``) calls its own compiled version."""
+    for name in _global_loads(fn.__code__):
+        if fn.__globals__.get(name) is fn:
+            clone.__globals__[name] = dispatcher
+    return dispatcher
 
 
 def _all_names(code: types.CodeType) -> set[str]:
@@ -255,11 +309,23 @@ _SIMPLE = (int, float, complex, bool, str, bytes, type(None), np.number, np.bool
 
 def _feed_value(h, value: Any, seen: set[int], names=frozenset()) -> None:
     """``names``: the names the code reading ``value`` uses (attributes included),
-    for modules it reaches (:func:`_feed_module`)."""
-    if isinstance(value, _SIMPLE):
+    for modules it reaches (:func:`_feed_module`).
+
+    Every kind of value a lane can read is hashed by what Numba compiles from it:
+    numbers by value, containers element by element (with their class: a
+    namedtuple's fields are part of it), Enum members by class, name and value,
+    classes by their definition, Numba dispatchers by their function *and* their
+    options, modules by the attributes the code reads.  Anything else cannot be
+    hashed soundly: the lane is then cached in memory only."""
+    if isinstance(value, enum.Enum):
+        h.update(f"enum:{value.name}".encode())
+        _feed_class(h, type(value), seen)
+    elif isinstance(value, _SIMPLE):
         h.update(f"{type(value).__name__}:{value!r}".encode())
     elif isinstance(value, (tuple, list)):
         h.update(f"seq{len(value)}".encode())
+        if type(value) not in (tuple, list):
+            _feed_class(h, type(value), seen)
         for v in value:
             _feed_value(h, v, seen)
     elif isinstance(value, dict):
@@ -269,9 +335,12 @@ def _feed_value(h, value: Any, seen: set[int], names=frozenset()) -> None:
     elif isinstance(value, types.ModuleType):
         _feed_module(h, value, names, seen, ())
     elif isinstance(value, Dispatcher):
+        h.update(repr(sorted(value.targetoptions.items())).encode())  # fastmath, error_model, ...
         _feed_function(h, value.py_func, seen)
     elif isinstance(value, types.FunctionType):
         _feed_function(h, value, seen)
+    elif isinstance(value, type) and not _pinned(value):
+        _feed_class(h, value, seen)
     elif isinstance(value, (types.BuiltinFunctionType, type, np.ufunc)):
         h.update(f"obj:{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', value)}".encode())
     elif isinstance(value, np.ndarray):
@@ -281,9 +350,39 @@ def _feed_value(h, value: Any, seen: set[int], names=frozenset()) -> None:
         raise Unfingerprintable(repr(value))
 
 
+def _pinned(obj) -> bool:
+    """Defined by a module whose version the cache key pins (its definition cannot change)."""
+    return (getattr(obj, "__module__", None) or "").split(".")[0] in _PINNED_MODULES
+
+
+def _feed_class(h, cls: type, seen: set[int]) -> None:
+    """A user class by its definition: name, bases, namedtuple fields, Enum members and
+    the values and methods in its namespace (a name alone let an edited class reuse a
+    kernel compiled from its old definition)."""
+    h.update(f"class:{cls.__module__}.{cls.__qualname__}".encode())
+    if id(cls) in seen or _pinned(cls):
+        return
+    seen.add(id(cls))
+    h.update(repr([f"{b.__module__}.{b.__qualname__}" for b in cls.__mro__[1:]]).encode())
+    if issubclass(cls, enum.Enum):
+        for member in cls:
+            h.update(f"member:{member.name}".encode())
+            _feed_value(h, member.value, seen)
+    for name, value in sorted(vars(cls).items()):
+        if name in ("__dict__", "__weakref__", "__doc__", "__module__", "_member_map_", "_value2member_map_",
+                    "_member_names_", "_new_member_", "_unhashable_values_", "_value_repr_"):
+            continue
+        h.update(b"M" + name.encode())
+        try:
+            _feed_value(h, value, seen)
+        except Unfingerprintable:  # descriptors, slots...: their type stands in
+            h.update(f"<{type(value).__qualname__}>".encode())
+
+
 #: Modules whose contents the cache key pins already (Python, NumPy, Numba and
 #: lanewise versions): their attributes are not hashed one by one.
-_PINNED_MODULES = ("math", "cmath", "numpy", "numba", "lanewise", "builtins")
+_PINNED_MODULES = ("math", "cmath", "numpy", "numba", "lanewise", "builtins",
+                   "enum", "collections", "typing", "abc", "functools", "operator", "dataclasses")
 
 
 def _feed_module(h, module: types.ModuleType, names, seen: set[int], chain: tuple) -> None:

@@ -38,7 +38,7 @@ from numba.extending import overload
 
 from .. import pytree
 from ..config import config
-from ..errors import LaneTypeError, LanewiseError
+from ..errors import LaneTypeError, LanewiseError, SizeMismatchError
 
 _reference_mode = contextvars.ContextVar("lanewise_reference_mode", default=False)
 
@@ -121,7 +121,7 @@ def _length(sizes, length) -> int:
     if length is not None:
         known.add(int(length))
     if len(known) > 1:
-        raise LanewiseError(f"lw.scan got leading sizes {sorted(known)} for the leaves of xs and "
+        raise SizeMismatchError(f"lw.scan got leading sizes {sorted(known)} for the leaves of xs and "
                             "length; they must all agree")
     if not known:
         raise LanewiseError("lw.scan needs xs or length to know how many steps to run")
@@ -155,6 +155,8 @@ def _compiled(f, init, xs, length, reverse):
     from .numba_errors import compile_error
     from .lanefn import jit_lane
 
+    leaves = pytree.flatten(xs)[0]
+    _length([np.shape(v)[0] if np.ndim(v) else None for v in leaves], length)  # sizes named in the error
     init, xs = _as_tuples(init, "init"), _as_tuples(xs, "xs")
     try:
         return _entry(jit_lane(f), init, xs, length, reverse)
@@ -211,7 +213,10 @@ def scan_implementation(typing_context, f, init, xs, stacked_ys=True):
                           "(keep what you need in the carry)")
     # A real module name, and the step function as a global rather than the
     # argument value: Numba can then cache the lanes that call this scan.
-    namespace = {"np": np, "__name__": __name__, "_step": f.dispatcher}
+    # The errors by name: a lane's failure is re-raised from its Python run, whose
+    # message has the sizes (lanewise.backends.host.replay_lane).
+    namespace = {"np": np, "__name__": __name__, "_step": f.dispatcher, "SizeMismatchError": SizeMismatchError,
+                 "LanewiseError": LanewiseError}
     source = _render(x_leaves, x_tree, y_leaves, y_tree, init_t, namespace)
     exec(compile(source, "<lanewise scan>", "exec"), namespace)
     return namespace["impl"]
@@ -296,11 +301,11 @@ def _render(x_leaves, x_tree, y_leaves, y_tree, init_t, namespace) -> str:
         lines.append(f"    n = {x_paths[0]}.shape[0]")
         for k, p in enumerate(x_paths[1:], 1):
             lines += [f"    if {p}.shape[0] != n:",
-                      f"        raise ValueError('lw.scan: leaf {k} of xs has a different length')"]
+                      f"        raise SizeMismatchError('lw.scan: leaf {k} of xs has a different length')"]
         lines += ["    if length is not None and length != n:",
-                  "        raise ValueError('lw.scan: length does not match xs')"]
+                  "        raise SizeMismatchError('lw.scan: length does not match xs')"]
     else:
-        lines += ["    if length is None:", "        raise ValueError('lw.scan needs xs or length')",
+        lines += ["    if length is None:", "        raise LanewiseError('lw.scan needs xs or length')",
                   "    n = length"]
     lines += ["    carry = init", "    i = n - 1 if reverse else 0", "    if n > 0:",
               f"        carry, y = _step(carry, {x_at})"]

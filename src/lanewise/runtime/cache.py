@@ -53,9 +53,17 @@ def _code_hash() -> str:
     return h.hexdigest()[:12]
 
 
+#: Numba settings that change the code it generates (a kernel compiled with bounds
+#: checks is not the one compiled without): part of every key.
+_NUMBA_SETTINGS = ("BOUNDSCHECK", "OPT", "FASTMATH", "LOOP_VECTORIZE", "SLP_VECTORIZE", "ENABLE_AVX",
+                   "CPU_NAME", "CPU_FEATURES")
+
+
 def key_of(*parts: object) -> str:
-    """A short hash of the parts' reprs (all deterministic by construction)."""
-    text = repr((parts, np.__version__))
+    """A short hash of the parts' reprs (all deterministic by construction), the
+    NumPy version and the Numba settings that change generated code."""
+    settings = tuple(repr(getattr(numba.config, name, None)) for name in _NUMBA_SETTINGS)
+    text = repr((parts, np.__version__, settings))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -63,17 +71,45 @@ def _checksum(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
+def private_folder(folder: Path) -> bool:
+    """Create ``folder`` (and its parents) for this user only (0700), and say whether
+    it is safe to load code from: owned by this user, writable by no one else.
+
+    Cached modules and Numba's object files are code this process runs; a folder
+    another user can write to would let them plant it.  Such a folder is not
+    used: kernels then stay in memory (speed, never correctness, is lost)."""
+    try:
+        root = Path(config.cache_dir)
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for path in (root, folder):
+            info = path.stat()
+            if (hasattr(os, "getuid") and info.st_uid != os.getuid()) or info.st_mode & 0o022:
+                return False
+    except OSError:
+        return False
+    return True
+
+
 def store(key: str, source: str, meta: object) -> Path | None:
     """Write the module and its metadata (first writer wins); its path, or None."""
     folder = entry_dir()
+    if not private_folder(folder):
+        return None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"lw_{key}.py"
         _create(path, source.encode())
-        _create(path.with_suffix(".meta"), pickle.dumps((_checksum(source), meta)))
+        payload = pickle.dumps((_checksum(source), meta))
+        _create(path.with_suffix(".meta"), _MAGIC + hashlib.sha256(payload).digest() + payload)
     except OSError:
         return None  # a read-only or full disk costs speed, never correctness
     return path
+
+
+#: The first bytes of a metadata file, then the SHA-256 of the pickled payload: the
+#: payload is unpickled only once its checksum matches (a truncated or altered file
+#: is rebuilt, never deserialised).
+_MAGIC = b"LWMETA1\n"
 
 
 def _create(path: Path, data: bytes) -> None:
@@ -91,13 +127,20 @@ def _create(path: Path, data: bytes) -> None:
 
 def lookup(key: str) -> tuple[Path, str, object] | None:
     """The stored (path, source, meta) for ``key``, or None (bad entries removed)."""
-    path = entry_dir() / f"lw_{key}.py"
+    folder = entry_dir()
+    path = folder / f"lw_{key}.py"
+    if not path.exists() or not private_folder(folder):
+        return None
     try:
         source = path.read_text()
-        checksum, meta = pickle.loads(path.with_suffix(".meta").read_bytes())
+        blob = path.with_suffix(".meta").read_bytes()
+        head, digest, payload = blob[:len(_MAGIC)], blob[len(_MAGIC):len(_MAGIC) + 32], blob[len(_MAGIC) + 32:]
+        if head != _MAGIC or hashlib.sha256(payload).digest() != digest:
+            raise ValueError("metadata checksum mismatch")
+        checksum, meta = pickle.loads(payload)
     except FileNotFoundError:
         return None
-    except Exception:  # noqa: BLE001 - truncated or unreadable: rebuild
+    except Exception:  # noqa: BLE001 - truncated, altered or unreadable: rebuild
         discard(path)
         return None
     if checksum != _checksum(source):

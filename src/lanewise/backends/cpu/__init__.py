@@ -12,7 +12,21 @@ Example:
 
 from __future__ import annotations
 
+import os
+
+import numba
+
 from ...ir.program import bind_call
+
+# Fork safety: Numba's default picks GNU OpenMP when it is there, and a process
+# that forks after a parallel run then dies ("fork() called from a process already
+# using GNU OpenMP"; a multiprocessing Pool hangs).  Unless the user chose a layer,
+# lanewise asks for a fork-safe one (TBB if installed, else Numba's workqueue).
+# Parallel launches are serialised (map.PARALLEL), so workqueue's lack of thread
+# safety is never exercised.  It must be set before the first parallel launch.
+if os.environ.get("NUMBA_THREADING_LAYER") is None and numba.config.THREADING_LAYER == "default":
+    numba.config.THREADING_LAYER = "forksafe"
+
 from ...ir.schedule import blocking, lane_work
 from .map import (Executable, allocate, build, fast_launcher, inplace_lane, is_small, lane_output_shapes,
                   raise_lane_error, result_type, run, stats)

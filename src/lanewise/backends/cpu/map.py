@@ -63,19 +63,11 @@ class Executable:
         self.reloaded = False
 
     def call(self, name: str, *args):
-        """Call a kernel of the module; if Numba's cached object code for it will
-        not load (corrupt files), drop those files and recompile once."""
+        """Call a kernel of the module (cache faults survived: :func:`host.call_kernel`)."""
         try:
-            return getattr(self.module, name)(*args)
+            return host.call_kernel(self, name, *args)
         except NumbaError as e:  # a new specialisation (e.g. layout) failed to compile
             raise compile_error(e, self.program.lane, NAME) from e
-        except Exception:
-            if self.path is None or self.reloaded:
-                raise
-        self.reloaded = True
-        cache.discard_object_code(self.path)
-        self.module = cache.load_module(self.module.__name__, self.path, self.source, self.inject)
-        return getattr(self.module, name)(*args)
 
 
 def build(call: Call) -> Executable:

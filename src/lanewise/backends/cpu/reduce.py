@@ -19,6 +19,7 @@ from typing import Any
 
 import numba
 import numpy as np
+from numba.core.errors import NumbaError
 
 from ... import pytree
 from ...codegen import cpu_reduce as render_reduce
@@ -29,6 +30,7 @@ from ...ir.program import Call, Program
 from ...ir.reduction import Monoid, ReduceSpec
 from ...ir.schedule import ReduceBlocking, lane_index, lane_work, reduce_blocking
 from ...lane.lanefn import jit_lane
+from ...lane.numba_errors import compile_error
 from .. import host
 from . import map as cpu
 
@@ -41,6 +43,15 @@ class ReduceExecutable:
     source: str
     path: Any
     monoid: Monoid | None
+    inject: dict
+    reloaded: bool = False
+
+    def call(self, name: str, *args):
+        """Call a kernel of the module (cache faults survived: :func:`host.call_kernel`)."""
+        try:
+            return host.call_kernel(self, name, *args)
+        except NumbaError as e:
+            raise compile_error(e, self.program.lane, "cpu") from e
 
     @property
     def finish(self):
@@ -72,7 +83,7 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
         inject["combine"] = combine
     built = host.build_module("reduce kernel", key, lambda: (render_reduce.render(program, spec), None),
                               lambda meta: inject)
-    return ReduceExecutable(program, spec, built.module, built.source, built.path, monoid)
+    return ReduceExecutable(program, spec, built.module, built.source, built.path, monoid, inject)
 
 
 # ----------------------------------------------------------------------------- run
@@ -98,14 +109,12 @@ def run_reduce(exe: ReduceExecutable, call: Call):
     strides = reduction.index_strides(spec, exe.program.outputs[0], sizes) if spec.indexed else []
     if plan.n_blocks:
         err = np.full(plan.n_blocks, -1, np.int64)
-        small = cpu.is_small(sizes, call.values)
-        kernel = exe.module.rkernel_serial if small else exe.module.rkernel
         args = (*call.values, *partials, *sizes, *strides, plan.n_chunks, plan.chunk, plan.n_reduced, err)
-        if small:
-            kernel(*args)
+        if cpu.is_small(sizes, call.values):
+            exe.call("rkernel_serial", *args)
         else:
             with cpu.PARALLEL:
-                kernel(*args)
+                exe.call("rkernel", *args)
         failed = np.flatnonzero(err >= 0)
         if failed.size:
             block = int(failed[0])

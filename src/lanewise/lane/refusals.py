@@ -1,0 +1,135 @@
+"""Python that compiles inside a lane but would give a wrong or irreproducible result: refused.
+
+Numba compiles some things a lane can say with other meanings than Python's:
+
+* ``random.random()``, ``np.random.normal()`` and friends draw from a per-thread
+  generator that ``random.seed``/``np.random.seed`` outside the lane never
+  seed: every run differs, and the draws depend on the thread count.  Lanes
+  draw with ``lw.random`` instead (counter-based: the same numbers on every
+  backend, thread count and chunking).
+* ``f"{x}"``, ``str(x)``, ``repr(x)``, ``format(x)`` of a number format it as
+  ``<object type:float64>`` (``len(f"v={x}")`` was 23 for every lane).  A
+  formatted message of a ``raise`` is allowed: the host re-raises a failing
+  lane's exception from a Python run of that lane, with the right text.
+
+Each is a table row (what to look for, why, what to use instead); the checks
+read the lane's bytecode, and its source where it is available (to tell a
+``raise`` message from other strings).  Every function compiled for a lane —
+the lane and each helper — is checked, and the error names its file and line.
+
+Example:
+    >>> def lane(x):
+    ...     return len(str(x))
+    >>> try:
+    ...     check(lane)
+    ... except Exception as e:
+    ...     print(type(e).__name__)
+    LaneCompileError
+"""
+
+from __future__ import annotations
+
+import ast
+import dis
+import random as _py_random
+import types
+
+import numpy as np
+
+from ..errors import LaneCompileError, format_location
+from .analysis import definition
+
+#: Builtins that format a value as text: refused outside a ``raise`` message.
+FORMATTERS = {"str": str, "repr": repr, "format": format, "ascii": ascii}
+
+_RANDOM_HINT = ("Python's and NumPy's random generators are not reproducible inside compiled lanes "
+                "(per-thread state that random.seed / np.random.seed never reach, draws that depend on the "
+                "thread count); draw with lw.random instead, e.g. lw.random.uniform(lw.random.fold_in(key, i))")
+_FORMAT_HINT = ("compiled lanes cannot format numbers as text (Numba gives '<object type:float64>'); compute "
+                "numbers in the lane and format them outside it (a raise message may use an f-string: the "
+                "failing lane is re-run in Python to raise it)")
+
+
+def check(fn: types.FunctionType) -> None:
+    """Raise :class:`lanewise.LaneCompileError` if ``fn`` uses Python that compiles wrong."""
+    code = fn.__code__
+    for instr, line in _instructions(code):
+        what = _random_use(fn, instr)
+        if what is not None:
+            raise _error(fn, line, f"calls {what}", _RANDOM_HINT)
+    for what, line in _formatting(fn):
+        raise _error(fn, line, f"formats a value as text ({what})", _FORMAT_HINT)
+
+
+def _instructions(code):
+    """(instruction, line) of ``code`` and the code nested in it, with the previous one's context."""
+    line = code.co_firstlineno
+    previous = None
+    for instr in dis.get_instructions(code):
+        if instr.positions is not None and instr.positions.lineno is not None:
+            line = instr.positions.lineno
+        yield (instr, previous), line
+        previous = instr
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _instructions(const)
+
+
+def _random_use(fn, pair) -> str | None:
+    """What random generator the instruction pair loads, if any."""
+    instr, previous = pair
+    if instr.opname in ("LOAD_ATTR", "LOAD_METHOD") and instr.argval == "random" and previous is not None \
+            and previous.opname == "LOAD_GLOBAL" and fn.__globals__.get(previous.argval) is np:
+        return f"{previous.argval}.random"
+    if instr.opname != "LOAD_GLOBAL":
+        return None
+    value = fn.__globals__.get(instr.argval)
+    if value is _py_random or value is np.random:
+        return f"the {value.__name__} module"
+    owner = getattr(value, "__self__", None)
+    if isinstance(owner, (_py_random.Random, np.random.RandomState, np.random.Generator)):
+        return f"{instr.argval}() of {type(owner).__module__}.{type(owner).__name__}"
+    if (getattr(value, "__module__", None) or "").startswith("numpy.random"):
+        return f"{instr.argval}() of numpy.random"
+    return None
+
+
+def _formatting(fn):
+    """(what, line) of each formatting of a value outside a ``raise`` message."""
+    tree = definition(fn)
+    if tree is None:  # no trustworthy source: the bytecode alone (any formatting)
+        for (instr, _), line in _instructions(fn.__code__):
+            if instr.opname == "FORMAT_VALUE":
+                yield "an f-string", line
+            elif instr.opname == "LOAD_GLOBAL" and _formatter(fn, instr.argval):
+                yield f"{instr.argval}()", line
+        return
+    allowed = {id(n) for r in ast.walk(tree) if isinstance(r, ast.Raise) for n in ast.walk(r)}
+    offset = fn.__code__.co_firstlineno - _first_line(tree)
+    for node in ast.walk(tree):
+        if id(node) in allowed:
+            continue
+        if isinstance(node, ast.JoinedStr) and any(isinstance(v, ast.FormattedValue) for v in node.values):
+            yield "an f-string", node.lineno + offset
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and _formatter(fn, node.func.id):
+            yield f"{node.func.id}()", node.lineno + offset
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
+                and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str):
+            yield "str.format()", node.lineno + offset
+
+
+def _first_line(tree) -> int:
+    """The line of the ``def`` (decorators excluded), as ``co_firstlineno`` counts it."""
+    decorators = getattr(tree, "decorator_list", [])
+    return min([d.lineno for d in decorators] + [tree.lineno])
+
+
+def _formatter(fn, name: str) -> bool:
+    value = fn.__globals__.get(name, FORMATTERS.get(name))
+    return name in FORMATTERS and value is FORMATTERS[name]
+
+
+def _error(fn, line: int, what: str, hint: str) -> LaneCompileError:
+    name = getattr(fn, "__qualname__", repr(fn))
+    where = format_location(fn.__code__.co_filename, line, getattr(fn, "__name__", ""))
+    return LaneCompileError(f"lane function {name} {what}:\n{where}\n{hint}")

@@ -1,0 +1,230 @@
+"""The kernel caches never serve code compiled from something other than what runs.
+
+Every kind of value a lane can read is changed between two builds of the same
+lane; the second build must compute with the new value — in the same process
+(a new ``lw.vmap``; the memory caches of compiled lanes) and in a fresh process
+that finds the first process's kernels on disk.  Issue 14, item 1.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numba
+import numpy as np
+
+import lanewise as lw
+from lanewise.lane.lanefn import fingerprint
+from lanewise.runtime import cache
+
+X = np.arange(1.0, 6.0)
+
+# ----------------------------------------------------------------------------- in one process
+
+G = 1.0
+
+
+def reads_global(x):
+    return x * G
+
+
+def test_global_rebound_between_builds():
+    global G
+    G = 1.0
+    np.testing.assert_array_equal(lw.vmap(reads_global)(X), X)
+    G = 2.0
+    try:
+        np.testing.assert_array_equal(lw.vmap(reads_global)(X), 2 * X)
+    finally:
+        G = 1.0
+
+
+def helper(x):
+    return x + 1.0
+
+
+def calls_helper(x):
+    return helper(x) * 2.0
+
+
+def test_helper_redefined_between_builds():
+    global helper
+    original = helper
+    np.testing.assert_array_equal(lw.vmap(calls_helper)(X), (X + 1) * 2)
+
+    def helper(x):  # noqa: F811 - the redefinition under test
+        return x - 1.0
+
+    try:
+        np.testing.assert_array_equal(lw.vmap(calls_helper)(X), (X - 1) * 2)
+    finally:
+        helper = original
+
+
+def test_closure_default_and_array_values():
+    def make(scale, table):
+        def lane(x, offset=0.5):
+            return x * scale + table[1] + offset
+        return lane
+
+    table = np.array([0.0, 10.0])
+    np.testing.assert_array_equal(lw.vmap(make(2.0, table))(X), X * 2 + 10.5)
+    np.testing.assert_array_equal(lw.vmap(make(3.0, table))(X), X * 3 + 10.5)
+    table[1] = 20.0  # mutated in place: the array's bytes are part of the key
+    np.testing.assert_array_equal(lw.vmap(make(3.0, table))(X), X * 3 + 20.5)
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+def reads_namedtuple(x):
+    return Pair(x, 2.0 * x).a
+
+
+def test_namedtuple_field_order():
+    global Pair
+    original = Pair
+    np.testing.assert_array_equal(lw.vmap(reads_namedtuple)(X), X)
+    Pair = collections.namedtuple("Pair", "b a")  # same name, fields swapped
+    try:
+        np.testing.assert_array_equal(lw.vmap(reads_namedtuple)(X), 2 * X)
+    finally:
+        Pair = original
+
+
+class Mode(enum.IntEnum):
+    FAST = 1
+
+
+def reads_enum(x):
+    return x * Mode.FAST.value
+
+
+def test_enum_member_value():
+    global Mode
+    original = Mode
+    np.testing.assert_array_equal(lw.vmap(reads_enum)(X), X)
+
+    class Mode(enum.IntEnum):  # noqa: F811 - same name, new value
+        FAST = 3
+
+    try:
+        np.testing.assert_array_equal(lw.vmap(reads_enum)(X), 3 * X)
+    finally:
+        Mode = original
+
+
+def test_fingerprint_covers_helper_options_and_classes():
+    """What changes the compiled code without changing a result we can observe
+    bit for bit here still changes the key."""
+    def plain(x):
+        return x + 1.0
+
+    fast = numba.njit(fastmath=True)(plain)
+    strict = numba.njit(error_model="python")(plain)
+
+    def via_fast(x):
+        return fast(x)
+
+    def via_strict(x):
+        return strict(x)
+
+    assert fingerprint(via_fast) != fingerprint(via_strict)
+
+    class K:
+        scale = 1.0
+
+    def with_k(x):
+        return x * K.scale
+
+    before = fingerprint(with_k)
+    K.scale = 2.0  # a class is hashed by its definition, not its name
+    assert fingerprint(with_k) not in (before, None)
+
+
+def test_numba_settings_are_part_of_every_key(monkeypatch):
+    before = cache.key_of("x")
+    monkeypatch.setattr(numba.config, "BOUNDSCHECK", not numba.config.BOUNDSCHECK)
+    assert cache.key_of("x") != before
+
+
+# ----------------------------------------------------------------------------- source edited after import
+
+LANE_SOURCE = '''
+import numpy as np
+
+def over(row, t):
+    n = 0
+    for i in range(row.shape[0]):
+        if row[i] > t:
+            n += 1
+    return n
+'''
+
+
+def _module(tmp_path, name, text):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(text))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = __import__(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+    return module, path
+
+
+def test_file_edited_after_import_does_not_change_the_kernel(tmp_path, restore_config):
+    """The SPMD path reads the lane's source; an edit of one operator after import
+    must not reach the kernel (it compiles what runs, the bytecode)."""
+    module, path = _module(tmp_path, "lw_edited_lane", LANE_SOURCE)
+    path.write_text(path.read_text().replace("row[i] > t", "row[i] >= t"))  # not re-imported
+    rows = np.array([[1.0, 2.0, 2.0, 3.0], [2.0, 2.0, 2.0, 2.0]])
+    want = lw.vmap(module.over, in_axes=(0, None), backend="python")(rows, 2.0)
+    for spmd in ("auto", "1", "0"):
+        restore_config.spmd = spmd
+        got = lw.vmap(module.over, in_axes=(0, None))(rows, 2.0)
+        np.testing.assert_array_equal(got, want, err_msg=f"spmd={spmd}")
+
+
+# ----------------------------------------------------------------------------- across processes
+
+CHILD = r'''
+import json, sys
+import numpy as np
+import lanewise as lw
+sys.path.insert(0, sys.argv[1])
+import lw_child_lane as m
+x = np.arange(1.0, 6.0)
+out = {}
+for g in [float(v) for v in sys.argv[2].split(",")]:
+    m.G = g
+    out[str(g)] = lw.vmap(m.lane)(x).tolist()
+print(json.dumps(out))
+'''
+
+
+def _child(tmp_path, cache_dir, values):
+    env = dict(os.environ, LANEWISE_CACHE_DIR=str(cache_dir))
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), values], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_rebinding_in_one_process_does_not_poison_the_disk_cache(tmp_path):
+    """Process 1 builds with G = 1, then G = 2; process 2 starts with G = 2 and
+    finds process 1's kernels on disk: it must compute with G = 2."""
+    (tmp_path / "lw_child_lane.py").write_text("G = 1.0\n\ndef lane(x):\n    return x * G\n")
+    cache_dir = tmp_path / "cache"
+    first = _child(tmp_path, cache_dir, "1,2")
+    x = np.arange(1.0, 6.0)
+    assert first == {"1.0": x.tolist(), "2.0": (2 * x).tolist()}
+    assert _child(tmp_path, cache_dir, "2") == {"2.0": (2 * x).tolist()}
+    assert list(Path(cache_dir).rglob("lw_*.py"))  # the second process did read a disk cache

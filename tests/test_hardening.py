@@ -1,0 +1,299 @@
+"""Hostile-user cases of issue 14: each was a silently wrong result, a crash or a
+misleading error, and each test failed before its fix.
+
+* helpers named like the function they call, and recursion (item 10);
+* random generators and formatted strings inside compiled lanes (items 6, 7);
+* error classes with sizes: lw.scan's lengths, out_axes leaves (item 14);
+* the disk cache under faults: corrupt reduce kernels, planted metadata, a
+  folder others can write to, Numba unable to write (items 11, 12).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numpy.random import normal as np_normal
+
+import lanewise as lw
+from lanewise.runtime import cache
+
+X = np.arange(1.0, 6.0)
+
+
+# ----------------------------------------------------------------------------- names and recursion
+
+
+def sqrt(x):  # named like the function it calls
+    return np.sqrt(x)
+
+
+def cos(x):
+    return math.cos(x) * 2
+
+
+def sign(x):
+    return -1.0 if x < 0 else 1.0
+
+
+def uses_named_helpers(x):
+    return sqrt(x) + cos(x) + sign(x - 3)
+
+
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+
+
+def ping(n):
+    return 0 if n <= 0 else pong(n - 1)
+
+
+def pong(n):
+    return 1 if n <= 0 else ping(n - 1)
+
+
+@pytest.mark.parametrize("lane", [sqrt, cos, uses_named_helpers])
+def test_helpers_named_like_their_callees(lane):
+    np.testing.assert_allclose(lw.vmap(lane)(X), lw.vmap(lane, backend="python")(X), rtol=1e-15)
+
+
+def test_recursion_runs_on_the_scalar_path():
+    n = np.arange(12)
+    np.testing.assert_array_equal(lw.vmap(fib)(n), [fib(int(k)) for k in n])
+
+
+def test_mutual_recursion_is_a_clear_error():
+    with pytest.raises(lw.LaneCompileError, match="mutual recursion"):
+        lw.vmap(ping)(np.arange(4))
+
+
+# ----------------------------------------------------------------------------- random and strings
+
+
+def py_random(x):
+    return x + random.random()
+
+
+def numpy_random(x):
+    return x + np.random.normal()
+
+
+def imported_random(x):
+    return x + np_normal()
+
+
+def f_string(x):
+    return len(f"v={x}")
+
+
+def str_call(x):
+    return len(str(x))
+
+
+def raises_formatted(x):
+    if x > 3:
+        raise ValueError(f"x={x} is too large")
+    return x
+
+
+@pytest.mark.parametrize("lane", [py_random, numpy_random, imported_random])
+def test_random_generators_are_refused_in_compiled_lanes(lane):
+    with pytest.raises(lw.LaneCompileError, match="lw.random") as info:
+        lw.vmap(lane)(X)
+    assert "test_hardening.py" in str(info.value) and "random" in str(info.value)
+    assert lw.vmap(lane, backend="python")(X).shape == X.shape  # the reference runs Python as it is
+
+
+@pytest.mark.parametrize("lane", [f_string, str_call])
+def test_formatting_values_is_refused(lane):
+    with pytest.raises(lw.LaneCompileError, match="format") as info:
+        lw.vmap(lane)(X)
+    assert f'line {lane.__code__.co_firstlineno + 1}' in str(info.value)
+
+
+def test_a_formatted_raise_message_has_the_right_text():
+    with pytest.raises(ValueError) as info:
+        lw.vmap(raises_formatted)(X)
+    assert info.value.args == ("x=4.0 is too large",)
+    assert any("i0=3" in note for note in info.value.__notes__)
+
+
+# ----------------------------------------------------------------------------- errors with sizes
+
+
+def step(carry, x):
+    return carry + x, None
+
+
+@pytest.mark.parametrize("backend", ["cpu", "python"])
+def test_scan_length_mismatch_names_the_sizes(backend):
+    with lw.config.overridden(backend=backend):
+        with pytest.raises(lw.SizeMismatchError, match=r"\[3, 4\]"):
+            lw.scan(step, 0.0, (np.ones(3), np.ones(4)))
+    lane = lw.vmap(lambda r: lw.scan(step, 0.0, r, length=2)[0], backend=backend)
+    with pytest.raises(lw.SizeMismatchError, match=r"\[2, 3\]"):
+        lane(np.ones((2, 3)))
+
+
+def test_out_axes_leaves_must_be_ints():
+    with pytest.raises(lw.AxisSpecError, match="out_axes leaves must be ints or None"):
+        lw.vmap(lambda x: x, out_axes=(np.array(0),))(X)
+
+
+# ----------------------------------------------------------------------------- the disk cache under faults
+
+CHILD = r'''
+import sys
+import numpy as np
+import lanewise as lw
+sys.path.insert(0, sys.argv[1])
+from lw_cache_lanes import square
+r = lw.reduce(lw.vmap(square), "sum")(np.arange(10.0))
+m = lw.vmap(square)(np.arange(4.0))
+print(float(r), m.tolist())
+'''
+
+
+def _child(tmp_path, cache_dir):
+    env = dict(os.environ, LANEWISE_CACHE_DIR=str(cache_dir))
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def lanes_dir(tmp_path):
+    (tmp_path / "lw_cache_lanes.py").write_text("def square(x):\n    return x * x\n")
+    return tmp_path
+
+
+WANT = "285.0 [0.0, 1.0, 4.0, 9.0]"
+
+
+def test_corrupt_object_code_of_a_reduce_kernel(lanes_dir):
+    cache_dir = lanes_dir / "cache"
+    assert _child(lanes_dir, cache_dir) == WANT
+    objects = list(cache_dir.rglob("__pycache__/*.nbc"))
+    assert objects
+    for path in objects:
+        path.write_bytes(b"garbage")
+    assert _child(lanes_dir, cache_dir) == WANT
+    assert _child(lanes_dir, cache_dir) == WANT
+
+
+def test_planted_metadata_is_never_unpickled(lanes_dir):
+    cache_dir = lanes_dir / "cache"
+    assert _child(lanes_dir, cache_dir) == WANT
+    marker = lanes_dir / "pwned"
+
+    class Plant:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    for meta in cache_dir.rglob("lw_*.meta"):
+        meta.write_bytes(pickle.dumps(Plant()))
+    assert _child(lanes_dir, cache_dir) == WANT
+    assert not marker.exists()
+
+
+def test_a_cache_folder_others_can_write_is_not_used(lanes_dir):
+    cache_dir = lanes_dir / "shared-cache"
+    cache_dir.mkdir(mode=0o777)
+    cache_dir.chmod(0o777)
+    assert _child(lanes_dir, cache_dir) == WANT
+    assert not list(cache_dir.rglob("lw_*.py"))
+
+
+def test_the_cache_folder_is_private(lanes_dir):
+    cache_dir = lanes_dir / "new-cache"
+    assert _child(lanes_dir, cache_dir) == WANT
+    assert cache_dir.stat().st_mode & 0o077 == 0
+
+
+def test_numba_unable_to_write_its_cache_costs_speed_only(monkeypatch, tmp_path, restore_config):
+    """A full disk or a file-size limit: Numba's object-code write raises OSError."""
+    from numba.core import caching
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    restore_config.cache_dir = tmp_path / "cache"
+    monkeypatch.setattr(caching.Cache, "save_overload", full_disk)
+
+    def cube(x):
+        return x * x * x
+
+    np.testing.assert_array_equal(lw.vmap(cube)(X), X ** 3)
+    assert float(lw.reduce(lw.vmap(cube), "sum")(X)) == float((X ** 3).sum())
+
+
+def test_meta_files_carry_a_checksum(tmp_path, restore_config):
+    restore_config.cache_dir = tmp_path / "cache"
+    path = cache.store("k" * 24, "x = 1\n", {"a": 1})
+    assert path is not None and cache.lookup("k" * 24)[2] == {"a": 1}
+    meta = path.with_suffix(".meta")
+    meta.write_bytes(meta.read_bytes()[:-1] + b"!")  # one byte of the payload altered
+    assert cache.lookup("k" * 24) is None and not meta.exists()
+
+
+# ----------------------------------------------------------------------------- fork and spawn
+
+FORK = r'''
+import multiprocessing as mp, sys
+import numpy as np
+import lanewise as lw
+
+def double(x):
+    return x * 2.0
+
+def work(i):
+    return float(lw.vmap(double)(np.arange(100000.0)).sum()) + i
+
+if __name__ == "__main__":
+    lw.config.serial_below = 0  # the parent's run is a parallel one
+    print(float(lw.vmap(double)(np.arange(2_000_000.0)).sum()))
+    with mp.get_context(sys.argv[1]).Pool(2) as pool:
+        print(pool.map(work, range(2)))
+'''
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_process_pools_after_a_parallel_run(tmp_path, method):
+    """Item 8: a fork after a parallel run killed the child (GNU OpenMP) and hung the pool."""
+    script = tmp_path / "pool.py"
+    script.write_text(FORK)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    proc = subprocess.run([sys.executable, str(script), method], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["3999998000000.0", "[9999900000.0,", "9999900001.0]"], proc.stdout
+    assert "OpenMP" not in proc.stderr
+
+
+# ----------------------------------------------------------------------------- item 13
+
+
+@pytest.mark.parametrize("op", ["max", "argmin"])
+def test_complex_order_reductions_are_a_clear_error(op):
+    with pytest.raises(lw.LaneTypeError, match=f"{op} of complex values"):
+        lw.reduce(lw.vmap(lambda v: v * 1j), op)(X)
+
+
+def test_a_file_name_with_a_newline_stays_in_its_comment(tmp_path):
+    """User strings pasted into generated source (file names in comments) are escaped."""
+    code = compile("def lane(x):\n    return x + 1.0\n", "weird\nname = 1/0  # .py", "exec")
+    namespace: dict = {}
+    exec(code, namespace)
+    np.testing.assert_array_equal(lw.vmap(namespace["lane"])(X), X + 1)
+    source = lw.explain(lw.vmap(namespace["lane"]), X).source
+    assert "weird\\nname" in source and "\nname = 1/0" not in source
