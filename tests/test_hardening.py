@@ -297,3 +297,65 @@ def test_a_file_name_with_a_newline_stays_in_its_comment(tmp_path):
     np.testing.assert_array_equal(lw.vmap(namespace["lane"])(X), X + 1)
     source = lw.explain(lw.vmap(namespace["lane"]), X).source
     assert "weird\\nname" in source and "\nname = 1/0" not in source
+
+
+# ----------------------------------------------------------------------------- JAX semantics (items 15, 16)
+
+
+def returns_none(x):
+    return None
+
+
+def no_arguments():
+    return 1.5
+
+
+def star_args(*args):
+    return args[0] * args[1]
+
+
+def scaled(a, b, scale=1.0):
+    return (a - b) * scale
+
+
+@pytest.mark.parametrize("backend", ["cpu", "python"])
+def test_lanes_jax_accepts(backend):
+    import functools
+
+    import jax
+
+    mapped = lw.vmap(returns_none, backend=backend)
+    assert mapped(X) is None and mapped(X) is None  # twice: the fast path too
+    grid = lw.vmap(no_arguments, in_axes=(), axis_size=3, backend=backend)
+    for _ in range(2):
+        np.testing.assert_array_equal(grid(), jax.vmap(no_arguments, in_axes=(), axis_size=3)())
+    np.testing.assert_array_equal(lw.vmap(star_args, backend=backend)(X, X), X * X)
+    np.testing.assert_allclose(lw.vmap(math.sin, backend=backend)(X), np.sin(X), rtol=1e-15)
+    np.testing.assert_allclose(lw.vmap(np.arctan2, backend=backend)(X, X[::-1]), np.arctan2(X, X[::-1]),
+                               rtol=1e-15)
+    part = functools.partial(scaled, 10.0, scale=2.0)
+    np.testing.assert_array_equal(lw.vmap(part, backend=backend)(X), jax.vmap(part)(X))
+
+
+def ema(carry, x):
+    carry = 0.5 * carry + 0.5 * x
+    return carry, carry * x
+
+
+@pytest.mark.parametrize("backend", ["cpu", "python"])
+def test_scan_unroll_and_map_as_in_jax(backend):
+    """Item 18: lw.scan(..., unroll=) and lw.map (jax.lax.map) against JAX."""
+    import jax
+
+    with lw.config.overridden(backend=backend):
+        for unroll in (1, 3, True):
+            got = lw.scan(ema, 0.0, X, unroll=unroll)
+            want = jax.lax.scan(ema, 0.0, X, unroll=unroll)
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-15)
+            np.testing.assert_allclose(got[1], want[1], rtol=1e-15)
+        with pytest.raises(lw.LanewiseError, match="unroll"):
+            lw.scan(ema, 0.0, X, unroll=0)
+    rows = np.arange(12.0).reshape(4, 3)
+    np.testing.assert_array_equal(lw.map(lambda r: r.sum() * 2.0, rows), jax.lax.map(lambda r: r.sum() * 2.0, rows))
+    in_lanes = lw.vmap(lambda r: lw.scan(ema, 0.0, r, unroll=2)[0], backend=backend)(rows)
+    np.testing.assert_allclose(in_lanes, [jax.lax.scan(ema, 0.0, r)[0] for r in rows], rtol=1e-15)

@@ -11,7 +11,7 @@ Example:
 """
 
 from .version import __version__
-from .api import Explanation, Mapped, explain, vmap
+from .api import Explanation, Mapped, explain, map, vmap  # noqa: A004 - jax.lax.map's name
 from .config import config
 from . import random
 from .reducing import Monoid, reduce
@@ -29,7 +29,8 @@ from .errors import (
 )
 
 __all__ = [
-    "__version__", "vmap", "scan", "reduce", "Monoid", "fuse", "random", "explain", "Mapped", "Explanation", "config",
+    "__version__", "vmap", "scan", "map", "reduce", "Monoid", "fuse", "random", "explain", "Mapped",
+    "Explanation", "config",
     "LanewiseError", "AxisSpecError", "SizeMismatchError", "UnmappedOutputError",
     "LaneCompileError", "LaneTypeError", "OutputError", "BackendError",
 ]

@@ -21,6 +21,7 @@ from . import backends, progress
 from .config import config
 from .errors import AxisSpecError
 from .ir.program import unwrap_nest
+from .lane.callables import as_lane_function
 from .reducing import Reduced
 
 #: What a fast-path launcher returns when it cannot handle a call (types, sizes).
@@ -68,6 +69,21 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, *, axis_size: int |
     return Mapped(fun, in_axes, out_axes, axis_size, backend, progress)
 
 
+def map(f: Callable, xs: Any):  # noqa: A001 - jax.lax.map's name
+    """``jax.lax.map``: ``f`` applied to each slice of ``xs`` along its leading axis, stacked.
+
+    The same result as ``lw.scan(lambda c, x: (c, f(x)), None, xs)[1]``; the
+    slices are independent, so it runs as ``lw.vmap(f)(xs)`` (one compiled,
+    parallel loop).  ``xs`` may be a pytree of arrays with one leading size.
+
+    Example:
+      >>> import numpy as np, lanewise as lw
+      >>> lw.map(lambda row: row.sum(), np.arange(6.0).reshape(3, 2))
+      array([ 1.,  5.,  9.])
+    """
+    return vmap(f)(xs)
+
+
 class Mapped:
     """A function mapped by :func:`vmap` (call it like the original).
 
@@ -87,6 +103,8 @@ class Mapped:
             raise AxisSpecError(f"axis_size must be a non-negative int, got {axis_size!r}")
         if backend is not None:
             backends.get(backend)  # fail early on a typo
+        if not getattr(fun, "_lw_vmap_spec", False):
+            fun = as_lane_function(fun)  # builtins, ufuncs, functools.partial: a generated Python lane
         self.fun, self.in_axes, self.out_axes = fun, in_axes, out_axes
         self.axis_size, self.backend, self.progress = axis_size, backend, bool(progress)
         self._executables: dict = {}

@@ -246,8 +246,9 @@ def render_launcher(program: Program, values) -> tuple[str, dict]:
     """
     sig, names = program.signature, Names.of(program)
     consts: dict = {}
-    lines = ["def launch(args):", f"    if len(args) != {len(sig.leaves)}:", "        return MISS",
-             f"    {', '.join(names.leaves)}, = args"]
+    lines = ["def launch(args):", f"    if len(args) != {len(sig.leaves)}:", "        return MISS"]
+    if names.leaves:  # a lane may take no arguments (axis_size= gives the lanes)
+        lines.append(f"    {', '.join(names.leaves)}, = args")
     for k, (leaf, value, name) in enumerate(zip(sig.leaves, values, names.leaves, strict=True)):
         if leaf.is_array:
             consts[f"D{k}"] = value.dtype
@@ -278,7 +279,7 @@ def render_launcher(program: Program, values) -> tuple[str, dict]:
               f"    if 0 < lanes and {work} < SERIAL_BELOW:  # as backends.cpu.is_small",
               f"        if serial({args}) >= 0:", "            return MISS",
               f"    elif lanes and parallel(({args},), ({sizes},)):", "        return MISS"]
-    if program.out_tree.num_nodes == 1:
+    if program.out_tree.num_nodes == 1 and program.outputs:  # one array (a lane returning None has none)
         lines.append(f"    return {names.outputs[0]}")
     else:
         lines.append(f"    return unflatten(TREE, [{', '.join(names.outputs)}])")

@@ -101,9 +101,28 @@ def _shape(code) -> tuple:
     return code.co_argcount, code.co_names, code.co_varnames, code.co_freevars, consts, _instructions(code)
 
 
+#: Opcodes the compiler chooses by context, not by the source: ``np.zeros(4)`` is
+#: LOAD_ATTR where ``np`` was imported in the same module (CPython 3.11's
+#: is_import_originated), LOAD_METHOD when the function is compiled alone.
+_SAME_OP = {"LOAD_METHOD": "LOAD_ATTR"}
+_JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
+
+
 def _instructions(code) -> tuple:
-    return tuple((i.opname, None if hasattr(i.argval, "co_code") else repr(i.argval))
-                 for i in dis.get_instructions(code))
+    """The instruction stream: operations and resolved arguments, jump targets as
+    instruction indices (byte offsets shift with the inline caches of each op)."""
+    instructions = list(dis.get_instructions(code))
+    index = {i.offset: k for k, i in enumerate(instructions)}
+    out = []
+    for i in instructions:
+        if i.opcode in _JUMPS:
+            arg = ("->", index.get(i.argval))
+        elif hasattr(i.argval, "co_code"):
+            arg = None
+        else:
+            arg = repr(i.argval)
+        out.append((_SAME_OP.get(i.opname, i.opname), arg))
+    return tuple(out)
 
 
 def _find_definition(tree, fn):

@@ -113,6 +113,8 @@ def inlined_lane(fn: Callable) -> Dispatcher:
     fn = python_function(fn)
     if fn.__name__ in _global_loads(fn.__code__) and fn.__globals__.get(fn.__name__) is fn:
         return jit_lane(fn)  # recursive: Numba cannot inline it into itself
+    if fn.__code__.co_flags & inspect.CO_VARARGS:
+        return jit_lane(fn)  # Numba's inliner refuses *args ("Stararg not supported in inliner")
     return _cached(_inlined, fn, lambda: _compiled(fn, _rebind(fn), numba.njit(inline="always", **JIT_OPTIONS)))
 
 

@@ -53,7 +53,8 @@ def reference_mode():
         _reference_mode.reset(token)
 
 
-def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False):
+def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
+         unroll: int | bool = 1):
     """Loop ``f`` over the leading axis of ``xs``, carrying state: ``jax.lax.scan``.
 
     Args:
@@ -64,6 +65,8 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
         leading size, or None (then ``length`` gives the number of steps).
       length: the number of steps when ``xs`` is None (must agree otherwise).
       reverse: scan from the end; ``ys`` stay in the order of ``xs``.
+      unroll: accepted as in JAX (an int >= 1 or a bool); it changes no result, and
+        the compiled loop is unrolled as LLVM sees fit.
 
     Returns:
       ``(carry, ys)``: the final carry and the ``y`` s stacked along a new
@@ -79,6 +82,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
       array([[1. , 2. , 2.5],
              [2. , 2. , 1. ]])
     """
+    _check_unroll(unroll)
     if _reference_mode.get() or config.backend == "python":
         return _reference(f, init, xs, length, reverse)
     return _compiled(f, init, xs, length, reverse)
@@ -86,6 +90,12 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
 
 scan._lw_intrinsic = True  # lanes call the Numba overload below, not this body
 scan._lw_may_raise = True  # it checks lengths at run time (lanefn.may_raise)
+
+
+def _check_unroll(unroll) -> None:
+    if isinstance(unroll, bool) or (isinstance(unroll, (int, np.integer)) and unroll >= 1):
+        return
+    raise LanewiseError(f"lw.scan: unroll must be an int >= 1 or a bool (as in JAX), got {unroll!r}")
 
 
 # ----------------------------------------------------------------------------- reference
@@ -181,7 +191,7 @@ def _entry(f, init, xs, length, reverse):
 
 
 @overload(scan, jit_options={"error_model": "numpy"}, inline="always")
-def _scan_overload(f, init, xs=None, length=None, reverse=False):
+def _scan_overload(f, init, xs=None, length=None, reverse=False, unroll=1):
     return scan_implementation(cpu_target.typing_context, f, init, xs)
 
 
@@ -296,7 +306,7 @@ def _paths(tree, prefix="") -> list[str]:
 def _render(x_leaves, x_tree, y_leaves, y_tree, init_t, namespace) -> str:
     x_paths = _paths(x_tree, "xs")
     x_at = _expr(x_tree, iter(f"{p}[i]" for p in x_paths), namespace)
-    lines = ["def impl(f, init, xs=None, length=None, reverse=False):"]
+    lines = ["def impl(f, init, xs=None, length=None, reverse=False, unroll=1):"]
     if x_paths:
         lines.append(f"    n = {x_paths[0]}.shape[0]")
         for k, p in enumerate(x_paths[1:], 1):

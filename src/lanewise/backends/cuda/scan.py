@@ -23,7 +23,7 @@ def register_scan() -> None:
     from numba.cuda.extending import overload as cuda_overload
 
     @cuda_overload(scan, inline="always")
-    def _scan_overload_cuda(f, init, xs=None, length=None, reverse=False):
+    def _scan_overload_cuda(f, init, xs=None, length=None, reverse=False, unroll=1):
         return scan_implementation(cuda_target.typing_context, f, init, xs, stacked_ys=False)
 
     _registered = True
