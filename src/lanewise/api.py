@@ -79,7 +79,7 @@ def map(f: Callable, xs: Any):  # noqa: A001 - jax.lax.map's name
     Example:
       >>> import numpy as np, lanewise as lw
       >>> lw.map(lambda row: row.sum(), np.arange(6.0).reshape(3, 2))
-      array([ 1.,  5.,  9.])
+      array([1., 5., 9.])
     """
     return vmap(f)(xs)
 

@@ -22,6 +22,7 @@ import enum
 import hashlib
 import inspect
 import sys
+import threading
 import types
 import weakref
 from typing import Any, Callable
@@ -82,25 +83,27 @@ def _cached(table, fn, make):
     key = (config.vector_math, fingerprint(fn))
     if key[1] is not None and key in variants:
         return variants[key]
+    building = _BUILDING.__dict__.setdefault("made", set())
     marker = (id(table), id(fn))
-    if marker in _BUILDING:
+    if marker in building:
         raise LaneCompileError(
             f"{getattr(fn, '__qualname__', fn)} ({function_location(fn)}) calls itself through another "
             "function (mutual recursion); compiled lanes support a function calling itself directly, "
             "not through a chain of helpers")
-    _BUILDING.add(marker)
+    building.add(marker)
     try:
         made = make()
     finally:
-        _BUILDING.discard(marker)
+        building.discard(marker)
     if key[1] is not None:
         variants[key] = made
     return made
 
 
-#: (table, function) pairs whose compiled variant is being made: a second request
-#: while it is being made is mutual recursion (Python would recurse forever).
-_BUILDING: set[tuple[int, int]] = set()
+#: Per thread, the (table, function) pairs whose compiled variant this thread is
+#: making: a second request in the same thread is mutual recursion (Python would
+#: recurse forever); another thread building the same lane is not.
+_BUILDING = threading.local()
 
 
 def inlined_lane(fn: Callable) -> Dispatcher:
