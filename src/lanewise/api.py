@@ -1,4 +1,4 @@
-"""The public transformations: ``vmap`` and ``explain``.
+"""The public transformations: ``vmap``, ``map`` (jax.lax.map) and ``explain``.
 
 Example:
     >>> import math, numpy as np, lanewise as lw
