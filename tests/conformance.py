@@ -23,7 +23,7 @@ import pytest
 
 import lanewise as lw
 from corpus import benchmark_function, escape
-from lanewise import backends
+from lanewise import backends, pytree
 from lanewise.backends.protocol import MEMBERS, conforms
 
 #: W6's lane: the first index where a row's running sum passes a threshold.
@@ -32,7 +32,6 @@ first_pass = benchmark_function("w6_first_pass", "first_pass")
 
 def to_numpy(tree):
     """Results as NumPy: dask arrays computed, device arrays copied to the host."""
-    from lanewise import pytree
     leaves, spec = pytree.flatten(tree)
     out = []
     for leaf in leaves:
@@ -45,7 +44,6 @@ def to_numpy(tree):
 
 
 def assert_same(got, want, exact=True):
-    from lanewise import pytree
     g, gs = pytree.flatten(to_numpy(got))
     w, ws = pytree.flatten(to_numpy(want))
     assert gs == ws, (gs, ws)
