@@ -21,6 +21,7 @@ from .errors import (
     AxisSpecError,
     BackendError,
     LaneCompileError,
+    LaneIndexError,
     LanewiseError,
     LaneTypeError,
     OutputError,
@@ -32,5 +33,5 @@ __all__ = [
     "__version__", "vmap", "scan", "map", "reduce", "Monoid", "fuse", "random", "explain", "Mapped",
     "Explanation", "config",
     "LanewiseError", "AxisSpecError", "SizeMismatchError", "UnmappedOutputError",
-    "LaneCompileError", "LaneTypeError", "OutputError", "BackendError",
+    "LaneCompileError", "LaneIndexError", "LaneTypeError", "OutputError", "BackendError",
 ]

@@ -54,6 +54,14 @@ class OutputError(LanewiseError, ValueError):
     """A preallocated ``out=`` array has the wrong shape, dtype or flags."""
 
 
+class LaneIndexError(LanewiseError, IndexError):
+    """A lane indexed an array out of its bounds.
+
+    Every backend raises it, with the lane, the index and the length; a
+    compiled lane checks before it reads, so nothing out of bounds is ever
+    read (docs/safety.md, "Indexing")."""
+
+
 class BackendError(LanewiseError, ValueError):
     """An unknown or unavailable backend was requested."""
 

@@ -240,6 +240,18 @@ def test_exception_in_helper():
     assert any("i0=1" in note for note in info.value.__notes__)
 
 
+def reads_at(row, k):
+    return row[k]
+
+
+def test_index_out_of_bounds_is_a_lane_index_error():
+    """The simulator checks indices as NumPy does; the error is the one every backend raises."""
+    x = np.arange(12.0).reshape(3, 4)
+    with pytest.raises(lw.LaneIndexError, match=r"index 5 is out of bounds for axis 0 with size 4.*lane i0=0"):
+        lw.vmap(reads_at, in_axes=(0, None), backend="cuda")(x, 5)
+    np.testing.assert_array_equal(lw.vmap(reads_at, in_axes=(0, None), backend="cuda")(x, -1), x[:, -1])
+
+
 def uses_a_dict(x):
     d = {}
     return x + len(d)

@@ -7,7 +7,7 @@
 import numba
 from numba import int64, prange, uint64
 
-@numba.njit(error_model="numpy", nogil=True, cache=True)
+@numba.njit(error_model="numpy", nogil=True, cache=True, boundscheck=True)
 def lane_block(a0, a1, o0, n0, s0, outer, lo, hi):
     """Lanes [lo, hi) of the innermost level at one outer index; -1 or the failed lane."""
     # Unsigned indices: Numba then skips negative-index wraparound, and LLVM
@@ -48,7 +48,7 @@ def kernel_serial(a0, a1, o0, n0, s0):
             return outer * n0 + e
     return -1
 
-@numba.njit(error_model="numpy", nogil=True, cache=True)
+@numba.njit(error_model="numpy", nogil=True, cache=True, boundscheck=True)
 def probe(a0, a1):
     """Lane 0 alone: its result type, and the shape of per-lane array outputs."""
     i0 = uint64(0)

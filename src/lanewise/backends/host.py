@@ -3,7 +3,8 @@
 * :func:`disk_key` and :func:`build_module` — the cached-build pipeline
   (fingerprint -> key -> lookup -> render -> store -> load) of a generated module;
 * :func:`check_out` — ``out=`` validation;
-* :func:`replay_lane`, :func:`where` and :func:`shape_changed` — turning "lane
+* :func:`replay_lane`, :func:`lane_exception`, :func:`where` and
+  :func:`shape_changed` — turning "lane
   ``index`` failed" (kernels report only which lane) into the lane's own
   exception, or the one error class for a per-lane array whose shape varies.
 
@@ -14,7 +15,9 @@ Example:
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
@@ -23,7 +26,7 @@ from numba.core.errors import NumbaError
 
 from .. import pytree
 from ..config import config
-from ..errors import LanewiseError, LaneTypeError, OutputError
+from ..errors import LaneIndexError, LanewiseError, LaneTypeError, OutputError, function_location
 from ..ir.program import Call, Program, lane_arguments, make_program
 from ..lane.analysis import check_unmapped_outputs
 from ..lane.lanefn import fingerprint, jit_lane
@@ -165,15 +168,39 @@ def replay_lane(call: Call, index: tuple[int, ...], raise_anyway: bool = True):
     try:
         result = jit_lane(call.lane)(*args, **kwargs)
     except Exception as e:
-        error = _as_python_raises(call.lane, args, kwargs, e)
-        error.add_note(f"raised by lane ({where(index)}) of {getattr(call.lane, '__qualname__', call.lane)} "
-                       "(level indices, outermost first)")
+        error = lane_exception(_as_python_raises(call.lane, args, kwargs, e), call.lane, index)
         if error is e:
             raise
         raise error from None
     if raise_anyway:
         raise LanewiseError(f"lane ({where(index)}) failed inside the compiled kernel but not when replayed")
     return result
+
+
+def lane_exception(error: Exception, lane, index) -> Exception:
+    """``error``, raised by lane ``index``, as every backend reports it: noted
+    with the lane, and an ``IndexError`` as :class:`LaneIndexError` naming the
+    lane's function and file."""
+    name = getattr(lane, "__qualname__", lane)
+    if isinstance(error, IndexError) and not isinstance(error, LanewiseError):
+        wrapped = LaneIndexError(f"{error} (lane {where(index)} of {name}, {_raised_at(error, lane)})")
+        wrapped.__cause__ = error
+        return wrapped
+    error.add_note(f"raised by lane ({where(index)}) of {name} (level indices, outermost first)")
+    return error
+
+
+def _raised_at(error: Exception, lane) -> str:
+    """``file:line: source`` of the innermost frame of ``error`` outside lanewise
+    (the user's line that raised), else where ``lane`` is defined."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(_PACKAGE)]
+    if not frames:
+        return function_location(lane)
+    last = frames[-1]
+    return f"{last.filename}:{last.lineno}" + (f": {last.line.strip()}" if last.line else "")
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[1])
 
 
 def _as_python_raises(lane, args, kwargs, compiled: Exception) -> Exception:

@@ -93,10 +93,10 @@ def _call_lane(lane, call, index, values=None):
         with np.errstate(all="ignore"):
             return lane(*args, **kwargs)
     except Exception as e:
-        where = ", ".join(f"i{lv}={i}" for lv, i in enumerate(index))
-        e.add_note(f"raised by lane ({where}) of {getattr(lane, '__qualname__', lane)} "
-                   "(level indices, outermost first)")
-        raise
+        error = host.lane_exception(e, lane, index)
+        if error is e:
+            raise
+        raise error from e
 
 
 def _map(lane, call: Call, prefix: tuple, sample):

@@ -22,10 +22,17 @@ import optree
 
 from ..errors import LaneTypeError, function_location
 from ..ir.program import Program, Signature
+from ..lane.lanefn import indexes
 from ..lane.records import record_class
 
 #: The decorator of every CPU function of a generated module (``{}``: more options).
 JIT = 'numba.njit(error_model="numpy", nogil=True, cache=True{})'
+
+
+def jit_inlining(program: Program) -> str:
+    """The decorator of a generated function that calls (so inlines) the lane:
+    bounds-checked when the lane indexes arrays (see lanefn.JIT_OPTIONS)."""
+    return JIT.format(", boundscheck=True" if indexes(program.lane) else "")
 
 
 @dataclass(frozen=True)

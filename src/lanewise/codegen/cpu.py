@@ -23,7 +23,7 @@ from __future__ import annotations
 from ..ir.program import Program, Signature
 from ..ir.schedule import loop_order
 from ..version import __version__
-from .common import (JIT, Names, decompose, guarded_store, lane_args, lane_comment, leaf_expr,
+from .common import (JIT, Names, decompose, guarded_store, jit_inlining, lane_args, lane_comment, leaf_expr,
                      level_comments, out_index)
 
 
@@ -62,7 +62,7 @@ def header(program: Program, order) -> str:
 
 def _lane_block(program: Program, names: Names, order, inplace: bool) -> str:
     inner = order[-1]
-    body = [f"@{JIT.format('')}",
+    body = [f"@{jit_inlining(program)}",
             f"def lane_block({names.params('outer', 'lo', 'hi')}):",
             '    """Lanes [lo, hi) of the innermost level at one outer index; -1 or the failed lane."""',
             "    # Unsigned indices: Numba then skips negative-index wraparound, and LLVM",
@@ -224,7 +224,7 @@ def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
 
 def _probe(program: Program, names: Names) -> str:
     return "\n".join([
-        f"@{JIT.format('')}",
+        f"@{jit_inlining(program)}",
         f"def probe({', '.join(names.leaves)}):",
         '    """Lane 0 alone: its result type, and the shape of per-lane array outputs."""',
         *[f"    i{lv} = uint64(0)" for lv in range(len(program.signature.levels))],

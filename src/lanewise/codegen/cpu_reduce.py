@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..ir.program import Program
 from ..ir.reduction import OPS, ReduceSpec
-from .common import JIT, Names, decompose, lane_args
+from .common import JIT, Names, decompose, jit_inlining, lane_args
 from .cpu import header
 
 
@@ -71,7 +71,7 @@ def _params(program, spec, names: Names, *extra) -> str:
 
 def _prologue(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
     """``rblock``'s signature and the start indices of its lane range."""
-    lines = [f"@{JIT.format('')}", f"def rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')}):",
+    lines = [f"@{jit_inlining(program)}", f"def rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')}):",
              '    """Fold reduced lanes [lo, hi) at kept index k into partial b; -1 or the failed lane."""',
              "    c = uint64(lo)", "    failed = c"]
     lines += ["    " + s for s in decompose("uint64(k)", list(spec.kept), names)]
@@ -137,7 +137,7 @@ def _tile_args(program: Program, names: Names, inner) -> str:
 
 
 def _tile_fn(program: Program, names: Names, inner) -> str:
-    lines = [f"@{JIT.format('')}", f"def rtile({_tile_args(program, names, inner)}):",
+    lines = [f"@{jit_inlining(program)}", f"def rtile({_tile_args(program, names, inner)}):",
              '    """Lanes start..start+n of the innermost reduced level into the buffers; -1 or the failed lane."""',
              "    failed = pos", "    try:"]
     if inner is None:

@@ -39,8 +39,31 @@ from .prefetch import closure_for, code_with_prefetches
 
 #: Options every lane and generated kernel is compiled with.  ``error_model``
 #: "numpy" makes ``x / 0.0`` give inf/nan (as NumPy and JAX do) and removes the
-#: zero checks that would stop LLVM vectorising the nest.
-JIT_OPTIONS = dict(error_model="numpy", nogil=True)
+#: zero checks that would stop LLVM vectorising the nest.  ``boundscheck``: an
+#: index out of bounds raises IndexError instead of reading outside the array
+#: (docs/safety.md, "Indexing"); kernels that inline the lane get it only when
+#: the lane :func:`indexes` (their own reads are in bounds by construction, and
+#: a checked kernel loop does not vectorise: W1 ran 5x slower).
+JIT_OPTIONS = dict(error_model="numpy", nogil=True, boundscheck=True)
+
+_SUBSCRIPTS = frozenset({"BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR", "BINARY_SLICE", "STORE_SLICE"})
+
+
+def indexes(fn: Callable) -> bool:
+    """Whether ``fn``'s own code subscripts anything (nested functions and
+    comprehensions included); True when it has no Python code to look at.
+
+    Example:
+        >>> indexes(lambda row, k: row[k]), indexes(lambda x: x * 2.0)
+        (True, False)
+    """
+    code = getattr(python_function(fn), "__code__", None)
+    return code is None or _code_indexes(code)
+
+
+def _code_indexes(code: types.CodeType) -> bool:
+    return any(i.opname in _SUBSCRIPTS for i in dis.get_instructions(code)) or any(
+        _code_indexes(c) for c in code.co_consts if isinstance(c, types.CodeType))
 
 _STANDIN = sys.modules.setdefault("lanewise._lanes", types.ModuleType("lanewise._lanes"))
 

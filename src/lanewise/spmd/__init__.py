@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import config
+from .rows import OUT_OF_BOUNDS
 from .stream import STREAM, transform_stream
 from .syntax import Desugar, Unsupported, function_ast
 from .transform import FUNCTION, transform
@@ -582,11 +583,24 @@ def check_compiled(plan: Plan, program, call) -> None:
         dispatcher.compile(argtypes)
     except Exception as e:  # noqa: BLE001 - any rejection: the lane keeps the scalar path
         raise Unsupported(f"a construct Numba rejects in the W-wide form: {_numba_reason(e)}") from None
-    for body in _numba_functions(dispatcher.inspect_llvm(argtypes)):
-        if re.search(r"store [^\n]*, ptr %excinfo", body):
+    llvm = dispatcher.inspect_llvm(argtypes)
+    for body in _numba_functions(llvm):
+        if any(not _is_row_bounds_error(store, llvm) for store in re.findall(r"store [^\n]*, ptr %excinfo", body)):
             raise Unsupported("an operation that may raise inside the W-wide lane")
         if "NRT_MemInfo_alloc" in body or "NRT_Allocate" in body:
             raise Unsupported("an allocation inside the W-wide lane")
+
+
+def _is_row_bounds_error(store: str, llvm: str) -> bool:
+    """Whether an exception store of the W-wide lane raises a row read's bounds
+    error (:data:`.rows.OUT_OF_BOUNDS`): the one exception it may raise, since
+    the host replays the failed group's lanes on the scalar path for the
+    exception Python raises."""
+    buf = re.match(r"store ptr (@\.const\.picklebuf\.\w+), ptr %excinfo", store)
+    if buf is None:
+        return False
+    data = buf.group(1).replace("picklebuf", "pickledata")
+    return re.search(re.escape(data) + r" = [^\n]*" + re.escape(OUT_OF_BOUNDS), llvm) is not None
 
 
 #: Mangled-name marks of lanewise's own vector math: its rare slow paths (trig

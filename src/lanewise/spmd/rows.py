@@ -6,7 +6,8 @@ Every lane of a vmapped array receives a view with the same length and stride
 ``w``'s element at ``ptr[w] + i[w] * stride`` where its mask bit is set.  Lanes
 outside the mask read nothing, so an index that is out of bounds for them (a
 loop that stopped, a tail lane) cannot fault.  Negative indices wrap as in
-Numba (``i + len``); like Numba's default, there is no bounds check.
+Numba (``i + len``); an index out of bounds in a lane of the mask raises
+IndexError before anything is read (docs/safety.md, "Indexing").
 
 Two ways to read (:func:`v_row` picks per access):
 
@@ -41,6 +42,14 @@ from .vector import Vec, element, is_scalar, splat, vector_cast
 
 _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
+
+#: The message of a row read out of bounds in the W-wide lane (the one exception
+#: it may raise: :func:`lanewise.spmd.check_compiled` accepts it by this text).
+OUT_OF_BOUNDS = "lanewise: row index out of bounds in the W-wide lane"
+
+
+class RowIndexError(IndexError):
+    """A row read out of bounds in the W-wide lane (replayed as Python's IndexError)."""
 
 
 def _index_vector(context, builder, index, value, length, count):
@@ -94,10 +103,21 @@ def _gather(context, builder, tys, args):
     count = ptrs.count
     n = context.cast(builder, vlen, length, types.int64)
     step = splat(context, builder, Vec(types.int64, count), context.cast(builder, vstride, stride, types.int64))
-    offsets = builder.mul(_index_vector(context, builder, index, vidx, n, count), step)
+    idx = _index_vector(context, builder, index, vidx, n, count)
+    bits = vmask if isinstance(mask, Vec) else splat(context, builder, Vec(types.boolean, count), vmask)
+    # Bounds: one unsigned compare (a wrapped negative index is huge) and one
+    # test of the lanes' bits; an index out of bounds in a lane of the mask
+    # raises IndexError (the kernel reports the group, the host replays its
+    # lanes for Python's message) and is never dereferenced.
+    inside = builder.icmp_unsigned("<", idx, splat(context, builder, Vec(types.int64, count), n))
+    outside = builder.and_(bits, builder.not_(inside))
+    with builder.if_then(builder.icmp_unsigned("!=", builder.bitcast(outside, ir.IntType(count)),
+                                               ir.Constant(ir.IntType(count), 0)), likely=False):
+        context.call_conv.return_user_exc(builder, RowIndexError, (OUT_OF_BOUNDS,))
+    bits = builder.and_(bits, inside)
+    offsets = builder.mul(idx, step)
     elem = element(context.data_model_manager, dt)
     addresses = builder.inttoptr(builder.add(vptrs, offsets), ir.VectorType(elem.as_pointer(), count))
-    bits = vmask if isinstance(mask, Vec) else splat(context, builder, Vec(types.boolean, count), vmask)
     # Lanes outside the mask read a zero on the stack instead: no fault, no
     # branch.  W scalar loads, not llvm.masked.gather: on Zen 4 (AVX-512) the
     # gather made W3's scan 2x slower than the loads (0.0089 s vs 0.0047 s).

@@ -252,11 +252,20 @@ def _unaliased(values, outs) -> tuple:
 
 
 def raise_lane_error(exe, call, plan, block, lane, lane_shapes):
-    """Re-raise the exception of the lane that failed in ``block`` (or its shape error)."""
-    index = lane_index(call.sizes, (exe.order[:-1], block // plan.inner_blocks), (exe.order[-1:], lane))
-    result = host.replay_lane(call, index, raise_anyway=False)
-    for k in exe.array_outputs:
-        got = np.shape(host.at_path(result, exe.program.outputs[k].path))
-        if got != lane_shapes[k]:
-            raise host.shape_changed(index, exe.program.outputs[k].name, got, lane_shapes[k])
+    """Re-raise the exception of the lane that failed in ``block`` (or its shape error).
+
+    A scalar block reports the lane that failed; an SPMD block reports the first
+    lane of the failed group (or of the block, when streaming), so the lanes
+    from there to the block's end are replayed in order until one raises.
+    """
+    outer = (exe.order[:-1], block // plan.inner_blocks)
+    end = min((block % plan.inner_blocks + 1) * plan.block, plan.n_inner)
+    for at in range(lane, max(end, lane + 1)):
+        index = lane_index(call.sizes, outer, (exe.order[-1:], at))
+        result = host.replay_lane(call, index, raise_anyway=False)
+        for k in exe.array_outputs:
+            got = np.shape(host.at_path(result, exe.program.outputs[k].path))
+            if got != lane_shapes[k]:
+                raise host.shape_changed(index, exe.program.outputs[k].name, got, lane_shapes[k])
+    index = lane_index(call.sizes, outer, (exe.order[-1:], lane))
     raise LanewiseError(f"lane ({host.where(index)}) failed inside the compiled kernel but not when replayed")
