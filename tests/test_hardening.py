@@ -359,3 +359,168 @@ def test_scan_unroll_and_map_as_in_jax(backend):
     np.testing.assert_array_equal(lw.map(lambda r: r.sum() * 2.0, rows), jax.lax.map(lambda r: r.sum() * 2.0, rows))
     in_lanes = lw.vmap(lambda r: lw.scan(ema, 0.0, r, unroll=2)[0], backend=backend)(rows)
     np.testing.assert_allclose(in_lanes, [jax.lax.scan(ema, 0.0, r)[0] for r in rows], rtol=1e-15)
+
+
+
+def dict_step(c, v):
+    return {"b": c["b"] + v, "a": c["a"] * 2.0}, c["a"]
+
+
+def scan_with_dict_carry(row):
+    c, ys = lw.scan(dict_step, {"b": 0.0, "a": 1.0}, row)
+    return c["a"] + c["b"] + ys.sum()
+
+
+def ordered_difference(d):
+    return d["z"] - d["a"] * 0.5
+
+
+def where_of_scalars(v):
+    return abs(np.where(v > 1.0, v, 0.0)) + np.where(v > 2.0, 1, 0)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "python"])
+def test_dict_pytrees_and_np_where_on_scalars_as_in_jax(backend):
+    """Item 16: a dict carry inside a lane, an OrderedDict argument, np.where on scalars."""
+    import collections
+
+    import jax
+    import jax.numpy as jnp
+
+    rows = np.arange(12.0).reshape(4, 3)
+    want = jax.vmap(lambda r: (lambda c, ys: c["a"] + c["b"] + ys.sum())(*jax.lax.scan(dict_step, {"b": 0.0, "a": 1.0},
+                                                                                        r)))(rows)
+    np.testing.assert_allclose(lw.vmap(scan_with_dict_carry, backend=backend)(rows), want, rtol=1e-15)
+    od = collections.OrderedDict([("z", X), ("a", X[::-1].copy())])
+    np.testing.assert_array_equal(lw.vmap(ordered_difference, backend=backend)(od), jax.vmap(ordered_difference)(od))
+    got = lw.vmap(where_of_scalars, backend=backend)(X)
+    want = jax.vmap(lambda v: jnp.abs(jnp.where(v > 1.0, v, 0.0)) + jnp.where(v > 2.0, 1, 0))(X)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_function_argument_is_a_clear_error_that_names_the_way_to_pass_it():
+    with pytest.raises(lw.LaneTypeError, match=r"argument f .*functools.partial\(lane, f\)"):
+        lw.vmap(lambda f, v: f(v), in_axes=(None, 0))(math.sin, X)
+
+# ----------------------------------------------------------------------------- out_axes=None (items 5, 17)
+
+
+def dep_walrus(x, y):
+    if (z := x) > 0:
+        pass
+    return z
+
+
+def dep_fill(x, y):
+    a = np.empty(3)
+    a.fill(x)
+    return a[0]
+
+
+def put_first(a, v):
+    a[0] = v
+
+
+def dep_helper_writes(x, y):
+    a = np.zeros(3)
+    put_first(a, x)
+    return a[0]
+
+
+def dep_index_store(x, y):
+    a = np.zeros(3)
+    a[int(x) % 3] = 1.0
+    return a[0]
+
+
+def dep_try(x, y):
+    try:
+        return x
+    except ZeroDivisionError:
+        return y
+
+
+def dep_nested(x, y):
+    def g():
+        return x
+    return g()
+
+
+def dep_chain(x, y):  # x reaches d only on the fourth trip through the loop
+    a = b = c = d = y
+    for _ in range(4):
+        d = c
+        c = b
+        b = a
+        a = x
+    return d
+
+
+def same_either_way(x, y):
+    return y if x < 0 else y
+
+
+def same_either_way_stmt(x, y):
+    if x < 0:
+        r = y * 2
+    else:
+        r = y * 2
+    return r
+
+
+@pytest.mark.parametrize("lane, backend", [
+    *((lane, backend) for lane in (dep_walrus, dep_fill, dep_helper_writes, dep_index_store, dep_nested, dep_chain)
+      for backend in ("python", "cpu")),
+    (dep_try, "python"),  # Numba does not compile a return inside try
+], ids=lambda v: getattr(v, "__name__", v))
+def test_out_axes_none_refused_when_the_output_depends_on_the_mapped_value(lane, backend):
+    """Each returned lane 0's value for every lane before the fix."""
+    f = lw.vmap(lane, in_axes=(0, None), out_axes=None, backend=backend)
+    with pytest.raises(lw.UnmappedOutputError, match="depends on argument x"):
+        f(np.array([1.0, 2.0, 3.0]), 5.0)
+
+
+@pytest.mark.parametrize("lane", [same_either_way, same_either_way_stmt], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_out_axes_none_accepted_when_every_branch_gives_the_same(lane, backend):
+    got = lw.vmap(lane, in_axes=(0, None), out_axes=None, backend=backend)(np.array([-1.0, 2.0]), 5.0)
+    assert np.ndim(got) == 0 and got == lane(-1.0, 5.0)
+
+
+# ----------------------------------------------------------------------------- Ctrl-C (item 13)
+
+SIGINT_SCRIPT = """
+import os, signal, threading, time
+import numpy as np, lanewise as lw
+
+def spin(x, n):
+    s = 0.0
+    for i in range(n):
+        s += x * 1e-9
+    return s
+
+x = np.ones(1 << 18)
+f = lw.vmap(spin, in_axes=(0, None))
+r = lw.reduce(f, "sum")
+for run in (f, r):
+    run(x, 1)  # compiles the parallel kernel (a compile holds the interpreter)
+    start = time.perf_counter()
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    try:
+        run(x, 100_000)  # about 15 s of work on 2 cores
+        print("finished", time.perf_counter() - start)
+    except KeyboardInterrupt:
+        print("interrupted", time.perf_counter() - start)
+print("alive", float(f(x, 2).sum()) > 0)
+"""
+
+
+def test_ctrl_c_stops_a_long_parallel_run_between_blocks():
+    """Before: SIGINT was honoured only when the whole kernel had finished."""
+    done = subprocess.run([sys.executable, "-c", SIGINT_SCRIPT], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.split("\n")
+    for line in lines[:2]:
+        word, seconds = line.split()
+        assert word == "interrupted" and float(seconds) < 4.0, done.stdout
+    assert lines[2] == "alive True"

@@ -409,3 +409,21 @@ def test_random_same_numbers_as_cpu():
     want = lw.vmap(random_walk, in_axes=(0, None), backend="cpu")(keys, 5)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int32, np.int64], ids=lambda d: np.dtype(d).name)
+def test_integer_matrix_matches_python_ints(dtype):
+    """The integer rule of tests/test_integers.py: narrow integers compute in int64."""
+    from test_integers import REFERENCE, extremes, wrap64
+
+    x = extremes(dtype)
+    for fn, ref in REFERENCE.items():
+        got = lw.vmap(fn, backend="cuda")(x)
+        assert got.dtype == np.int64 and got.tolist() == [wrap64(ref(int(v))) for v in x], fn.__name__
+
+
+def test_uint64_mixed_with_signed_is_refused():
+    from test_integers import U64, mixes_signed
+
+    with pytest.raises(lw.LaneTypeError, match="uint64 value is combined with a signed"):
+        lw.vmap(mixes_signed, backend="cuda")(U64)

@@ -6,6 +6,7 @@
 # 'lane' and the _nt* classes are injected by lanewise before this runs.
 import numba
 from numba import int64, prange, uint64
+from lanewise.runtime.interrupt import stopped
 
 @numba.njit(error_model="numpy", nogil=True, cache=True, boundscheck=True)
 def lane_block(a0, a1, o0, n0, s0, outer, lo, hi):
@@ -26,9 +27,12 @@ def lane_block(a0, a1, o0, n0, s0, outer, lo, hi):
     return int64(-1)
 
 @numba.njit(error_model="numpy", nogil=True, cache=True, parallel=True)
-def kernel(a0, a1, o0, n0, s0, nib, blk, err):
-    """Every block in parallel; err[thread] = (lowest failed block, its lane)."""
+def kernel(a0, a1, o0, n0, s0, nib, blk, err, stop):
+    """Every block in parallel; err[thread] = (lowest failed block, its lane);
+    stop[0] != 0 (Ctrl-C) skips the blocks not started yet."""
     for b in prange((1) * nib):
+        if stopped(stop):
+            continue
         outer = b // nib
         lo = (b - outer * nib) * blk
         hi = min(lo + blk, n0)

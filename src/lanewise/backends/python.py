@@ -83,14 +83,16 @@ def _static_result_type(call: Call):
 
     try:
         return cpu.result_type(call)
-    except LanewiseError:
+    except LanewiseError as e:
+        if getattr(e, "every_backend", False):  # a refusal, not a lane Numba cannot type
+            raise
         return None
 
 
 def _call_lane(lane, call, index, values=None):
     args, kwargs = lane_arguments(call.signature, call.values if values is None else values, index)
     try:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), reference_mode():  # IEEE results; lw.scan in Python too
             return lane(*args, **kwargs)
     except Exception as e:
         error = host.lane_exception(e, lane, index)

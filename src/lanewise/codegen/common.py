@@ -94,11 +94,16 @@ def injected_names(sig: Signature) -> dict[str, type]:
     return classes
 
 
+#: Pytree nodes a lane receives as a dict (a record with string keys): an
+#: OrderedDict or defaultdict argument reads like the dict it is.
+_DICTS = (optree.PyTreeKind.DICT, optree.PyTreeKind.ORDEREDDICT, optree.PyTreeKind.DEFAULTDICT)
+
+
 def class_of(spec):
     """The class a pytree node is rebuilt with in generated code (namedtuple, record), or None."""
     if spec.kind == optree.PyTreeKind.NAMEDTUPLE:
         return spec.type
-    if spec.kind == optree.PyTreeKind.DICT and all(isinstance(k, str) for k in spec.entries()):
+    if spec.kind in _DICTS and all(isinstance(k, str) for k in spec.entries()):
         return record_class(tuple(spec.entries()))
     return None
 
@@ -129,7 +134,7 @@ def leaf_expr(leaf, name: str, zero_d: str = "index") -> str:
     if not leaf.is_array:
         return name
     if leaf.ndim == 0:
-        return f"{name}[()]" if zero_d == "index" else name
+        return _element(leaf, f"{name}[()]" if zero_d == "index" else name)
     index = [":"] * leaf.ndim
     for lv, axis in enumerate(leaf.axes):
         if axis is not None:
@@ -138,7 +143,13 @@ def leaf_expr(leaf, name: str, zero_d: str = "index") -> str:
         return name
     while index and index[-1] == ":":  # x[i, :] and x[i] are the same view
         index.pop()
-    return f"{name}[{', '.join(index)}]"
+    view = f"{name}[{', '.join(index)}]"
+    return view if leaf.lane_ndim else _element(leaf, view)
+
+
+def _element(leaf, expr: str) -> str:
+    """A scalar element as the lane receives it (``Leaf.element_dtype``)."""
+    return expr if leaf.element_dtype == leaf.dtype else f"{leaf.element_dtype.name}({expr})"
 
 
 def tree_expr(spec, leaves, classes) -> str:
@@ -154,7 +165,7 @@ def tree_expr(spec, leaves, classes) -> str:
         return "(" + ", ".join(children) + ("," if len(children) == 1 else "") + ")"
     if class_of(spec) is not None:  # namedtuple, or a dict as a record (lane.records)
         return f"{classes[class_of(spec)]}({', '.join(children)})"
-    if kind == optree.PyTreeKind.DICT:
+    if kind in _DICTS:
         items = ", ".join(f"{k!r}: {c}" for k, c in zip(spec.entries(), children, strict=True))
         return "{" + items + "}"
     raise LaneTypeError(f"lanewise cannot pass a {spec.type.__name__} to a compiled lane; "

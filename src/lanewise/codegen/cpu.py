@@ -56,7 +56,8 @@ def header(program: Program, order) -> str:
              *level_comments(program),
              f"# loop order: {' > '.join(f'i{lv}' for lv in order)} (innermost last)",
              "# 'lane' and the _nt* classes are injected by lanewise before this runs.",
-             "import numba", "from numba import int64, prange, uint64"]
+             "import numba", "from numba import int64, prange, uint64",
+             "from lanewise.runtime.interrupt import stopped"]
     return "\n".join(lines)
 
 
@@ -110,7 +111,7 @@ def _lane_block_spmd(program: Program, names: Names, order, plan) -> str:
                         f"_lw_len{k} = _lw_view{k}.shape[0]", f"_lw_stride{k} = _lw_view{k}.strides[0]"]
             args += [f"_lw_x{k}", f"_lw_len{k}", f"_lw_stride{k}"]
         elif kind == "varying":
-            body.append(f"    _lw_x{k} = stack_empty({w}, np.{leaf.dtype.name})")
+            body.append(f"    _lw_x{k} = stack_empty({w}, np.{leaf.element_dtype.name})")
             gathers.append(f"_lw_x{k}[_lw_w] = {leaf_expr(leaf, name)}")
             args.append(f"_lw_x{k}")
         else:
@@ -203,9 +204,10 @@ def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
     if parallel:
         return "\n".join([
             f"@{JIT.format(', parallel=True')}",
-            f"def kernel({names.params('nib', 'blk', 'err')}):",
-            '    """Every block in parallel; err[thread] = (lowest failed block, its lane)."""',
-            head[0].format("prange", outer), *head[1:],
+            f"def kernel({names.params('nib', 'blk', 'err', 'stop')}):",
+            '    """Every block in parallel; err[thread] = (lowest failed block, its lane);',
+            '    stop[0] != 0 (Ctrl-C) skips the blocks not started yet."""',
+            head[0].format("prange", outer), "        if stopped(stop):", "            continue", *head[1:],
             "            t = numba.get_thread_id()  # a slot per thread: no race, O(threads) memory",
             "            if err[t, 0] < 0 or b < err[t, 0]:",
             "                err[t, 0] = b",
@@ -235,7 +237,8 @@ def _probe(program: Program, names: Names) -> str:
 def render_probe(sig: Signature) -> str:
     """A stand-alone ``probe`` (no outputs known yet) used to type the lane."""
     program = Program(lambda: None, sig, (), None)
-    return "import numba\nfrom numba import uint64\n\n" + _probe(program, Names.of(program)).replace(", cache=True", "")
+    probe = _probe(program, Names.of(program)).replace(", cache=True", "")
+    return "import numba\nfrom numba import int64, uint64\n\n" + probe
 
 
 def render_launcher(program: Program, values) -> tuple[str, dict]:

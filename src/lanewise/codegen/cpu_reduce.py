@@ -238,11 +238,15 @@ def _store(program, spec) -> list[str]:
 def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) -> str:
     kept = " * ".join(names.sizes[lv] for lv in spec.kept) or "1"
     name, loop, opt = ("rkernel", "prange", ", parallel=True") if parallel else ("rkernel_serial", "range", "")
+    # stop[0] != 0 (Ctrl-C) skips the blocks of a parallel run not started yet.
+    stop = ["        if stopped(stop):", "            continue"] if parallel else []
+    stop_param = ["stop"] if parallel else []
     return "\n".join([
         f"@{JIT.format(opt)}",
-        f"def {name}({_params(program, spec, names, 'nchunks', 'chunk', 'nred', 'err')}):",
+        f"def {name}({_params(program, spec, names, 'nchunks', 'chunk', 'nred', 'err', *stop_param)}):",
         '    """Every (kept index, chunk) block; partial b = k * nchunks + chunk; err[b] = failed lane."""',
         f"    for b in {loop}(({kept}) * nchunks):",
+        *stop,
         "        k = b // nchunks",
         "        lo = (b - k * nchunks) * chunk",
         "        hi = min(lo + chunk, nred)",

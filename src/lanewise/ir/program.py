@@ -46,6 +46,15 @@ class Leaf:
     def lane_ndim(self) -> int:
         return self.ndim - sum(a is not None for a in self.axes)
 
+    @property
+    def element_dtype(self) -> np.dtype:
+        """The dtype of the scalar a lane receives from this leaf: integers
+        narrower than 64 bits arrive as int64, as Python ints (they compute
+        without wrapping: int8 ``-v`` at -128 is 128), on every backend."""
+        if self.dtype.kind in "iu" and self.dtype.itemsize < 8:
+            return np.dtype(np.int64)
+        return self.dtype
+
     def describe(self, shape) -> str:
         return f"{self.name} of type {self.dtype}{list(shape)}" if self.is_array else \
             f"{self.name} of type {self.dtype} (a Python scalar)"
@@ -206,9 +215,11 @@ def _as_leaf(leaf: Any, name: str) -> Any:
         return leaf
     if hasattr(leaf, "__array__") or hasattr(leaf, "__array_interface__"):
         return np.asarray(leaf)
+    hint = ("; a function reaches compiled lanes as a global, a closure variable or a bound argument "
+            "(functools.partial(lane, f)), not as an argument" if callable(leaf) else "")
     raise LaneTypeError(
         f"argument {name} is a {type(leaf).__name__}; lanewise maps over arrays, "
-        "array-likes, Python/NumPy scalars and pytrees (tuples, lists, dicts) of them"
+        f"array-likes, Python/NumPy scalars and pytrees (tuples, lists, dicts) of them{hint}"
     )
 
 
@@ -390,14 +401,15 @@ def _lane_leaf(leaf: Leaf, value, index):
         if axis is not None:
             idx[axis] = index[level]
     value = value[tuple(idx)]
-    # Lanes are Python: a bool or integer element is a Python bool/int (True + True
-    # == 2; int8 127 * 2 == 254), as compiled lanes (which compute in int64) treat
-    # it, not NumPy's wrapping np.int8 or logical np.bool_.
+    # Lanes are Python: a bool element is a Python bool (True + True == 2), not
+    # NumPy's logical np.bool_; an integer element narrower than 64 bits arrives as
+    # int64 (Leaf.element_dtype: int8 127 * 2 == 254, -(-128) == 128), as compiled
+    # lanes receive it.  64-bit elements stay NumPy scalars: they wrap like the
+    # compiled int64 (a Python int would not).
     if isinstance(value, np.bool_):
         return bool(value)
-    # (64-bit elements stay NumPy scalars: they wrap like the compiled int64.)
     if isinstance(value, np.integer) and value.dtype.itemsize < 8:
-        return int(value)
+        return np.int64(value)
     return value
 
 

@@ -147,14 +147,21 @@ class _Taint:
         self.env: dict[str, Deps] = {p: Deps({p}) for p in params}
         self.returns: list[list[Deps]] = []  # one entry per return statement
         self.sticky = Deps()  # taint of "did we get here" after tainted exits
+        self.unsure = False  # a construct the analysis does not model: every output depends
 
     def run(self):
-        for _ in range(3):  # loops and sticky control taint need a few passes
-            before = dict(self.env), list(map(tuple, self.returns))
+        # Loops and sticky control taint need passes until nothing changes; taints
+        # only grow over a finite set of names, so this ends (the cap is a guard).
+        for _ in range(MAX_PASSES):
+            before = dict(self.env), list(map(tuple, self.returns)), self.sticky
             self.returns = []
             self.block(self.fn.body, Deps())
-            if (dict(self.env), list(map(tuple, self.returns))) == before:
+            if (dict(self.env), list(map(tuple, self.returns)), self.sticky) == before:
                 break
+        else:
+            return None
+        if self.unsure:
+            return None
         if not self.returns:
             return Deps()
         widths = {len(r) for r in self.returns}
@@ -172,6 +179,9 @@ class _Taint:
         if handler is None:  # unknown statement: taint everything it assigns
             for name in _assigned_names(s):
                 self.assign(name, ctl | self.all_taint())
+            # A return, break or raise inside it (try, with, match) is a path the
+            # analysis does not follow: it cannot say what the outputs depend on.
+            self.unsure |= _has_own_exit(s)
             return
         handler(s, ctl)
 
@@ -198,7 +208,10 @@ class _Taint:
         self.expr(s.value, ctl)
 
     def s_If(self, s, ctl):
-        inner = ctl | self.expr(s.test)
+        test = self.expr(s.test)
+        # Both branches the same code: which one runs changes nothing (JAX's
+        # ``y if x < 0 else y`` under out_axes=None).
+        inner = ctl if _same(s.body, s.orelse) else ctl | test
         self.block(s.body, inner)
         self.block(s.orelse, inner)
 
@@ -227,6 +240,13 @@ class _Taint:
                     taint |= self.expr(sub.test)
         return taint
 
+    def s_FunctionDef(self, s, ctl):
+        # A nested function may read any variable when called: conservatively,
+        # it is computed from everything.
+        self.assign(s.name, ctl | self.all_taint())
+
+    s_AsyncFunctionDef = s_ClassDef = s_FunctionDef
+
     def s_Pass(self, s, ctl):
         pass
 
@@ -248,10 +268,10 @@ class _Taint:
         self.bind(target, self.expr(value) | ctl)
 
     def bind(self, target, taint: Deps):
-        for name in _target_names(target):
-            self.assign(name, taint)
         if isinstance(target, (ast.Subscript, ast.Attribute)):
             taint = taint | self.expr(target)  # a[i] = v taints a by i and v
+        for name in _target_names(target):
+            self.assign(name, taint)
 
     def assign(self, name: str, taint: Deps):
         # Union, not overwrite: a name assigned in several branches keeps all.
@@ -264,18 +284,63 @@ class _Taint:
     def expr(self, e, ctl: Deps = Deps()) -> Deps:
         if e is None:
             return Deps()
-        taint = Deps().union(*(self.env.get(n.id, Deps())
-                               for n in ast.walk(e) if isinstance(n, ast.Name)))
-        for call in (n for n in ast.walk(e) if isinstance(n, ast.Call)):
-            # A callee may write into the arrays it is given.
-            for arg in call.args:
-                if isinstance(arg, ast.Name) and taint:
-                    self.assign(arg.id, taint | ctl)
+        taint = self.read(e)
+        for node in ast.walk(e):
+            if isinstance(node, ast.NamedExpr):  # (y := f(x)) binds y inside an expression
+                self.assign(node.target.id, taint | ctl)
+            elif isinstance(node, ast.Call):
+                # A callee may write into the arrays it is given, or (a method:
+                # a.fill(x), a.sort()) into the object it is called on.
+                for name in _call_operands(node):
+                    if name in self.env:  # locals and parameters (np in np.sqrt(x) is a module)
+                        self.assign(name, taint | ctl)
         return taint
+
+    def read(self, e) -> Deps:
+        """The parameters the value of ``e`` is computed from."""
+        if isinstance(e, ast.Name):
+            return self.env.get(e.id, Deps())
+        if isinstance(e, ast.IfExp) and _same([e.body], [e.orelse]):
+            return self.read(e.body)
+        return Deps().union(*(self.read(c) for c in ast.iter_child_nodes(e)))
+
+
+#: Passes of the taint analysis before it gives up (unsure: every output depends).
+MAX_PASSES = 100
 
 
 def _has_exit(node) -> bool:
     return any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in ast.walk(node))
+
+
+def _has_own_exit(node) -> bool:
+    """A return/break/continue/raise of this function (not of a nested def or lambda) inside ``node``."""
+    if isinstance(node, (ast.Return, ast.Break, ast.Continue, ast.Raise)):
+        return True
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        return False
+    return any(_has_own_exit(c) for c in ast.iter_child_nodes(node))
+
+
+def _same(a: list, b: list) -> bool:
+    """Whether two statement lists (or expressions) are the same code."""
+    return len(a) == len(b) and bool(a) and all(ast.dump(x) == ast.dump(y) for x, y in zip(a, b, strict=True))
+
+
+def _call_operands(call: ast.Call) -> list[str]:
+    """Names of the objects a call could write into: its arguments (positional,
+    starred, keyword; the array under ``a[1:]`` or ``a.T``) and the object a
+    method is called on."""
+    values = [*call.args, *(k.value for k in call.keywords)]
+    if isinstance(call.func, ast.Attribute):
+        values.append(call.func.value)
+    names = []
+    for v in values:
+        while isinstance(v, (ast.Subscript, ast.Attribute, ast.Starred)):
+            v = v.value
+        if isinstance(v, ast.Name):
+            names.append(v.id)
+    return names
 
 
 def _target_names(target) -> list[str]:

@@ -46,6 +46,7 @@ from . import trig as _trig
 from ._core import kernel as _kernel
 from ._core import sqrt as _sqrt
 from ._public import FUNCTIONS, binary as _binary, pair as _pair, unary as _unary
+from .select import where
 
 _np_power_int = lambda x, y: x ** y  # noqa: E731  (int ** int stays integer, as in NumPy)
 
@@ -111,9 +112,9 @@ def _shadow(base, replacements, name):
 math = _shadow(_math, MATH, "lanewise.lanemath.math")
 #: A stand-in for the ``numpy`` module with the covered ufuncs replaced (scalars only;
 #: array arguments still go to the NumPy ufunc).
-numpy = _shadow(_np, NUMPY, "lanewise.lanemath.numpy")
+numpy = _shadow(_np, {**NUMPY, "where": where}, "lanewise.lanemath.numpy")
 
-_REPLACEMENTS = {_math: math, _np: numpy}
+_REPLACEMENTS = {_math: math, _np: numpy, _np.where: where}
 _REPLACEMENTS.update({getattr(_math, k): v for k, v in MATH.items()})
 _REPLACEMENTS.update({getattr(_np, k): v for k, v in NUMPY.items()})
 
@@ -148,5 +149,5 @@ def rebind_globals(namespace: dict) -> dict:
     return {k: replacement(v) for k, v in namespace.items()}
 
 
-__all__ = sorted(FUNCTIONS) + ["MATH", "NUMPY", "FUNCTIONS", "math", "numpy", "replacement",
+__all__ = sorted(FUNCTIONS) + ["MATH", "NUMPY", "FUNCTIONS", "math", "numpy", "replacement", "where",
                                "rebind_globals"]

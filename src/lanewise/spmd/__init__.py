@@ -410,7 +410,7 @@ def make_plan(program, call, result, lane) -> Plan:
         results.append((tuple(path), np.dtype(leaf.dtype).name))
     itemsizes = [np.dtype(d).itemsize for _, d in results]
     itemsizes += [sig.leaves[leaves[i]].dtype.itemsize for i, k in enumerate(kinds) if k in ("varying", "row")]
-    varying_dtypes = tuple(sig.leaves[leaves[i]].dtype.name for i, k in enumerate(kinds) if k == "varying")
+    varying_dtypes = tuple(sig.leaves[leaves[i]].element_dtype.name for i, k in enumerate(kinds) if k == "varying")
     row_dtypes = tuple(sig.leaves[leaves[i]].dtype.name for i, k in enumerate(kinds) if k == "row")
     width = width_for(max(itemsizes), rows=bool(row_dtypes))
     # Rows run in groups only: every lane of a group shares the row length, and
@@ -522,7 +522,7 @@ def argument_types(plan: Plan, program, call) -> tuple:
         if kind in ("default", "row"):  # rows: see below
             continue
         leaf = sig.leaves[leaf_index]
-        dtype = numba.from_dtype(leaf.dtype)
+        dtype = numba.from_dtype(leaf.element_dtype)
         if kind == "varying":
             varying.append(nt.Array(dtype, 1, "C"))
         elif leaf.is_array:

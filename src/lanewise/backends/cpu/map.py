@@ -14,10 +14,12 @@ Example:
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import numba
 import numpy as np
@@ -33,6 +35,7 @@ from ...config import config
 from ...errors import LaneTypeError, LanewiseError
 from ...lane.inplace import rewrite
 from ...lane.lanefn import inlined_lane, jit_lane, may_raise, python_function
+from ...lane.signedness import check_unsigned_mixing
 from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
 from ...runtime import cache
 from .. import host
@@ -122,6 +125,7 @@ def result_type(call: Call):
         module.probe.compile(argtypes)
     except NumbaError as e:
         raise compile_error(e, call.lane, NAME) from e
+    check_unsigned_mixing(inject["lane"])
     rtype = module.probe.overloads[argtypes].signature.return_type
     return _result(rtype, call.lane)
 
@@ -171,6 +175,68 @@ def run(exe: Executable, call: Call, out=None):
 PARALLEL = threading.Lock()
 
 
+def interruptible(launch_with: Callable[[np.ndarray], Any]) -> None:
+    """``launch_with(stop)``, a parallel launch, such that Ctrl-C stops it between blocks.
+
+    Python runs a signal handler only in the main thread, between bytecodes:
+    never while that thread is inside a compiled kernel.  So from the main
+    thread the kernel runs in a helper thread (one, kept: starting a thread
+    per launch cost 100 us) while the main thread waits; a KeyboardInterrupt
+    sets ``stop[0]``, which the kernel checks before each block, and is
+    re-raised once the blocks already running have finished.
+    """
+    stop = np.zeros(1, np.int64)
+    with PARALLEL:
+        if threading.current_thread() is not threading.main_thread():
+            launch_with(stop)
+            return
+        job = _Job(launch_with, stop)
+        _helper().put(job)
+        try:
+            while not job.done.wait(0.25):
+                pass
+        except KeyboardInterrupt:
+            stop[0] = 1
+            job.done.wait()
+            raise
+    if job.failure is not None:
+        raise job.failure
+
+
+class _Job:
+    __slots__ = ("launch_with", "stop", "done", "failure")
+
+    def __init__(self, launch_with, stop):
+        self.launch_with, self.stop = launch_with, stop
+        self.done, self.failure = threading.Event(), None
+
+    def run(self) -> None:
+        try:
+            self.launch_with(self.stop)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            self.failure = e
+        finally:
+            self.done.set()
+
+
+_jobs: "queue.SimpleQueue[_Job] | None" = None
+_jobs_pid = 0
+
+
+def _helper() -> "queue.SimpleQueue[_Job]":
+    """The kernel thread's job queue (started on first use, and again in a forked child)."""
+    global _jobs, _jobs_pid
+    if _jobs is None or _jobs_pid != os.getpid():
+        _jobs, _jobs_pid = queue.SimpleQueue(), os.getpid()
+        threading.Thread(target=_serve, args=(_jobs,), name="lanewise-kernel", daemon=True).start()
+    return _jobs
+
+
+def _serve(jobs) -> None:
+    while True:
+        jobs.get().run()
+
+
 def is_small(sizes, values) -> bool:
     """Run on the calling thread? Work ~ lanes + elements the lanes can read
     (a lane scanning a 5000-step row is not a small lane)."""
@@ -187,8 +253,7 @@ def launch(exe: Executable, plan, args: tuple, serial: bool):
         outer, lane = divmod(flat, plan.n_inner)
         return Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner), outer, lane
     err = np.full((numba.config.NUMBA_NUM_THREADS, 2), -1, np.int64)
-    with PARALLEL:
-        exe.call("kernel", *args, plan.inner_blocks, plan.block, err)
+    interruptible(lambda stop: exe.call("kernel", *args, plan.inner_blocks, plan.block, err, stop))
     failed = err[err[:, 0] >= 0]
     if not failed.size:
         return None

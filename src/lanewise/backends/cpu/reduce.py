@@ -113,8 +113,7 @@ def run_reduce(exe: ReduceExecutable, call: Call):
         if cpu.is_small(sizes, call.values):
             exe.call("rkernel_serial", *args)
         else:
-            with cpu.PARALLEL:
-                exe.call("rkernel", *args)
+            cpu.interruptible(lambda stop: exe.call("rkernel", *args, stop))
         failed = np.flatnonzero(err >= 0)
         if failed.size:
             block = int(failed[0])

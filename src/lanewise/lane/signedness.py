@@ -1,0 +1,104 @@
+"""uint64 values that Numba would compute as int64: refused, on every backend.
+
+Numba types an operation between a ``uint64`` and a signed integer (``v // 2``,
+``v + k``) as ``int64``: the uint64 is reinterpreted, so every value >= 2**63
+computes as a negative number (``(2**64 - 1) // 2`` gave -1), where NumPy 2
+and Python keep the value.  No cheap rewrite keeps Numba's speed and NumPy's
+answer, so the compiled lane is read after typing and such a conversion is a
+:class:`~lanewise.errors.LaneTypeError` naming the file and line, with the fix
+(an unsigned operand, ``np.uint64(2)``, or an explicit ``int(v)``/``float(v)``).
+Comparisons are unaffected (Numba compares uint64 with signed integers exactly
+enough through float64) and explicit conversions are the user's choice.
+
+Example:
+    >>> import numba, numpy as np
+    >>> @numba.njit
+    ... def half(v):
+    ...     return v // 2
+    >>> _ = half(np.uint64(7))
+    >>> try:
+    ...     check_unsigned_mixing(half)
+    ... except Exception as e:
+    ...     print(type(e).__name__)
+    LaneTypeError
+"""
+
+from __future__ import annotations
+
+from numba.core import ir
+from numba.core import types as nt
+from numba.core.dispatcher import Dispatcher
+
+from ..errors import LaneTypeError, source_line
+
+
+class UnsignedMixingError(LaneTypeError):
+    """A lane mixes uint64 with signed integers (see the module doc)."""
+
+    #: Every backend refuses it, the python reference included: its NumPy
+    #: scalars would compute the value the compiled backends cannot.
+    every_backend = True
+
+
+def check_unsigned_mixing(dispatcher: Dispatcher) -> None:
+    """Raise :class:`UnsignedMixingError` if a compiled overload of ``dispatcher``
+    (or of a lanewise-jitted helper it calls) converts a uint64 value to a signed integer."""
+    for disp in _reachable(dispatcher):
+        for cres in list(disp.overloads.values()):
+            annotation = getattr(cres, "type_annotation", None)  # a str for code loaded from a cache
+            if hasattr(annotation, "typemap") and hasattr(annotation, "calltypes"):
+                _check(annotation.typemap, annotation.calltypes, disp)
+
+
+def _check(typemap, calltypes, disp) -> None:
+    for expr, sig in calltypes.items():
+        if sig is not None and isinstance(expr, ir.Expr) and _reinterprets(expr, sig, typemap):
+            loc = expr.loc
+            text = source_line(loc.filename, loc.line)
+            raise UnsignedMixingError(
+                f"{loc.filename}:{loc.line}: {text + ': ' if text else ''}a uint64 value is combined with a "
+                f"signed integer in {getattr(disp.py_func, '__qualname__', disp)}; compiled, it would be "
+                "computed as int64, which makes every value >= 2**63 negative (NumPy keeps uint64). "
+                "Make the other operand unsigned (np.uint64(2)) or convert explicitly (int(v), float(v)).")
+
+
+def _reinterprets(expr: ir.Expr, sig, typemap) -> bool:
+    """Whether ``expr`` turns a uint64 operand into a signed integer: arithmetic of
+    uint64 with a signed integer giving a signed integer, or a uint64 passed to a
+    signed parameter."""
+    if expr.op in ("binop", "inplace_binop"):
+        have = [typemap.get(expr.lhs.name), typemap.get(expr.rhs.name)]
+        return nt.uint64 in have and any(_signed(t) for t in have) and _signed(sig.return_type)
+    if expr.op == "call":
+        return any(typemap.get(getattr(a, "name", None)) == nt.uint64 and _signed(want)
+                   for a, want in zip(expr.args, sig.args))
+    return False
+
+
+def _signed(t) -> bool:
+    return isinstance(t, nt.Integer) and t.signed
+
+
+def _reachable(dispatcher: Dispatcher) -> list[Dispatcher]:
+    """``dispatcher`` and the dispatchers its function's globals and closure
+    hold (lanewise binds a lane's helpers there), transitively."""
+    seen, todo = {}, [dispatcher]
+    while todo:
+        disp = todo.pop()
+        if id(disp) in seen:
+            continue
+        seen[id(disp)] = disp
+        fn = disp.py_func
+        cells = [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
+        names = fn.__code__.co_names
+        values = [fn.__globals__.get(n) for n in names] + cells
+        todo += [v for v in values if isinstance(v, Dispatcher)]
+    return list(seen.values())
+
+
+def _filled(cell) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,163 @@
+"""Integer semantics of lanes, one rule on every backend (issue 14, item 4).
+
+The rule (README, docs/safety.md "Integers"): an integer element narrower than
+64 bits reaches the lane as an int64, and lanes compute in 64 bits — int8
+``-v`` at -128 is 128, never -128.  int64 arithmetic wraps at 2**63 as NumPy's
+int64 does.  uint64 values stay uint64; an operation that would make Numba
+reinterpret one as int64 (``v // 2``) raises ``LaneTypeError`` instead of
+returning -1 for ``2**64 - 1``.
+
+The reference is independent of lanewise and Numba: Python's exact integers,
+wrapped to 64 bits.  Before the fix int8 ``-v``/``abs(v)`` gave -128 and
+uint64 ``v // 2`` gave -1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lanewise as lw
+
+SIGNED_SMALL = [np.int8, np.int16, np.int32]
+UNSIGNED_SMALL = [np.uint8, np.uint16, np.uint32]
+BACKENDS = ["python", "cpu", "dask"]
+
+
+def wrap64(v: int) -> int:
+    return (v + 2**63) % 2**64 - 2**63
+
+
+def extremes(dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return np.array([info.min, info.min + 1, -1 if info.min else 0, 0, 1, info.max - 1, info.max], dtype)
+
+
+def neg(v):
+    return -v
+
+
+def absolute(v):
+    return abs(v)
+
+
+def plus_one(v):
+    return v + 1
+
+
+def square(v):
+    return v * v
+
+
+def halve(v):
+    return v // 2
+
+
+def modulo(v):
+    return v % 3
+
+
+def shifted(v):
+    return (v << 1) + (v >> 1)
+
+
+def looped(v):  # divergent control flow: the SPMD path where it is chosen
+    n = 0
+    while n < (v & 3):
+        n += 1
+    return -v + n
+
+
+REFERENCE = {neg: lambda v: -v, absolute: abs, plus_one: lambda v: v + 1, square: lambda v: v * v,
+             halve: lambda v: v // 2, modulo: lambda v: v % 3, shifted: lambda v: (v << 1) + (v >> 1),
+             looped: lambda v: -v + (v & 3)}
+
+
+def run(fn, backend, x):
+    out = lw.vmap(fn, backend=backend)(x)
+    return np.asarray(out.compute() if hasattr(out, "compute") else out)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", SIGNED_SMALL + UNSIGNED_SMALL + [np.int64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("fn", list(REFERENCE), ids=lambda f: f.__name__)
+def test_integers_compute_in_int64_and_never_wrap_below_it(backend, dtype, fn):
+    x = extremes(dtype)
+    got = run(fn, backend, x)
+    want = [wrap64(REFERENCE[fn](int(v))) for v in x]
+    assert got.dtype == np.int64
+    assert got.tolist() == want
+
+
+@pytest.mark.parametrize("spmd", [True, False])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int64], ids=lambda d: np.dtype(d).name)
+def test_the_spmd_path_computes_the_same(spmd, dtype, monkeypatch):
+    monkeypatch.setattr(lw.config, "spmd", spmd)
+    x = np.resize(extremes(dtype), 40)
+    f = lw.vmap(looped)
+    if spmd:
+        assert "lane path: SPMD" in str(lw.explain(f, x))
+    assert f(x).tolist() == [wrap64(-int(v) + (int(v) & 3)) for v in x]
+
+
+U64 = np.array([0, 1, 2**63 - 1, 2**63, 2**64 - 2, 2**64 - 1], np.uint64)
+
+
+def u_square(v):
+    return v * v
+
+
+def u_neg(v):
+    return -v
+
+
+def u_halve(v):
+    return v // np.uint64(2)
+
+
+def u_plus(v):
+    return v + np.uint64(1)
+
+
+def u_float(v):
+    return float(v) * 0.5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn, ref", [(u_square, lambda v: v * v), (u_neg, lambda v: -v),
+                                     (u_halve, lambda v: v // 2), (u_plus, lambda v: v + 1)],
+                         ids=lambda f: getattr(f, "__name__", ""))
+def test_uint64_stays_unsigned(backend, fn, ref):
+    got = run(fn, backend, U64)
+    assert got.dtype == np.uint64
+    assert got.tolist() == [ref(int(v)) % 2**64 for v in U64]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_uint64_to_float(backend):
+    np.testing.assert_array_equal(run(u_float, backend, U64), U64.astype(np.float64) * 0.5)
+
+
+def mixes_signed(v):
+    return v // 2
+
+
+def mixes_signed_helper(v):
+    return mixes_signed(v) + np.uint64(1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [mixes_signed, mixes_signed_helper], ids=lambda f: f.__name__)
+def test_uint64_mixed_with_signed_is_refused_on_every_backend(backend, fn):
+    with pytest.raises(lw.LaneTypeError, match=r"test_integers.py:\d+.*uint64 value is combined with a signed") as e:
+        run(fn, backend, U64)
+    assert "np.uint64(2)" in str(e.value)
+
+
+def test_unmapped_and_zero_d_integer_arguments():
+    def lane(v, k):
+        return -v * k
+
+    x = extremes(np.int8)
+    got = lw.vmap(lane, in_axes=(0, None))(x, np.array(2, np.int8))
+    assert got.tolist() == [-2 * int(v) for v in x]
