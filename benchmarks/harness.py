@@ -6,7 +6,7 @@ A workload module (``benchmarks/w*.py``) exposes::
     SIZES                {"full": n, "quick": n, "tiny": n}   (tiny: memory-probe warm-up)
     REF                  name of the tool whose result the others are checked against
     TOL                  Tolerance for that check
-    BAR                  Bar: the figure lanewise must reach (WORKLOADS.md)
+    BAR                  Bar: the figure lanewise must reach (docs/workloads.md)
     check(out) -> dict   (optional) checks every result on its own instead (MC: the closed form)
     MEMORY_SIZES         (optional) {"full": sizes, "quick": sizes}: peak RSS probed at each n
     NOTE                 (optional) a paragraph for the notes of BENCHMARKS.md
@@ -59,11 +59,11 @@ PROBE_TIMEOUT_S = 900
 # ----------------------------------------------------------------- declarations
 @dataclasses.dataclass(frozen=True)
 class Bar:
-    """What WORKLOADS.md asks of lanewise: time <= factor x the peer's time."""
+    """What docs/workloads.md asks of lanewise: time <= factor x the peer's time."""
 
     peer: str  # a tool name, or "fastest" (the fastest peer in this run)
     factor: float
-    text: str  # the bar in WORKLOADS.md's words
+    text: str  # the bar in docs/workloads.md's words
     stretch: float | None = None  # second, harder factor (e.g. SPMD-on-SIMD)
     mem_factor: float | None = None  # peak <= mem_factor x (output + baseline)
     stretch_peer: str | None = None  # the stretch factor's peer when not ``peer`` (W3: JAX)

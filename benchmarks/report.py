@@ -115,7 +115,7 @@ def summary_cells(wl: dict) -> list[str]:
 
 
 def summary_table(workloads: list[dict], runs: bool = False) -> list[str]:
-    header = ["WL", "size", "bar (WORKLOADS.md)", "bar peer", "lanewise s", "× fastest peer",
+    header = ["WL", "size", "bar (docs/workloads.md)", "bar peer", "lanewise s", "× fastest peer",
               "× bar peer", "time bar", "stretch bar", "memory bar"]
     return table(with_run(header, {"run": "run"}, runs),
                  [with_run(summary_cells(wl), wl, runs) for wl in workloads])
@@ -169,7 +169,7 @@ arrays and returns a NumPy array, so conversions are included. "peak MB" is the 
 subprocess (VmHWM, which is `ru_maxrss` without the parent's peak that Linux carries
 over fork+exec) that imports the tool, warms it up on a tiny input ("base MB" is its RSS then),
 loads the full inputs from `.npy` files and runs once; "in+out MB" is the inputs' plus the
-result's size. "× bar peer" divides by the median of the peer that WORKLOADS.md names for the
+result's size. "× bar peer" divides by the median of the peer that docs/workloads.md names for the
 bar (the fastest peer where the bar says so). Checks compare against the reference tool
 ({refs}): floats with `isclose`, integers exactly, and the
 number of differing elements is shown.{w2} The machine is shared and noisy: compare ratios within one run,
