@@ -524,3 +524,24 @@ def test_ctrl_c_stops_a_long_parallel_run_between_blocks():
         word, seconds = line.split()
         assert word == "interrupted" and float(seconds) < 4.0, done.stdout
     assert lines[2] == "alive True"
+
+
+# ----------------------------------------------------------------------------- explain (issue 16)
+
+
+def does_not_compile(x):
+    n = 0
+    while x > 1.0:
+        x = x.halved()
+        n += 1
+    return n
+
+
+def test_explain_of_a_lane_that_does_not_compile_explains_what_it_can():
+    text = lw.explain(lw.vmap(does_not_compile), np.arange(3.0))
+    assert "x of type float64[3]" in text and "vmap(does_not_compile), 3 lanes" in text
+    assert "lane path: none: the lane does not compile" in text and "SPMD on SIMD would be tried" in text
+    line = does_not_compile.__code__.co_firstlineno + 3
+    assert f'line {line}' in text and "x = x.halved()" in text
+    with pytest.raises(lw.LaneCompileError):
+        lw.vmap(does_not_compile)(np.arange(3.0))

@@ -1,4 +1,6 @@
-"""Every ```python block of the README runs, in order, in one namespace."""
+"""Every ```python block of the README runs on its own (imports included), in a
+fresh namespace, as a reader who copies one block would run it; then its
+results are checked against NumPy or plain Python."""
 
 import re
 from pathlib import Path
@@ -7,34 +9,58 @@ import numpy as np
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
 
 
-def test_readme_examples_run(capsys):
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    assert len(blocks) >= 5
-    namespace: dict = {}
-    for block in blocks:
-        exec(compile(block, str(README), "exec"), namespace)
-    x = namespace["x"]
+def grid_reference(x):
     r = x[:, None] ** 2 + x[None, :] ** 2
-    np.testing.assert_allclose(namespace["z"], np.cos(r) / (1 + r), rtol=1e-12, atol=1e-15)
-    rows = namespace["rows"]
-    expected = [next((i for i, s in enumerate(np.cumsum(row)) if s > 50.0), -1) for row in rows]
-    np.testing.assert_array_equal(namespace["idx"], expected)
-    np.testing.assert_array_equal(namespace["idx_one"], expected)
-    assert namespace["counts"].shape == (200, 300) and namespace["counts"].max() == 200
-    assert namespace["transposed"].shape == (256, 1000)
-    np.testing.assert_allclose(namespace["ramp"], [0, 0, 0.15625, 0.5, 0.84375, 1, 1])
-    assert "lane_block" in capsys.readouterr().out
-    z = namespace["z"]
-    assert namespace["z_watched"].tobytes() == z.tobytes()
-    np.testing.assert_allclose(namespace["s"], z.sum(), rtol=1e-12)
-    # Reductions call libm, the materialised grid lanewise's vector math: 1 ulp apart.
-    np.testing.assert_allclose(namespace["row_max"], z.max(axis=1), rtol=1e-15)
-    assert z.flat[namespace["peak"]] == pytest.approx(z.max(), rel=1e-15)
-    assert abs(namespace["extreme"]) == pytest.approx(np.abs(z).max(), rel=1e-15)
-    prices = namespace["prices"]  # noqa: F841 - the README defines it
-    assert namespace["pnl"].shape == (2000,) and np.isfinite(namespace["pnl"]).all()
-    np.testing.assert_array_equal(namespace["ys"], [0, 0, 1, 3, 6])
+    return np.cos(r) / (1 + r)
+
+
+def first_pass_reference(rows, threshold):
+    return [next((i for i, s in enumerate(np.cumsum(row)) if s > threshold), -1) for row in rows]
+
+
+#: What each block must compute, by a name it defines.
+CHECKS = {
+    "z": lambda ns: np.testing.assert_allclose(ns["z"], grid_reference(ns["x"]), rtol=1e-12, atol=1e-15),
+    "counts": lambda ns: (ns["counts"].shape == (200, 300) and ns["counts"].max() == 200) or pytest.fail("counts"),
+    "idx": lambda ns: [np.testing.assert_array_equal(ns[k], first_pass_reference(ns["rows"], 50.0))
+                       for k in ("idx", "idx_one")],
+    "transposed": lambda ns: (np.testing.assert_array_equal(ns["transposed"], ns["rows"].T * 2.0),
+                              np.testing.assert_allclose(ns["sums"], ns["rows"].sum(axis=1), rtol=1e-12),
+                              np.testing.assert_array_equal(ns["hi"], ns["rows"].max(axis=1))),
+    "ramp": lambda ns: np.testing.assert_allclose(ns["ramp"], [0, 0, 0.15625, 0.5, 0.84375, 1, 1]),
+    "pnl": lambda ns: (ns["pnl"].shape == (2000,) and np.isfinite(ns["pnl"]).all()
+                       and list(ns["ys"]) == [0, 0, 1, 3, 6]) or pytest.fail("scan"),
+    "extreme": lambda ns: (np.testing.assert_allclose(ns["s"], grid_reference(ns["x"]).sum(), rtol=1e-12),
+                           np.testing.assert_allclose(ns["row_max"], grid_reference(ns["x"]).max(axis=1), rtol=1e-15),
+                           pytest.approx(grid_reference(ns["x"]).max(), rel=1e-15) == grid_reference(ns["x"]).flat[
+                               ns["peak"]] or pytest.fail("peak"),
+                           pytest.approx(np.abs(grid_reference(ns["x"])).max(), rel=1e-15) == abs(ns["extreme"])
+                           or pytest.fail("extreme")),
+    "wave_max": lambda ns: np.testing.assert_allclose(ns["w4_out"], (lambda a, b: np.sqrt(a**2 + b**2) * np.exp(-a)
+                                                      + np.sin(3 * b) * (a > 0.5) - 0.5 * a * b)(ns["u"], ns["u"]),
+                                                      rtol=1e-12),
+    "z_watched": lambda ns: np.testing.assert_allclose(ns["z_watched"], grid_reference(ns["x"]), rtol=1e-12,
+                                                       atol=1e-15),
     # Black-Scholes: 8.0214; 200k paths have a standard error of about 0.03
-    assert abs(namespace["price"] - 8.0214) < 0.15
+    "price": lambda ns: abs(ns["price"] - 8.0214) < 0.15 or pytest.fail(f"price {ns['price']}"),
+}
+
+
+def test_the_readme_has_examples():
+    assert len(BLOCKS) >= 10
+
+
+@pytest.mark.parametrize("k", range(len(BLOCKS)))
+def test_each_readme_block_runs_alone(k, capsys):
+    namespace: dict = {"__name__": f"readme_block_{k}"}
+    exec(compile(BLOCKS[k], str(README), "exec"), namespace)
+    checked = [name for name in CHECKS if name in namespace]
+    for name in checked:
+        CHECKS[name](namespace)
+    if "print(lw.explain(grid, x, x))" in BLOCKS[k]:
+        assert "lane_block" in capsys.readouterr().out
+        checked.append("explain")
+    assert checked, f"README block {k} is not checked against a reference:\n{BLOCKS[k][:200]}"

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import backends, progress
 from .config import config
-from .errors import AxisSpecError
+from .errors import AxisSpecError, LaneCompileError
 from .ir.program import unwrap_nest
 from .lane.callables import as_lane_function
 from .reducing import Reduced
@@ -196,8 +196,11 @@ def explain(fn, *args, **kwargs) -> Explanation:
     backend = backends.get(backends.EXPLAINED)
     mapped = fn.fun if isinstance(fn, Reduced) else fn
     call = backend.bind_call(mapped, args, kwargs)
-    exe = fn.executable(backend, call)
     lines = [f"lanewise program: {fn!r}"]
+    try:
+        exe = fn.executable(backend, call)
+    except LaneCompileError as e:  # explain what can be known without the compiled lane
+        return _explanation(lines + _inputs(call) + _not_compiled(call, e), None)
     if isinstance(fn, Reduced):
         lines += backend.explain(exe, call) + _describe(exe.program, call)
     else:
@@ -205,15 +208,32 @@ def explain(fn, *args, **kwargs) -> Explanation:
     return _explanation(lines, exe)
 
 
-def _describe(program, call) -> list[str]:
+def _not_compiled(call, error: LaneCompileError) -> list[str]:
+    """The lane path a lane that does not compile would have wanted, and why it cannot run."""
+    from .spmd import divergence
+
+    why = divergence(call.lane) if callable(call.lane) else None
+    wanted = f"SPMD on SIMD would be tried ({why})" if why else "scalar (no divergent control flow)"
+    return ["outputs: unknown (the lane does not compile)",
+            f"lane path: none: the lane does not compile for the {backends.EXPLAINED} backend; "
+            f"once it does, {wanted}",
+            "compile error:", *("  " + line for line in str(error).splitlines())]
+
+
+def _inputs(call) -> list[str]:
     lines = ["inputs:"]
-    for leaf, value in zip(program.signature.leaves, call.values, strict=True):
+    for leaf, value in zip(call.signature.leaves, call.values, strict=True):
         shape = list(getattr(value, "shape", ()))
         axes = ", ".join(f"level {lv}: axis {a}" for lv, a in enumerate(leaf.axes) if a is not None)
         lines.append(f"  {leaf.describe(shape)}  mapped at {axes or 'no level (passed whole)'}")
     lines.append("levels (outermost first):")
-    for level, size in zip(program.signature.levels, call.sizes, strict=True):
+    for level, size in zip(call.signature.levels, call.sizes, strict=True):
         lines.append(f"  level {level.depth}: vmap({level.fun_name}), {size} lanes")
+    return lines
+
+
+def _describe(program, call) -> list[str]:
+    lines = _inputs(call)
     lines.append("outputs:")
     for out in program.outputs:
         dims = ", ".join(f"level {lv} -> axis {d}" for lv, d in enumerate(out.level_dims) if d is not None)
