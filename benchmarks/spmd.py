@@ -239,6 +239,23 @@ def main(argv=None) -> None:
     print(table(rows))
     for r in rows:
         print(f"{r['workload']}: {r['path']}")
+    if not args.quick:  # the documented sizes: the figures the docs quote (benchmarks.quote)
+        save(rows, args.repeats)
+
+
+def save(rows: list[dict], repeats: int) -> None:
+    """benchmarks/results/spmd.json: the rows, with the run's context."""
+    import datetime
+    import json
+    from pathlib import Path
+
+    from .report import machine
+
+    path = Path(__file__).resolve().parent / "results" / "spmd.json"
+    record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
+              "threads": numba.get_num_threads(), "repeats": repeats, "rows": rows}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

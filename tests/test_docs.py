@@ -39,3 +39,15 @@ def test_no_file_refers_outside_the_repository():
     found = [f"{p.relative_to(ROOT)}:{n}" for p in tracked_text_files() if p.exists() and p != Path(__file__)
              for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if outside.search(line)]
     assert not found, f"references to files outside the repository: {found}"
+
+
+def test_every_quoted_figure_is_the_one_in_the_results_files():
+    """README and docs quote benchmark figures through markers (benchmarks/quote.py);
+    each must equal the figure its results file holds (they disagreed before)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import quote
+
+    assert sum(len(quote.MARK.findall(p.read_text())) for p in quote.PAGES) >= 20
+    assert quote.differences() == [], "run python -m benchmarks.quote after the benchmarks"

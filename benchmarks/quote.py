@@ -1,0 +1,137 @@
+"""Figures quoted in README.md and docs/*.md, from the results files of ``benchmarks/``.
+
+A quoted figure sits between two markers that name where it comes from::
+
+    W3 takes <!--q full|W3|lanewise-->0.0036 s<!--/q--> against ...
+    about <!--q w4|W4|jax-jit/lanewise-fuse-->3.5×<!--/q--> faster
+
+The key is ``results file | workload | tool`` (a median time, printed as
+``0.0036 s``; ``tool@first``: its first call, compilation included) or
+``results file | workload | tool/tool`` (the ratio of two medians, printed as
+``3.5×``).  Results files (:data:`SOURCES`):
+``full`` (``python -m benchmarks.run``), ``spmd`` (``python -m benchmarks.spmd``)
+and ``w4`` (``python -m benchmarks.w4_fuse``).
+
+    python -m benchmarks.quote           # rewrite every quoted figure from the results
+    python -m benchmarks.quote --check   # list the figures that differ (tests/test_docs.py)
+
+Example:
+    >>> quoted("W3 <!--q full|W3|lanewise-->?<!--/q-->", {"full": {"W3": {"lanewise": 0.00361}}})
+    'W3 <!--q full|W3|lanewise-->0.0036 s<!--/q-->'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MARK = re.compile(r"<!--q (?P<key>[^>]*?)-->(?P<text>.*?)<!--/q-->")
+
+
+def _full(data: dict) -> dict:
+    """Medians by tool; ``tool@first`` is the tool's first call (compilation included)."""
+    out = {}
+    for w in data["workloads"]:
+        rows = [r for r in w["rows"] if r.get("median_s")]
+        out[w["id"]] = {**{r["tool"]: r["median_s"] for r in rows},
+                        **{f"{r['tool']}@first": r["first_s"] for r in rows if r.get("first_s")}}
+    return out
+
+
+def _spmd(data: dict) -> dict:
+    return {r["workload"]: dict(r["median_s"]) for r in data["rows"]}
+
+
+def _w4(data: dict) -> dict:
+    return {name: dict(tools) for name, tools in data["medians"].items()}
+
+
+#: results file -> (path, loader to {workload: {tool: median seconds}}).
+SOURCES = {
+    "full": (RESULTS / "full.json", _full),
+    "spmd": (RESULTS / "spmd.json", _spmd),
+    "w4": (RESULTS / "w4.json", _w4),
+}
+
+
+def load() -> dict:
+    """Every results file that exists, as ``{file: {workload: {tool: median s}}}``."""
+    out = {}
+    for name, (path, loader) in SOURCES.items():
+        if path.exists():
+            out[name] = loader(json.loads(path.read_text()))
+    return out
+
+
+def figure(key: str, results: dict) -> str:
+    """The text of the figure ``key`` names (KeyError naming the key when it is missing)."""
+    source, workload, tools = (part.strip() for part in key.split("|"))
+    try:
+        medians = results[source][workload]
+        if "/" in tools:
+            a, b = tools.split("/")
+            return f"{medians[a] / medians[b]:.2g}×"
+        return f"{medians[tools]:.2g} s"
+    except KeyError as e:
+        raise KeyError(f"no figure for {key!r} in the {source} results ({e})") from None
+
+
+def quoted(text: str, results: dict, missing: list | None = None) -> str:
+    """``text`` with every marked figure rewritten from ``results`` (a figure
+    they do not hold is left as it is and its key added to ``missing``)."""
+    def one(m):
+        try:
+            return f"<!--q {m['key']}-->{figure(m['key'], results)}<!--/q-->"
+        except KeyError:
+            if missing is None:
+                raise
+            missing.append(m["key"])
+            return m[0]
+    return MARK.sub(one, text)
+
+
+def differences(results: dict | None = None) -> list[str]:
+    """``page: key: quoted -> from results`` for every figure that disagrees."""
+    results = load() if results is None else results
+    out = []
+    for page in PAGES:
+        for m in MARK.finditer(page.read_text()):
+            try:
+                want = figure(m["key"], results)
+            except (KeyError, ValueError) as e:
+                out.append(f"{page.relative_to(ROOT)}: {m['key']}: {e}")
+                continue
+            if m["text"] != want:
+                out.append(f"{page.relative_to(ROOT)}: {m['key']}: {m['text']!r} -> {want!r}")
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="list differing figures; exit 1 if any")
+    args = parser.parse_args(argv)
+    results = load()
+    if args.check:
+        diff = differences(results)
+        print("\n".join(diff) or "every quoted figure matches the results")
+        return 1 if diff else 0
+    missing: list = []
+    for page in PAGES:
+        text = page.read_text()
+        new = quoted(text, results, missing)
+        if new != text:
+            page.write_text(new)
+            print(f"updated {page.relative_to(ROOT)}")
+    if missing:
+        print(f"no results for {sorted(set(missing))}: run the benchmark that writes them")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
