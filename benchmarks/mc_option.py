@@ -19,7 +19,7 @@ N_SE = 4.0  # a price must be within N_SE standard errors of Black-Scholes
 REF = "numpy-chunked"  # runs first; every tool is checked against the closed form instead
 TOL = None
 BAR = Bar(peer="fastest", factor=None,
-          text="no bar yet (issue 3: 10^8 paths against NumPy and JAX with their own RNGs)")
+          text="no target yet (10^8 paths against NumPy and JAX, each with its own random generator)")
 NOTE = (f"MC: S0={S0:g}, K={K:g}, r={RATE:g}, σ={SIGMA:g}, T={T:g}; every tool returns the "
         "discounted mean payoff and its standard error (SE) from the sum and the sum of squares "
         f"of the payoffs, and passes when within {N_SE:g} SE of Black-Scholes; each uses its own "

@@ -1,4 +1,10 @@
-"""Turns a results document (a dict) into Markdown tables, BENCHMARKS.md, JSON and a PNG.
+"""Turns a results document (a dict) into BENCHMARKS.md, JSON and a PNG.
+
+The page is written for users: what is measured and how, the machine, the commands
+that reproduce it and a legend of the runs merged into it; then a summary (lanewise
+against the fastest other tool and docs/workloads.md's target, in words), one
+section per workload with every tool, and the sections of ``benchmarks/sections/``.
+It depends on the document alone (and those files), so re-rendering is idempotent.
 
 A document holds one or more *runs*: a partial run (``--only``) is merged into the
 saved results of its mode (:func:`merge`), replacing the workloads it measured and
@@ -9,8 +15,11 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import platform
+import shlex
 import subprocess
+import textwrap
 from importlib import metadata
 from pathlib import Path
 
@@ -56,6 +65,27 @@ def num(x, digits: int = 3) -> str:
     return f"{x:.{digits}g}" if abs(x) < 1000 else f"{x:.0f}"
 
 
+def times(x: float | None) -> str:
+    """A ratio of two times with two significant digits ("0.30×"): a third is below the machine's noise."""
+    if x is None:
+        return "—"
+    return f"{x:.0f}×" if x >= 10 else f"{x:#.2g}".rstrip(".") + "×"
+
+
+def factor(x: float) -> str:
+    """A target's factor as docs/workloads.md writes it: 1.0, 0.5, 1.1."""
+    return f"{x:.1f}" if x == round(x, 1) else f"{x:g}"
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def cell(text: str) -> str:
+    """Free text made safe for a Markdown table cell."""
+    return text.replace("|", "/")
+
+
 def fmt_load(load) -> str:
     return "not recorded" if load is None else "/".join(f"{x:.1f}" for x in load)
 
@@ -65,130 +95,184 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
+def bold(tool: str) -> str:
+    """lanewise's rows stand out in every table."""
+    return f"**{tool}**" if is_lanewise(tool) else tool
+
+
+def with_run(cells: list[str], run_id: str, multi: bool) -> list[str]:
+    """Prefixes the run id when the document merges several runs (the legend says which is which)."""
+    return [run_id, *cells] if multi else cells
+
+
+def run_note(item: dict, multi: bool) -> str:
+    return f" (run {item.get('run', '?')})" if multi else ""
+
+
+def lanewise_row(wl: dict) -> dict:
+    return next((r for r in wl["rows"] if is_lanewise(r["tool"])), {})
+
+
 def check_text(row: dict) -> str:
     if row["status"] in ("n/a", "error"):
-        return f"{row['status']}: {row.get('note', '')}".replace("|", "/")
+        return cell(f"{row['status']}: {row.get('note', '')}")
     chk = row["check"]
     if chk.get("note") == "reference":
         return "reference"
     word = "ok" if chk["ok"] else "**WRONG**"
     word = f"{word} ({chk['mismatches']} differ)" if chk.get("mismatches") else word
-    return f"{word}: {chk['note']}".replace("|", "/") if chk.get("note") else word
+    return cell(f"{word}: {chk['note']}") if chk.get("note") else word
 
 
-def mem_cells(row: dict) -> list[str]:
+def peak_cell(row: dict) -> str:
     mem = row.get("mem", {})
-    if "peak_mb" not in mem:
-        return [mem.get("error", "—")[:60].replace("|", "/"), "—", "—"]
-    return [num(mem["peak_mb"], 4), num(mem["base_mb"], 4), num(mem["in_mb"] + mem["out_mb"], 4)]
+    return num(mem["peak_mb"], 4) if "peak_mb" in mem else cell(mem.get("error", "—")[:60])
 
 
-def tool_cells(wl: dict, row: dict) -> list[str]:
-    name = f"**{row['tool']}**" if is_lanewise(row["tool"]) else row["tool"]
-    times = [num(row.get(k)) for k in ("median_s", "min_s", "first_s")]
-    return [wl["id"], name, *times, *mem_cells(row), num(row.get("x_bar_peer")), check_text(row)]
+# ------------------------------------------------------------------ targets
+VERDICT = {"PASS": "met", "MISS": "**not met**", "n/a": "not measured"}
 
 
-def with_run(cells: list[str], item: dict, runs: bool) -> list[str]:
-    """Prefixes the run id when the document holds more than one run."""
-    return [item.get("run", "?"), *cells] if runs else cells
+def tool_words(peer: str, found: str | None) -> str:
+    """The tool a target names; "fastest" means whichever other tool was fastest in that run."""
+    if peer != "fastest":
+        return peer
+    return f"the fastest other tool ({found})" if found else "the fastest other tool"
 
 
-def results_table(workloads: list[dict], runs: bool = False) -> list[str]:
-    header = ["WL", "tool", "median s", "min s", "1st call s", "peak MB", "base MB",
-              "in+out MB", "× bar peer", "check"]
-    return table(with_run(header, {"run": "run"}, runs),
-                 [with_run(tool_cells(wl, r), wl, runs) for wl in workloads for r in wl["rows"]])
+def goals(wl: dict) -> list[tuple[str, str, float | None, str]]:
+    """(kind, target in words, lanewise's measured ratio, verdict) for each part of a workload's target.
+
+    A harder factor against the same tool (W2 with SPMD on SIMD, W5 with vector math) stands
+    for both: lanewise runs here as users run it, so the harder factor is the one that applies.
+    """
+    bar, s = wl["bar"], wl["summary"]
+    if bar["factor"] is None:
+        return []
+    stretch, speer = bar.get("stretch"), bar.get("stretch_peer")
+    own = stretch is not None and speer in (None, bar["peer"])
+    x_stretch = s.get("x_stretch_peer", s["x_bar_peer"])  # documents before stretch_peer: the bar peer
+    found = [("time", f"≤ {factor(stretch if own else bar['factor'])}× {tool_words(bar['peer'], s['bar_peer'])}",
+              x_stretch if own else s["x_bar_peer"], s["stretch"] if own else s["time"])]
+    if stretch is not None and not own:
+        found.append(("time", f"≤ {factor(stretch)}× {speer}", x_stretch, s["stretch"]))
+    return found + memory_goal(bar, s)
 
 
-def summary_cells(wl: dict) -> list[str]:
-    s, bar = wl["summary"], wl["bar"]
-    lw = next((r for r in wl["rows"] if is_lanewise(r["tool"])), {})
-    verdicts = [s["time"] or "—", s["stretch"] or "—", s["mem"] or "—"]
-    if s.get("stretch_peer") and s["stretch_peer"] != s["bar_peer"] and s["stretch"]:
-        verdicts[1] = f"{s['stretch']} ({num(s['x_stretch_peer'])}× {s['stretch_peer']})"
-    if s["mem_ratio"] is not None:
-        across = " at largest/smallest n" if bar.get("mem_flat") is not None else ""
-        verdicts[2] = f"{s['mem']} ({s['mem_ratio']:.2f}×{across})"
-    return [wl["id"], wl["size"], bar["text"], str(s["bar_peer"]), num(lw.get("median_s")),
-            num(s["x_fastest"]), num(s["x_bar_peer"]), *verdicts]
+def memory_goal(bar: dict, s: dict) -> list[tuple[str, str, float | None, str]]:
+    if bar.get("mem_factor") is not None:
+        words = f"peak memory ≤ {factor(bar['mem_factor'])}× (output + interpreter baseline)"
+    elif bar.get("mem_flat") is not None:
+        words = f"peak memory independent of n (at the largest n within {bar['mem_flat'] - 1:.0%} of the smallest)"
+    else:
+        return []
+    return [("memory", words, s["mem_ratio"], s["mem"])]
 
 
-def summary_table(workloads: list[dict], runs: bool = False) -> list[str]:
-    header = ["WL", "size", "bar (docs/workloads.md)", "bar peer", "lanewise s", "× fastest peer",
-              "× bar peer", "time bar", "stretch bar", "memory bar"]
-    return table(with_run(header, {"run": "run"}, runs),
-                 [with_run(summary_cells(wl), wl, runs) for wl in workloads])
+def target_words(wl: dict) -> str:
+    return "; ".join(words for _, words, _, _ in goals(wl)) or "none yet"
+
+
+def met_text(wl: dict) -> str:
+    """"met", or a verdict per kind of target ("time met, memory not measured")."""
+    kinds: dict[str, list[str]] = {}
+    for kind, _, _, verdict in goals(wl):
+        kinds.setdefault(kind, []).append(verdict)
+    if not kinds:
+        return "no target yet"
+    worst = {k: "MISS" if "MISS" in v else "PASS" if set(v) == {"PASS"} else "n/a" for k, v in kinds.items()}
+    if set(worst.values()) == {"PASS"}:
+        return "met"
+    return ", ".join(f"{kind} {VERDICT[v]}" for kind, v in worst.items())
+
+
+def goal_line(wl: dict) -> str:
+    """Each part of the target with lanewise's ratio and verdict, for the workload's section."""
+    parts = [f"{words}: {VERDICT[verdict]}" + (f" ({times(x)})" if x is not None else "")
+             for _, words, x, verdict in goals(wl)]
+    return "Target (docs/workloads.md): " + ("; ".join(parts) if parts else "none yet") + "."
+
+
+# ------------------------------------------------------------------- tables
+def workload_name(wl: dict) -> str:
+    return f"{wl['id']} {wl['title']}, {wl['size']}"
+
+
+def summary_row(wl: dict) -> list[str]:
+    s = wl["summary"]
+    fastest = next((r for r in wl["rows"] if r["tool"] == s["fastest_peer"]), {})
+    return [workload_name(wl), num(lanewise_row(wl).get("median_s")), s["fastest_peer"] or "—",
+            num(fastest.get("median_s")), times(s["x_fastest"]), target_words(wl), met_text(wl)]
+
+
+def summary_table(workloads: list[dict], multi: bool) -> list[str]:
+    header = ["workload", "lanewise median s", "fastest other tool", "its median s", "lanewise ÷ fastest",
+              "target (docs/workloads.md)", "target met?"]
+    return table(with_run(header, "run", multi), [with_run(summary_row(wl), wl["run"], multi) for wl in workloads])
+
+
+def tools_table(wl: dict) -> list[str]:
+    """Every tool, fastest first; a peak-memory column only where the run measured memory."""
+    lw = lanewise_row(wl).get("median_s")
+    memory = any("mem" in r for r in wl["rows"])
+    header = ["tool", "median s", "min s", "first call s", *(["peak MB"] if memory else []),
+              "time ÷ lanewise", "result check"]
+    rows = [[bold(r["tool"]), *(num(r.get(k)) for k in ("median_s", "min_s", "first_s")),
+             *([peak_cell(r)] if memory else []), times(ratio(r.get("median_s"), lw)), check_text(r)]
+            for r in sorted(wl["rows"], key=lambda r: r.get("median_s") or math.inf)]
+    return table(header, rows)
+
+
+def by_size_table(title: str, series: dict, show) -> list[str]:
+    """Rows: tools, columns: sizes n; ``show`` turns one point into a cell."""
+    if not series:
+        return []
+    sizes = sorted({int(n) for points in series.values() for n in points})
+    rows = [[bold(tool), *(show(points.get(n)) for n in sizes)] for tool, points in series.items()]
+    return ["", title, "", *table(["tool", *(f"n = {n}" for n in sizes)], rows)]
+
+
+def scaling_table(wl: dict) -> list[str]:
+    return by_size_table("Median s at each size n (the plot's time-vs-n panel):", wl["scaling"], num)
 
 
 def memory_table(wl: dict) -> list[str]:
-    """Peak RSS (MB) of each tool at every probed n (MEMORY_SIZES)."""
-    series = wl.get("memory") or {}
-    if not series:
-        return []
-    sizes = sorted({int(n) for s in series.values() for n in s})
-    cell = lambda p: num(p["peak_mb"], 4) if p and "peak_mb" in p else (p or {}).get("error", "—")[:40]  # noqa: E731
-    rows = [[tool, *(cell(series[tool].get(n)) for n in sizes)] for tool in series]
-    title = f"\n{wl['id']} peak RSS MB (fresh process, empty lanewise cache) vs n:\n"
-    return [title, *table(["tool", *map(str, sizes)], rows)]
+    def show(p):
+        return num(p["peak_mb"], 4) if p and "peak_mb" in p else cell((p or {}).get("error", "—")[:40])
+
+    title = "Peak MB at each size n (each a fresh process with an empty lanewise cache):"
+    return by_size_table(title, wl.get("memory") or {}, show)
 
 
 def dispatch_table(d: dict) -> list[str]:
-    rows = [[r["tool"], num(r.get("us_per_call")), r.get("note", r["status"])] for r in d["rows"]]
-    lines = table([f"call on {d['lanes']} lanes", "µs per call (median)", "status"], rows)
+    rows = [[bold(r["tool"]), num(r.get("us_per_call")), cell(r.get("note", r["status"]))] for r in d["rows"]]
+    lines = [f"One call on {d['lanes']} lanes (`v * 2 + 1`), median µs:", "",
+             *table(["call", "µs per call", "status"], rows)]
     if d.get("overhead_us") is not None:
-        lines.append(f"\nlanewise overhead over a direct njit call: {d['overhead_us']:.2f} µs "
-                     f"({d['ratio']:.2f}× the njit call).")
+        lines += ["", f"lanewise adds {d['overhead_us']:.2f} µs to a direct `numba.njit` call "
+                      f"(it takes {d['ratio']:.2f}× as long)."]
     return lines
+
+
+STARTUP = (
+    "W1 at n = {n}, each row in new processes (the median of {runs}): \"cold\" starts with an empty "
+    "lanewise cache, so the first result includes compiling; \"warm\" loads what the cold run cached on "
+    "disk; the hand-written Numba kernel has no cache. Python's bytecode caching is on: the benchmark "
+    "drops PYTHONDONTWRITEBYTECODE when set, which would recompile lanewise's own source in every process "
+    "(about 0.07 s) while Numba's comes precompiled from pip.")
 
 
 def startup_table(d: dict) -> list[str]:
     keys = ("import_s", "first_result_s", "second_call_s", "wall_s")
-    rows = [[r["tool"], *(num(r.get(k)) for k in keys),
+    rows = [[bold(r["tool"]), *(num(r.get(k)) for k in keys),
              str(r.get("cache_files") if r.get("cache_files") is not None else "—"),
-             r.get("note", r["status"]).replace("|", "/")] for r in d["rows"]]
-    header = ["W1, fresh process", "import s", "import → 1st result s", "2nd call s",
-              "process wall s", "cache files", "status"]
-    return table(header, rows)
+             cell(r.get("note", r["status"]))] for r in d["rows"]]
+    header = ["tool", "import s", "import → first result s", "second call s", "process wall s",
+              "cache files", "status"]
+    n_runs = max((len(r.get("runs") or ()) for r in d["rows"]), default=1)
+    return [STARTUP.format(n=d.get("n", "?"), runs=n_runs or 1), "", *table(header, rows)]
 
 
-def scaling_table(wl: dict) -> list[str]:  # noqa: D103 - rows: tools, columns: n
-    series = wl["scaling"]
-    if not series:
-        return []
-    sizes = sorted({n for s in series.values() for n in s})
-    rows = [[tool, *(num(series[tool].get(n)) for n in sizes)] for tool in series]
-    return [f"\n{wl['id']} median s vs n:\n", *table(["tool", *map(str, sizes)], rows)]
-
-
-# ----------------------------------------------------------------- document
-NOTES = """\
-How to read this: medians of {repeats} timed calls after one warm-up call (the warm-up,
-which includes compilation, is the "1st call" column); {timing} Every tool gets the same NumPy
-arrays and returns a NumPy array, so conversions are included. "peak MB" is the peak RSS of a fresh
-subprocess (VmHWM, which is `ru_maxrss` without the parent's peak that Linux carries
-over fork+exec) that imports the tool, warms it up on a tiny input ("base MB" is its RSS then),
-loads the full inputs from `.npy` files and runs once; "in+out MB" is the inputs' plus the
-result's size. "× bar peer" divides by the median of the peer that docs/workloads.md names for the
-bar (the fastest peer where the bar says so). Checks compare against the reference tool
-({refs}): floats with `isclose`, integers exactly, and the
-number of differing elements is shown.{w2} The machine is shared and noisy: compare ratios within one run,
-not across runs.
-Startup runs each tool in fresh processes with Python's default bytecode caching (the sandbox's
-PYTHONDONTWRITEBYTECODE=1 is dropped: it made every process recompile lanewise's source, about
-0.07 s, while Numba's files came precompiled from pip).
-"""
-W2_NOTE = """ In W2, JAX differs on a few boundary points because
-XLA on CPU contracts `a*b+c` into FMA (Numba with `fastmath={"contract"}` reproduces JAX's
-counts exactly)."""
-
-
-TIMING = {
-    "rounds": "the timed calls run in rounds\nthat call every tool once (from R9 on in a seeded shuffled order), "
-              "so background load and the\nwake of the previous tool (JAX's freed memory) fall on all tools alike.",
-    "back-to-back": "each tool's timed calls ran\nback to back (this run predates interleaved rounds), "
-                    "so background load can favour a tool.",
-}
 RUN_KEYS = ("date", "command", "machine", "versions", "lanewise", "git", "wall_s", "load_before",
             "load_after", "repeats", "timing", "remarks", "selected")
 SECTIONS = ("dispatch", "startup")
@@ -246,89 +330,174 @@ def merge(base: dict, part: dict, order: list[str]) -> dict:
     return doc
 
 
-def run_lines(run_id: str | None, run: dict, shared: set[str]) -> list[str]:
-    """A run's header lines; ``shared`` keys are printed once for the document instead."""
-    lead = f"  - **{run_id}**: " if run_id else "- "
-    sub = "    - " if run_id else "- "
-    lines = [f"{lead}date: {run['date']}" + (f"; command: `{run['command'].strip()}`" if run_id else "")]
-    if not run_id:
-        lines.append(f"- command: `{run['command'].strip()}`")
-    if "machine" not in shared:
-        lines.append(f"{sub}machine: {run['machine']}")
-    if "versions" not in shared:
-        lines.append(f"{sub}versions: {', '.join(f'{k} {v}' for k, v in run['versions'].items())}")
-    if "lanewise" not in shared:
-        lines.append(f"{sub}lanewise: {run['lanewise']}")
-    if run.get("git"):
-        lines.append(f"{sub}source tree: `{run['git']}` (git describe --dirty)")
-    lines.append(f"{sub}wall time of the run: {run['wall_s']:.0f} s; load average (1/5/15 min) before "
-                 f"{fmt_load(run.get('load_before'))}, after {fmt_load(run.get('load_after'))}"
-                 + (f"; {run['repeats']} timed calls per tool, "
-                    f"{'interleaved rounds' if run['timing'] == 'rounds' else 'back to back'}" if run_id else ""))
-    return lines + [f"{sub}remark: {r}" for r in run.get("remarks") or ()]
+# ----------------------------------------------------------------- document
+INTRO = """\
+Each workload runs lanewise and the tools its users would otherwise reach for (NumPy, numexpr, Numba,
+JAX, scipy) on the same NumPy arrays, one workload at a time in one process; every tool returns a NumPy
+array, so conversions are included. Each tool is first called once to warm up: that call's time, which
+includes compilation, is the "first call s" column, and its result is checked against a reference
+tool's (floats with `isclose`, integers exactly; the "result check" column counts the elements that
+differ). Then {rounds}; the tables give the median ("median s") and the fastest ("min s") of those
+timed calls. {memory} The machine is shared, so compare tools within one table (they ran in the same
+minutes) rather than figures across runs. The targets are the ones docs/workloads.md sets for lanewise."""
+MEMORY = {
+    True: "Peak memory (\"peak MB\") is the peak resident set (VmHWM) of a fresh process that imports "
+          "the tool, warms it up on a tiny input, loads the full inputs from `.npy` files and runs once.",
+    False: "Peak memory was not measured in these runs (they ran with `--no-memory`); without that flag, "
+           "each tool also runs once in a fresh process that reports its peak resident set.",
+}
+#: The commands that measure this page's figures, each with what it measures.
+COMMANDS = (
+    ('python -m pip install -e ".[bench]"', "lanewise, Numba, NumPy and the other tools: numexpr, JAX, scipy"),
+    ("python -m benchmarks.run{quick}", "every workload below (several minutes): this page, {stem}.json and .png"),
+    ("python -m benchmarks.spmd", 'the "SPMD on SIMD" section'),
+    ("python -m benchmarks.w4_fuse", 'the "@lw.fuse" section (W4, and W1 written as NumPy code)'),
+)
+REPRODUCE = """\
+Adding `--only W1,W3` re-measures some workloads and merges them into this page (each row then names
+the run that measured it, see Runs); `--quick` runs small sizes in under two minutes (its page is
+benchmarks/results/quick.md); `--render {stem}.json` rebuilds this page from the saved results
+without measuring anything."""
 
 
-def header(doc: dict) -> list[str]:
-    runs = doc["runs"]
-    same = lambda k: len({json.dumps(r.get(k), sort_keys=True) for r in runs.values()}) == 1  # noqa: E731
-    shared = {k for k in ("machine", "versions", "lanewise") if same(k)}
-    first = next(iter(runs.values()))
-    lines = [f"- machine: {first['machine']}"] if "machine" in shared else []
-    if "versions" in shared:
-        lines.append(f"- versions: {', '.join(f'{k} {v}' for k, v in first['versions'].items())}")
-    if "lanewise" in shared:
-        lines.append(f"- lanewise: {first['lanewise']}")
-    if len(runs) == 1:
-        single = run_lines(None, first, shared)
-        return single[:1] + lines + single[1:]
-    return lines + [f"- runs merged here ({len(runs)}; the `run` column of each row names its run):",
-                    *(ln for rid, run in runs.items() for ln in run_lines(rid, run, shared))]
+def paragraph(text: str) -> str:
+    """``text`` re-wrapped at 100 columns: the parts filled in vary in length from page to page."""
+    return textwrap.fill(" ".join(text.split()), 100, break_on_hyphens=False, break_long_words=False)
 
 
-def timing_text(doc: dict) -> tuple[str, str]:
-    """(how many timed calls, how they were ordered), per run where runs differ."""
-    runs = doc["runs"]
-    reps = {r["repeats"] for r in runs.values()}
-    repeats = str(reps.pop()) if len(reps) == 1 else "the (per run: " + ", ".join(
-        f"{rid} {r['repeats']}" for rid, r in runs.items()) + ")"
-    groups: dict[str, list[str]] = {}
-    for rid, run in runs.items():
-        groups.setdefault(run["timing"], []).append(rid)
-    if len(groups) == 1:
-        return repeats, TIMING[next(iter(groups))]
-    return repeats, " ".join(f"In {', '.join(rids)} {TIMING[t]}" for t, rids in groups.items())
+def reproduce(doc: dict) -> list[str]:
+    fill = {"quick": " --quick" if doc["quick"] else "",
+            "stem": harness.RESULTS.relative_to(harness.REPO) / doc["mode"]}
+    commands = [(cmd.format(**fill), what.format(**fill)) for cmd, what in COMMANDS]
+    width = max(len(cmd) for cmd, _ in commands)
+    block = [f"{cmd.ljust(width)}   # {what}" for cmd, what in commands]
+    return ["## How to reproduce", "", "On a quiet machine:", "", "```sh", *block, "```", "",
+            paragraph(REPRODUCE.format(**fill))]
 
 
-def reference_text(doc: dict) -> str:
-    refs = []
-    for wl in doc["workloads"]:
-        ref = next((r["tool"] for r in wl["rows"] if r.get("check", {}).get("note") == "reference"), None)
-        refs.append(f"{wl['id']} {ref}" if ref else f"{wl['id']} its own check, see below")
-    return ", ".join(refs)
+#: Interleaved rounds call the tools in a seeded shuffled order since this commit time (bdad0dd):
+#: before it, in a fixed order, the tool after JAX paid for JAX's freed memory.  Runs do not
+#: record the order, so their date tells it.
+SHUFFLED_SINCE = "2026-11-30T10:07"
+
+
+def rounds_text(runs: dict) -> str:
+    """How the timed calls ran: the number of rounds, per run where runs differ."""
+    reps = sorted({r["repeats"] for r in runs.values()})
+    count = f"{reps[0]} rounds" if len(reps) == 1 else f"{reps[0]} to {reps[-1]} rounds (per run, see Runs)"
+    text = (f"the tools are timed in {count} that each call every tool once, so that background "
+            "load falls on all tools alike")
+    old = [rid for rid, r in runs.items() if r["timing"] != "rounds"]
+    return text + (f" (runs {', '.join(old)} predate rounds: each tool's calls ran back to back)" if old else "")
+
+
+def timing_cell(run: dict) -> str:
+    if run["timing"] != "rounds":
+        return f"{run['repeats']} calls per tool, back to back"
+    order = "shuffled" if (run.get("date") or "") >= SHUFFLED_SINCE else "fixed order"
+    return f"{run['repeats']} rounds, {order}"
+
+
+def plain_command(command: str) -> str:
+    """The command without its ``--remark`` (the runs table shows remarks in their own column)."""
+    words = shlex.split(command)
+    dropped = {i + 1 for i, w in enumerate(words) if w == "--remark"}
+    return shlex.join(w for i, w in enumerate(words)
+                      if w != "--remark" and i not in dropped and not w.startswith("--remark="))
+
+
+def versions_text(run: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in run["versions"].items())
+
+
+#: Facts of a run that the page states once when every run shares them, else per run.
+SHARED = {"machine": lambda run: run["machine"], "versions": versions_text}
+
+
+def shared_keys(runs: dict) -> list[str]:
+    return [k for k, show in SHARED.items() if len({show(r) for r in runs.values()}) == 1]
+
+
+def machine_lines(runs: dict) -> list[str]:
+    first, shared = next(iter(runs.values())), shared_keys(runs)
+    return [f"**{key.capitalize()}:** {SHARED[key](first) if key in shared else 'per run, see Runs'}.  "
+            for key in SHARED]
+
+
+def runs_section(doc: dict) -> list[str]:
+    """The legend of run ids: date, command and conditions of every run the page shows."""
+    runs, own = doc["runs"], [k for k in SHARED if k not in shared_keys(doc["runs"])]
+    lead = (f"The page merges {len(runs)} runs: a later run replaces the workloads it re-measured, and the "
+            "`run` column (or a section's heading) names the run that measured each figure."
+            if len(runs) > 1 else "One run measured every figure on this page.")
+    header = ["run", "date", "command", "source tree", "timed calls", "load average before → after",
+              *own, "remarks"]
+    rows = [[f"**{rid}**", (run["date"] or "?").replace("T", " ")[:16], f"`{plain_command(run['command'])}`",
+             f"`{run['git']}`" if run.get("git") else "—", timing_cell(run),
+             f"{fmt_load(run.get('load_before'))} → {fmt_load(run.get('load_after'))}",
+             *(SHARED[k](run) for k in own), cell("; ".join(run.get("remarks") or ())) or "—"]
+            for rid, run in runs.items()]
+    return ["## Runs", "", lead, "", *table(header, rows),
+            "", "Source tree: `git describe --always --dirty` of the measured checkout; "
+                "load average: 1, 5 and 15 minutes."]
+
+
+def intro(doc: dict) -> list[str]:
+    memory = any("mem" in r for wl in doc["workloads"] for r in wl["rows"]) or \
+        any(wl.get("memory") for wl in doc["workloads"])
+    text = INTRO.format(rounds=rounds_text(doc["runs"]), memory=MEMORY[memory])
+    return [paragraph(text), "", *machine_lines(doc["runs"]), "", *reproduce(doc)]
+
+
+def summary_section(doc: dict, multi: bool) -> list[str]:
+    lines = ["## Summary", "", "lanewise's median time against the fastest other tool in the same run, "
+             "and the target docs/workloads.md sets for it (every tool's figures follow in Workloads).", "",
+             *summary_table(doc["workloads"], multi)]
+    if doc.get("plot"):
+        scaled = [wl["id"] for wl in doc["workloads"] if wl["scaling"]]
+        against = f", then time against size for {' and '.join(scaled)}" if scaled else ""
+        lines += ["", f"Median time of every tool, one panel per workload (log scale, lanewise in red){against}:",
+                  "", f"![median time of every tool per workload]({doc['plot']})"]
+    return lines
+
+
+#: Notes about a workload that the renderer knows and older results documents do not carry.
+WORKLOAD_NOTES = {
+    "W2": "JAX differs on a few points on the set's boundary: XLA on CPU contracts `a*b+c` into a fused "
+          "multiply-add (Numba with `fastmath={\"contract\"}` reproduces JAX's counts exactly).",
+}
+
+
+def sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def workload_section(wl: dict, multi: bool) -> list[str]:
+    notes = [sentence(n.removeprefix(f"{wl['id']}: ")) for n in (wl.get("note"), WORKLOAD_NOTES.get(wl["id"])) if n]
+    source = f"From run {wl.get('run', '?')}. " if multi else ""
+    return ["", f"### {wl['id']} — {wl['title']}, {wl['size']}", "", source + goal_line(wl), "",
+            *tools_table(wl), *scaling_table(wl), *memory_table(wl), *(line for n in notes for line in ("", n))]
+
+
+def overhead_sections(doc: dict, multi: bool) -> list[str]:
+    parts = []
+    for key, render, title in (("dispatch", dispatch_table, "Call overhead"),
+                               ("startup", startup_table, "Start-up: compiling cold, loading warm from disk")):
+        if doc.get(key):
+            parts += ["", f"## {title}{run_note(doc[key], multi)}", "", *render(doc[key])]
+    return parts
 
 
 def markdown(doc: dict) -> str:
     doc = with_runs(doc)
     multi = len(doc["runs"]) > 1
-    parts = [f"# lanewise benchmarks{' (QUICK sizes — not the benchmark)' if doc['quick'] else ''}",
-             "", *header(doc), ""]
+    parts = [f"# lanewise benchmarks{' (QUICK sizes — not the benchmark)' if doc['quick'] else ''}", "",
+             *intro(doc), "", *runs_section(doc)]
     if doc["workloads"]:
-        parts += ["## Against the bar", "", *summary_table(doc["workloads"], multi), "",
-                  "## All tools", "", *results_table(doc["workloads"], multi), ""]
-        parts += [line for wl in doc["workloads"] for line in scaling_table(wl)]
-        parts += [line for wl in doc["workloads"] for line in memory_table(wl)]
-    for key, render, title in (("dispatch", dispatch_table, "Dispatch overhead"),
-                               ("startup", startup_table, "Compile: cold and warm from disk")):
-        if doc.get(key):
-            run = f" (run {doc[key].get('run')})" if multi else ""
-            parts += ["", f"## {title}{run}", "", *render(doc[key])]
-    if doc.get("plot"):
-        parts += ["", f"![median times]({doc['plot']})"]
+        parts += ["", *summary_section(doc, multi), "", "## Workloads"]
+        parts += [line for wl in doc["workloads"] for line in workload_section(wl, multi)]
+    parts += overhead_sections(doc, multi)
     parts += extra_sections(harness.REPO)
-    repeats, timing = timing_text(doc)
-    w2 = W2_NOTE if any(wl["id"] == "W2" for wl in doc["workloads"]) else ""
-    parts += ["", "## Notes", "", NOTES.format(repeats=repeats, timing=timing, refs=reference_text(doc), w2=w2)]
-    parts += [wl["note"] + "\n" for wl in doc["workloads"] if wl.get("note")]
     return "\n".join(parts) + "\n"
 
 

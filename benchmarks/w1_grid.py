@@ -12,7 +12,7 @@ SCALING = {"full": (1500, 3000, 6000), "quick": (500, 1000, 1500)}
 REF = "numpy-broadcast"
 TOL = Tolerance(rtol=1e-12, atol=1e-13)
 BAR = Bar(peer="fastest", factor=0.5, mem_factor=1.1,
-          text="≤ 0.5× the fastest peer's time; peak ≤ 1.1× (output + interpreter baseline)")
+          text="≤ 0.5× the fastest other tool's time; peak ≤ 1.1× (output + interpreter baseline)")
 
 
 def lane(x, y):

@@ -14,12 +14,12 @@ CHUNK_ROWS = 256
 REF = "numba-prange"
 TOL = Tolerance(rtol=1e-9)  # the tools sum in different orders
 BAR = Bar(peer="numba-prange", factor=1.0, stretch=0.5, mem_flat=1.05,
-          text="≤ 1.0× Numba now (issue 3), ≤ 0.5× with vector math (issue 4); peak independent of n")
+          text="≤ 1.0× Numba prange, ≤ 0.5× with vector math; peak memory independent of n")
 NOTE = (f"W5: NumPy sums blocks of {CHUNK_ROWS} rows (each block materialised); JAX materialises "
         "the n² grid (8n² bytes; it runs only if that fits 2.5 times in available memory); Numba "
         "and lanewise keep nothing. The peak-RSS-vs-n table probes every n in a fresh process "
         "with an empty lanewise cache, so lanewise compiles in the probe as Numba does (the "
-        "\"peak MB\" column shares the run's warm cache); lanewise's memory bar asks the peak "
+        "\"peak MB\" column shares the run's warm cache); lanewise's memory target asks the peak "
         "at the largest n to be within 5% of the peak at the smallest.")
 
 

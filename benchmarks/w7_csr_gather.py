@@ -9,7 +9,7 @@ SIZES = {"full": 1_000_000, "quick": 100_000, "tiny": 256}
 MEAN_DEGREE, SIGMA = 16.0, 1.5  # lognormal degrees: median ~5, max ~10^4 at 10^6 nodes
 REF = "scipy-csr"
 TOL = Tolerance(rtol=1e-9, atol=1e-12)
-BAR = Bar(peer="fastest", factor=1.0, text="≤ 1.0× the fastest peer")
+BAR = Bar(peer="fastest", factor=1.0, text="≤ 1.0× the fastest other tool")
 
 
 def node(start, stop, indices, w, x):
