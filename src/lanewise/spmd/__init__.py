@@ -180,7 +180,7 @@ def choose(program, call, result, inplace: bool = False) -> Choice:
         why = divergence(lane)
         if why is None:
             return Choice(None, "no divergent control flow (no while loop, no break, no early return, "
-                                "no for loop with a variable trip count): LLVM vectorises the scalar nest")
+                                "no for loop with a variable trip count): the scalar nest, which LLVM may vectorise")
     else:
         why = "lw.config.spmd = True"
     try:
