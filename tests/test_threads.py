@@ -37,3 +37,45 @@ def test_lane_error_in_a_parallel_launch_names_the_lowest_failing_lane():
     with pytest.raises(ValueError, match="bad lane") as info:
         lw.vmap(lane)(np.arange(1e6))
     assert "i0=700000" in info.value.__notes__[0]
+
+
+def dot_with_table(k, table):  # each lane loops over the whole unmapped table
+    s = 0.0
+    for i in range(table.shape[0]):
+        s += table[i] * k
+    return s
+
+
+def light(k, table):
+    return k * 2.0
+
+
+def test_few_heavy_lanes_run_in_parallel_and_light_ones_serially(monkeypatch):
+    """Before: 1,000 lanes looping over a 10,000-element array passed whole ran on one
+    thread ("serial (small problem)"), since only lanes and elements were counted."""
+    from lanewise.backends.cpu import map as cpu_map
+
+    launches = []
+    real = cpu_map.interruptible
+    monkeypatch.setattr(cpu_map, "interruptible", lambda fn: (launches.append(1), real(fn)))
+    table, ks = np.linspace(0.0, 1.0, 10_000), np.arange(1000.0)
+    for call in range(2):  # the second call takes the fast launcher
+        got = lw.vmap(dot_with_table, in_axes=(0, None))(ks, table)
+        np.testing.assert_allclose(got, ks * table.sum(), rtol=1e-12)
+        assert len(launches) == call + 1
+    np.testing.assert_array_equal(lw.vmap(light, in_axes=(0, None))(ks[:100], table), ks[:100] * 2.0)
+    assert len(launches) == 2  # light lanes: no parallel launch
+
+
+def spin(n):
+    s = 0
+    for i in range(n):
+        s += i % 7
+    return s
+
+
+def test_uneven_lanes_match_the_reference_under_dynamic_scheduling():
+    n = np.full(100_000, 3, dtype=np.int64)
+    n[:500] = 20_000  # the costly lanes all in one thread's static share
+    small, big = (sum(i % 7 for i in range(k)) for k in (3, 20_000))
+    np.testing.assert_array_equal(lw.vmap(spin)(n), np.where(n == 3, small, big))

@@ -67,6 +67,17 @@ def blocking(sizes, order, lane_work: int = 1) -> Blocking:
     n_outer = 1
     for level in order[:-1]:
         n_outer *= sizes[level]
+    return reblocked(n_outer, n_inner, lane_work)
+
+
+def reblocked(n_outer: int, n_inner: int, lane_work: int) -> Blocking:
+    """The blocks of an ``n_outer`` x ``n_inner`` lane space whose lanes each do
+    ``lane_work`` units (elements read; or a measured cost in the same units).
+
+    Example:
+        >>> reblocked(1, 1000, 1).block, reblocked(1, 1000, 10_000).block
+        (1000, 4)
+    """
     wanted = -(-TARGET_BLOCKS // max(n_outer, 1))  # inner blocks per outer index
     smallest = max(1, MIN_BLOCK // max(lane_work, 1))
     block = max(smallest, -(-n_inner // wanted)) if wanted > 1 else n_inner

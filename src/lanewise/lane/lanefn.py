@@ -61,9 +61,42 @@ def indexes(fn: Callable) -> bool:
     return code is None or _code_indexes(code)
 
 
+_LOOPS = frozenset({"FOR_ITER", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE"})
+
+
+def has_loops(fn: Callable) -> bool:
+    """Whether ``fn`` or a function it calls by name loops (so one lane's cost may
+    be large); True when there is no Python code to look at.
+
+    Example:
+        >>> def count(n):
+        ...     return sum(1 for _ in range(n))
+        >>> has_loops(count), has_loops(lambda x: x + 1.0)
+        (True, False)
+    """
+    return _has_loops(python_function(fn), set())
+
+
+def _has_loops(fn, seen: set) -> bool:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return True
+    if id(fn) in seen:
+        return False
+    seen.add(id(fn))
+    if _code_has(code, _LOOPS):
+        return True
+    callees = (python_function(fn.__globals__.get(n)) for n in _global_loads(code))
+    return any(_has_loops(c, seen) for c in callees if isinstance(c, types.FunctionType))
+
+
+def _code_has(code: types.CodeType, opnames: frozenset) -> bool:
+    return any(i.opname in opnames for i in dis.get_instructions(code)) or any(
+        _code_has(c, opnames) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
 def _code_indexes(code: types.CodeType) -> bool:
-    return any(i.opname in _SUBSCRIPTS for i in dis.get_instructions(code)) or any(
-        _code_indexes(c) for c in code.co_consts if isinstance(c, types.CodeType))
+    return _code_has(code, _SUBSCRIPTS)
 
 _STANDIN = sys.modules.setdefault("lanewise._lanes", types.ModuleType("lanewise._lanes"))
 

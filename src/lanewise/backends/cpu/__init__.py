@@ -28,8 +28,8 @@ if os.environ.get("NUMBA_THREADING_LAYER") is None and numba.config.THREADING_LA
     numba.config.THREADING_LAYER = "forksafe"
 
 from ...ir.schedule import blocking, lane_work
-from .map import (Executable, allocate, build, fast_launcher, inplace_lane, is_small, lane_output_shapes,
-                  raise_lane_error, result_type, run, stats)
+from .map import (PARALLEL_ABOVE_S, Executable, allocate, build, fast_launcher, inplace_lane, is_small,
+                  lane_output_shapes, raise_lane_error, result_type, run, stats)
 from . import vectorised
 from .reduce import ReduceExecutable, build_reduce, plan_of, run_reduce
 
@@ -53,7 +53,10 @@ def explain(exe, call) -> list[str]:
     program, lines = exe.program, []
     if all(call.sizes):
         plan = blocking(call.sizes, exe.order, lane_work(program.signature.leaves, call.values, call.sizes))
-        mode = "serial (small problem)" if is_small(call.sizes, call.values) else "parallel (prange)"
+        mode = "parallel (prange, blocks handed to threads one at a time)"
+        if is_small(call.sizes, call.values):
+            mode = ("serial (small problem), unless its first lanes, timed, predict more than "
+                    f"{PARALLEL_ABOVE_S * 1e6:.0f} µs of work" if exe.may_be_heavy else "serial (small problem)")
         lines.append(
             f"schedule: loops {' > '.join(f'i{lv}' for lv in exe.order)} (innermost last, contiguous in "
             f"{program.outputs[0].name if program.outputs else 'no output'}); {plan.n_blocks} blocks = "

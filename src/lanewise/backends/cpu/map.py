@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
@@ -30,11 +31,11 @@ from numba.np.numpy_support import as_dtype
 from ... import pytree, spmd
 from ...codegen import cpu as render_cpu
 from ...codegen.common import injected_names
-from ...ir.schedule import Blocking, blocking, lane_index, lane_work, loop_order
+from ...ir.schedule import Blocking, blocking, lane_index, lane_work, loop_order, reblocked
 from ...config import config
 from ...errors import LaneTypeError, LanewiseError
 from ...lane.inplace import rewrite
-from ...lane.lanefn import inlined_lane, jit_lane, may_raise, python_function
+from ...lane.lanefn import has_loops, inlined_lane, jit_lane, may_raise, python_function
 from ...lane.signedness import check_unsigned_mixing
 from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
 from ...runtime import cache
@@ -64,6 +65,9 @@ class Executable:
         self.order = loop_order(self.program)
         self.array_outputs = [k for k, o in enumerate(self.program.outputs) if o.lane_ndim]
         self.reloaded = False
+        # Lanes whose cost a shape-based estimate may miss: see too_long_for_one_thread.
+        self.may_be_heavy = has_loops(self.program.lane) or any(
+            leaf.is_array and leaf.lane_ndim for leaf in self.program.signature.leaves)
 
     def call(self, name: str, *args):
         """Call a kernel of the module (cache faults survived: :func:`host.call_kernel`)."""
@@ -237,6 +241,36 @@ def _serve(jobs) -> None:
         jobs.get().run()
 
 
+def lane_seconds(exe: Executable, n_inner: int, n_lanes: int, args: tuple) -> float | None:
+    """For a run that looks small (few lanes, few elements) but would still take
+    long on one thread, the measured seconds per lane; else None.  Lanes that
+    loop, or that receive arrays, may each do much work (1,000 lanes looping over
+    a 10,000-element array passed whole ran on one core).  Timed on the first
+    lanes, which the run then computes again."""
+    if not exe.may_be_heavy or not n_lanes:
+        return None
+    k = min(n_inner, PROBE_LANES)
+    for _ in range(2):  # twice when the first call compiled lane_block for these types
+        compiled = len(exe.module.lane_block.overloads)
+        start = time.perf_counter()
+        exe.call("lane_block", *args, 0, 0, k)
+        per_lane = (time.perf_counter() - start) / k
+        if len(exe.module.lane_block.overloads) == compiled:
+            break
+    return per_lane if per_lane * n_lanes > PARALLEL_ABOVE_S else None
+
+
+def dynamic(call, *args):
+    """``call(*args)`` with Numba handing blocks to threads one at a time: lanes
+    whose cost differs a thousandfold still keep every core busy (by default
+    each thread takes one contiguous share of the blocks)."""
+    previous = numba.set_parallel_chunksize(1)
+    try:
+        return call(*args)
+    finally:
+        numba.set_parallel_chunksize(previous)
+
+
 def is_small(sizes, values) -> bool:
     """Run on the calling thread? Work ~ lanes + elements the lanes can read
     (a lane scanning a 5000-step row is not a small lane)."""
@@ -244,16 +278,27 @@ def is_small(sizes, values) -> bool:
     return work < config.serial_below
 
 
+#: A run predicted to take longer than this on one thread runs in parallel,
+#: however few lanes and array elements it has (a parallel launch costs tens of µs).
+PARALLEL_ABOVE_S = 200e-6
+#: Lanes timed to predict a run's length (the first lanes of the first outer index).
+PROBE_LANES = 8
+
+
 def launch(exe: Executable, plan, args: tuple, serial: bool):
     """Run the kernel over ``plan``'s blocks; None, or (plan, block, lane) that failed."""
     if serial:
-        flat = exe.call("kernel_serial", *args)
-        if flat < 0:
-            return None
-        outer, lane = divmod(flat, plan.n_inner)
-        return Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner), outer, lane
+        per_lane = lane_seconds(exe, plan.n_inner, plan.n_lanes, args)
+        if per_lane is None:
+            flat = exe.call("kernel_serial", *args)
+            if flat < 0:
+                return None
+            outer, lane = divmod(flat, plan.n_inner)
+            return Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner), outer, lane
+        # Heavy lanes: blocks sized by the measured cost (about 1 ns per element of work).
+        plan = reblocked(plan.n_outer, plan.n_inner, int(per_lane * 1e9))
     err = np.full((numba.config.NUMBA_NUM_THREADS, 2), -1, np.int64)
-    interruptible(lambda stop: exe.call("kernel", *args, plan.inner_blocks, plan.block, err, stop))
+    interruptible(lambda stop: dynamic(exe.call, "kernel", *args, plan.inner_blocks, plan.block, err, stop))
     failed = err[err[:, 0] >= 0]
     if not failed.size:
         return None
@@ -271,17 +316,38 @@ def fast_launcher(exe: Executable, call: Call, miss):
     if exe.array_outputs or any(p.keyword is not None or p.tree.num_nodes != 1 for p in sig.params):
         return None
     source, names = render_cpu.render_launcher(exe.program, call.values)
-    namespace = {"np": np, "MISS": miss, "serial": exe.module.kernel_serial,
+    namespace = {"np": np, "MISS": miss, "serial": _serial(exe),
                  "SERIAL_BELOW": config.serial_below, "parallel": _parallel(exe),
                  "unflatten": pytree.unflatten, "TREE": exe.program.out_tree, **names}
     exec(compile(source, f"<lanewise launcher {exe.module.__name__}>", "exec"), namespace)
     return namespace["launch"]
 
 
+def _serial(exe: Executable):
+    """The fast launcher's serial run: ``kernel_serial`` itself, or for lanes that
+    may be heavy, a check that the run is short enough for one thread first
+    (a parallel run's failure is reported as failed lane 0: the slow path redoes it)."""
+    if not exe.may_be_heavy:
+        return exe.module.kernel_serial
+    n_leaves, n_out = len(exe.program.signature.leaves), len(exe.program.outputs)
+    parallel = _parallel(exe)
+
+    def serial(*args):
+        sizes = args[n_leaves + n_out:n_leaves + n_out + len(exe.order)]
+        lanes = 1
+        for n in sizes:
+            lanes *= n
+        per_lane = lane_seconds(exe, sizes[exe.order[-1]], lanes, args)
+        if per_lane is not None:
+            return 0 if parallel(args, sizes, int(per_lane * 1e9)) else -1
+        return exe.call("kernel_serial", *args)
+    return serial
+
+
 def _parallel(exe: Executable):
-    def run_parallel(args, sizes):
+    def run_parallel(args, sizes, measured_work: int = 0):
         leaves = exe.program.signature.leaves
-        work = lane_work(leaves, args[:len(leaves)], sizes)
+        work = max(lane_work(leaves, args[:len(leaves)], sizes), measured_work)
         return launch(exe, blocking(sizes, exe.order, work), args, False) is not None
     return run_parallel
 

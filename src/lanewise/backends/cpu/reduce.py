@@ -113,7 +113,7 @@ def run_reduce(exe: ReduceExecutable, call: Call):
         if cpu.is_small(sizes, call.values):
             exe.call("rkernel_serial", *args)
         else:
-            cpu.interruptible(lambda stop: exe.call("rkernel", *args, stop))
+            cpu.interruptible(lambda stop: cpu.dynamic(exe.call, "rkernel", *args, stop))
         failed = np.flatnonzero(err >= 0)
         if failed.size:
             block = int(failed[0])
