@@ -1,8 +1,14 @@
-"""``python -m lanewise demo``: runs end to end, prints its table, agrees, saves a PNG."""
+"""``python -m lanewise demo``: runs end to end, prints its table, agrees, saves a PNG with its charts."""
 
+import math
 import os
 import subprocess
 import sys
+
+import numpy as np
+import pytest
+
+from lanewise import demo
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -20,11 +26,45 @@ def test_demo_quick_prints_table_agrees_and_saves_png(tmp_path):
     data = out.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > len(PNG_MAGIC)
     lines = proc.stdout.splitlines()
-    for method in ("python loops", "numpy meshgrid", "lanewise nested vmap"):
+    for method in ("python loops", "numpy meshgrid", "numpy broadcasting", "numba prange loop",
+                   "lanewise nested vmap"):
         assert any(line.startswith(method) for line in lines), proc.stdout
     assert any(line.startswith("python loops (extrapolated") for line in lines), proc.stdout
-    assert any(line.startswith("agree:") for line in lines), proc.stdout
+    assert any(line.startswith("lanewise vs the fastest other method, ") for line in lines), proc.stdout
+    agree = [line for line in lines if line.startswith("agree:")]
+    assert agree and all(f" {m} " in agree[0] for m in ("python", "broadcast", "numba", "lanewise")), proc.stdout
     assert not (tmp_path / "lanewise_demo.png").exists()  # --out was honoured
+
+
+def _reference(x, y):
+    """f on the grid, written here rather than taken from the demo: an independent check."""
+    return np.array([[math.cos(a * a + b * b) / (1 + a * a + b * b) for b in y] for a in x])
+
+
+@pytest.mark.parametrize("method", demo.METHODS)
+def test_every_method_agrees_with_an_independent_reference(method):
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(-2, 2, 7), rng.uniform(-2, 2, 5)  # not square: a transposed result fails
+    grid = demo.implementation(method)
+    np.testing.assert_allclose(grid(x, y), _reference(x, y), rtol=0, atol=demo.TOLERANCE)
+
+
+def test_figure_has_the_surface_and_both_bar_charts(tmp_path):
+    n = 24
+    results = {m: demo.measure(m, 12 if m == "python" else n, repeats=1) for m in demo.METHODS}
+    z = demo.downsample(demo.grid_meshgrid(demo.axis(n), demo.axis(n)))
+    fig = demo.build_figure(z, results, n)
+    assert len(fig.axes) >= 3  # the surface (and its colour bar), time, memory
+    titles = " ".join(ax.get_title() for ax in fig.axes)
+    assert "surface" in titles and "time" in titles and "memory" in titles
+    for ax in fig.axes:
+        if "time" in ax.get_title() or "memory" in ax.get_title():
+            assert [t.get_text() for t in ax.get_yticklabels()] == [demo.LABELS[m] for m in demo.METHODS]
+            assert ax.get_xscale() == ("log" if "time" in ax.get_title() else "linear")
+    python = demo.bars(results, n)[0]
+    assert python["guessed"] and "extrapolated" in python["time_text"]  # measured at 12, shown at 24
+    out = demo.save_plot(z, results, n, tmp_path / "sub" / "fig.png")
+    assert out.read_bytes().startswith(PNG_MAGIC)
 
 
 def test_help_lists_the_demo_command(tmp_path):

@@ -1,22 +1,28 @@
-"""The classic vectorisation tutorial, three ways: ``python -m lanewise demo``.
+"""The classic vectorisation tutorial, five ways: ``python -m lanewise demo``.
 
 ``f(x, y) = cos(x² + y²) / (1 + x² + y²)`` over the grid ``linspace(-2, 2, n)²``
 computed by
 
 1. a pure Python double loop (on a small grid; its time at the full ``n`` is
    extrapolated, and labelled so),
-2. NumPy with ``meshgrid`` (every intermediate is a full ``n × n`` array),
-3. lanewise: the same one-lane ``f`` under two nested ``vmap`` s, compiled into
+2. NumPy with ``meshgrid`` (the classic tutorial's way: two ``n × n`` coordinate
+   grids, and every intermediate a full ``n × n`` array),
+3. NumPy broadcasting (``x[:, None]``, ``y[None, :]``: no coordinate grids, but
+   still full-size intermediates),
+4. a hand-written Numba kernel (``@njit(parallel=True)``, ``prange`` over rows):
+   what you would write without lanewise,
+5. lanewise: the same one-lane ``f`` under two nested ``vmap`` s, compiled into
    one multithreaded loop nest.
 
 Every method runs in a fresh Python process, so its peak memory is its own:
 each process reports the resident set after its imports (the baseline) and its
 high-water mark at the end.  The demo then checks that the methods agree with
-NumPy on the same grid and saves a picture of the surface.
+NumPy (``meshgrid``) on the same grid and saves one picture: the surface, and
+beside it each method's time and peak memory (drawn by :mod:`lanewise.demo_plot`).
 
 Example:
     >>> from lanewise import demo
-    >>> z = demo.grid_numpy(demo.axis(3), demo.axis(3))
+    >>> z = demo.grid_meshgrid(demo.axis(3), demo.axis(3))
     >>> round(float(z[1, 1]), 6)  # f(0, 0)
     1.0
 """
@@ -40,8 +46,10 @@ LO, HI = -2.0, 2.0
 TOLERANCE = 1e-12
 FULL_N, QUICK_N, PYTHON_N = 6000, 1000, 300
 PLOT_POINTS = 500  # the plot shows at most this many points per side
-METHODS = ("python", "numpy", "lanewise")
-LABELS = {"python": "python loops", "numpy": "numpy meshgrid", "lanewise": "lanewise nested vmap"}
+METHODS = ("python", "meshgrid", "broadcast", "numba", "lanewise")  # the table's order
+REFERENCE = "meshgrid"  # the others are checked against it
+LABELS = {"python": "python loops", "meshgrid": "numpy meshgrid", "broadcast": "numpy broadcasting",
+          "numba": "numba prange loop", "lanewise": "lanewise nested vmap"}
 
 
 # ----------------------------------------------------------------- the methods
@@ -81,16 +89,58 @@ def grid_python(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return z
 
 
-def grid_numpy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``z[i, j] = f(x[i], y[j])`` the NumPy way: ``meshgrid``, then whole-array operations.
+def grid_meshgrid(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``z[i, j] = f(x[i], y[j])`` the tutorial's NumPy way: ``meshgrid``, then whole-array operations.
 
     Example:
-        >>> grid_numpy(axis(3), axis(2)).shape
+        >>> grid_meshgrid(axis(3), axis(2)).shape
         (3, 2)
     """
     xx, yy = np.meshgrid(x, y, indexing="ij")
     r = xx * xx + yy * yy
     return np.cos(r) / (1 + r)
+
+
+def grid_broadcast(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``z[i, j] = f(x[i], y[j])`` by NumPy broadcasting: a column against a row, no coordinate grids.
+
+    Example:
+        >>> grid_broadcast(axis(3), axis(2)).shape
+        (3, 2)
+    """
+    r = x[:, None] ** 2 + y[None, :] ** 2
+    return np.cos(r) / (1 + r)
+
+
+def grid_numba():
+    """A hand-written Numba kernel for ``z[i, j] = f(x[i], y[j])``: ``prange`` over rows, a loop over columns.
+
+    What one writes without lanewise: the formula inlined, the loops and the
+    output spelled out.  Its ``math.cos`` is Numba's scalar libm call, so the
+    inner loop does not vectorise (in a lane, lanewise compiles the same
+    ``math.cos`` to :mod:`lanewise.lanemath`'s vectorisable one).
+
+    It compiles at its first call, in every process: no ``cache=True``, which
+    would write its cache beside this file, inside the installed package (with
+    it, a later process would load the kernel, as lanewise loads its own from
+    its disk cache).
+
+    Example:
+        >>> grid_numba()(axis(3), axis(2)).shape
+        (3, 2)
+    """
+    import numba  # here, not at the top: the Python and NumPy workers must not load it
+
+    @numba.njit(parallel=True)
+    def grid(x, y):
+        z = np.empty((x.shape[0], y.shape[0]))
+        for i in numba.prange(x.shape[0]):
+            for j in range(y.shape[0]):
+                r = x[i] * x[i] + y[j] * y[j]
+                z[i, j] = math.cos(r) / (1 + r)
+        return z
+
+    return grid
 
 
 def grid_lanewise():
@@ -130,13 +180,21 @@ def rss_mb(field: str = "VmRSS") -> float:
         return peak / 1e6 if sys.platform == "darwin" else peak * 1024 / 1e6
 
 
-def _implementation(method: str):
-    """The grid function of ``method``, with its imports done."""
-    if method == "lanewise":
-        import numba  # noqa: F401  (an import: part of the baseline, like NumPy)
+def implementation(method: str):
+    """The grid function of ``method`` (one of ``METHODS``), with its imports done.
 
+    :func:`measure` calls it before it reads the baseline, so that the imports
+    count in the baseline rather than in the method's memory.
+
+    Example:
+        >>> implementation("broadcast")(axis(3), axis(2)).shape
+        (3, 2)
+    """
+    if method == "numba":
+        return grid_numba()
+    if method == "lanewise":
         return grid_lanewise()
-    return {"python": grid_python, "numpy": grid_numpy}[method]
+    return {"python": grid_python, "meshgrid": grid_meshgrid, "broadcast": grid_broadcast}[method]
 
 
 def _time_calls(grid, x, y, repeats: int):
@@ -154,27 +212,29 @@ def measure(method: str, n: int, repeats: int, save: str = "") -> dict:
     """Time and memory of ``method`` on an ``n × n`` grid, measured in this process.
 
     Run it in a fresh process (as :func:`run_worker` does) for honest memory
-    figures.  The first call (for lanewise: the compile or the disk-cache load,
-    plus one run) is timed apart from the ``repeats`` calls after it.
-    ``max_abs_diff`` compares the result with NumPy's on the same grid (``None``
-    for NumPy itself); ``save`` names an ``.npy`` file for a downsampled copy.
+    figures.  The first call (for numba: the compile; for lanewise: the compile
+    or the disk-cache load; plus one run) is timed apart from the ``repeats``
+    calls after it.  ``max_abs_diff`` compares the result with the
+    ``REFERENCE`` method's on the same grid (``None`` for the reference itself);
+    ``save`` names an ``.npy`` file for a downsampled copy.
 
     Example:
-        >>> r = measure("numpy", 50, repeats=2)
+        >>> r = measure("broadcast", 50, repeats=2)
         >>> r["n"], len(r["times_s"]), r["peak_mb"] >= r["base_mb"]
         (50, 2, True)
     """
-    grid = _implementation(method)
+    grid = implementation(method)
     x, y = axis(n), axis(n)
     base = rss_mb()
     t0 = time.perf_counter()
     z = grid(x, y)
     first = time.perf_counter() - t0
     z = None
-    after_first = rss_mb()  # what the first call kept (lanewise: Numba's JIT)
+    after_first = rss_mb()  # what the first call kept (numba, lanewise: the JIT runtime)
     z, times = _time_calls(grid, x, y, repeats)
-    peak = rss_mb("VmHWM")  # before the check below allocates NumPy's copy
-    diff = None if method == "numpy" else float(np.max(np.abs(z - grid_numpy(x, y)), initial=0.0))
+    peak = rss_mb("VmHWM")  # before the check below allocates the reference's copy
+    reference = implementation(REFERENCE)
+    diff = None if method == REFERENCE else float(np.max(np.abs(z - reference(x, y)), initial=0.0))
     if save:
         np.save(save, downsample(z))
     return {"method": method, "n": n, "first_s": first, "times_s": times, "base_mb": base,
@@ -210,7 +270,7 @@ def run_worker(method: str, n: int, repeats: int, save: str = "") -> dict:
     """:func:`measure` in a fresh Python process; its JSON result as a dict.
 
     Example:
-        >>> run_worker("numpy", 40, 1)["n"]
+        >>> run_worker("meshgrid", 40, 1)["n"]
         40
     """
     cmd = [sys.executable, "-c", _WORKER, __file__, method, str(n), str(repeats), save]
@@ -282,87 +342,191 @@ def extrapolated_s(result: dict, n: int) -> float:
     return median_s(result) * (n / result["n"]) ** 2
 
 
+def time_at(result: dict, n: int) -> float:
+    """A measurement's median time at ``n × n`` points: measured there, else extrapolated.
+
+    Example:
+        >>> time_at({"n": 300, "times_s": [0.1]}, 300), time_at({"n": 300, "times_s": [0.1]}, 600)
+        (0.1, 0.4)
+    """
+    return median_s(result) if result["n"] >= n else extrapolated_s(result, n)
+
+
+def peak_at(result: dict, n: int) -> float:
+    """A measurement's peak RSS at ``n × n`` points: measured there, else estimated as baseline + output.
+
+    The estimate is what the Python loop holds at ``n``: its imports and inputs
+    (the baseline) and the ``n × n`` float64 result it fills in place; the
+    floats it makes on the way are freed point by point.
+
+    Example:
+        >>> peak_at({"n": 300, "base_mb": 30.0, "peak_mb": 31.0}, 1000)
+        38.0
+    """
+    return result["peak_mb"] if result["n"] >= n else result["base_mb"] + n * n * 8 / 1e6
+
+
+def fmt_ratio(ratio: float) -> str:
+    """A ratio of two times, for the table.
+
+    Example:
+        >>> fmt_ratio(2.71), fmt_ratio(0.8), fmt_ratio(1234.5)
+        ('2.7x', '0.8x', '1,234x')
+    """
+    if ratio >= 10:
+        return f"{ratio:,.0f}x"
+    return f"{ratio:.1f}x" if ratio >= 1 else f"{ratio:.2g}x"
+
+
+def speed(other_s: float, lanewise_s: float) -> str:
+    """lanewise's time against another method's, in words.
+
+    Example:
+        >>> speed(2.7, 1.0), speed(1.0, 1.5)
+        ('2.7x faster', '1.5x slower')
+    """
+    if other_s >= lanewise_s:
+        return f"{fmt_ratio(other_s / lanewise_s)} faster"
+    return f"{fmt_ratio(lanewise_s / other_s)} slower"
+
+
+def fastest_other(results: dict, n: int) -> str:
+    """The method, other than lanewise, with the shortest time at ``n`` (extrapolated times included).
+
+    Example:
+        >>> fastest_other({"a": {"n": 9, "times_s": [2.0]}, "b": {"n": 9, "times_s": [1.0]},
+        ...                "lanewise": {"n": 9, "times_s": [0.5]}}, 9)
+        'b'
+    """
+    return min((m for m in results if m != "lanewise"), key=lambda m: time_at(results[m], n))
+
+
 def table_rows(results: dict, n: int) -> list[list[str]]:
     """The table's rows: each measurement, plus the Python loop extrapolated to ``n``."""
+    lw_s = median_s(results["lanewise"])
     rows = []
     for method in METHODS:
         r = results[method]
-        rows.append([LABELS[method], str(r["n"]), fmt_s(r["first_s"]), fmt_s(median_s(r)),
+        ratio = fmt_ratio(median_s(r) / lw_s) if r["n"] == n else "-"  # times compare only on equal grids
+        rows.append([LABELS[method], str(r["n"]), fmt_s(r["first_s"]), fmt_s(median_s(r)), ratio,
                      fmt_mb(r["out_mb"]), fmt_mb(r["peak_mb"]), fmt_mb(r["base_mb"]),
                      fmt_mb(r["peak_mb"] - r["base_mb"])])
-        if method == "python" and r["n"] < n:
-            rows.append([f"{LABELS[method]} (extrapolated*)", str(n), "-",
-                         fmt_s(extrapolated_s(r, n)) + "*", fmt_mb(n * n * 8 / 1e6), "-", "-", "-"])
+        if r["n"] < n:
+            t, peak = time_at(r, n), peak_at(r, n)
+            rows.append([f"{LABELS[method]} (extrapolated*)", str(n), "-", fmt_s(t) + "*",
+                         fmt_ratio(t / lw_s) + "*", fmt_mb(n * n * 8 / 1e6), fmt_mb(peak) + "*", "-",
+                         fmt_mb(peak - r["base_mb"]) + "*"])
     return rows
 
 
 def report(results: dict, n: int, repeats: int) -> str:
     """The table and its notes."""
-    header = ["method", "n", "first call", f"median of {repeats}", "output", "peak RSS",
+    header = ["method", "n", "first call", f"median of {repeats}", "vs lanewise", "output", "peak RSS",
               "baseline", "peak - baseline"]
-    py, lw_ = results["python"], results["lanewise"]
+    py, nb, lw_ = results["python"], results["numba"], results["lanewise"]
     notes = [
-        "first call: in a fresh process; for lanewise it includes the compile (or the disk-cache load).",
+        "vs lanewise: the method's median time / lanewise's (above 1: lanewise is faster).",
+        "first call: in a fresh process; for numba it includes the compile (in every process: no cache=True),",
+        "  for lanewise the compile or, once compiled, the load from its disk cache.",
+        "numba: its math.cos is a scalar libm call, so its loop does not vectorise; lanewise compiles",
+        "  the lane's math.cos to a vectorisable one (lanewise.lanemath).",
         "baseline: RSS after imports and inputs; peak RSS: the process's high-water mark (VmHWM).",
-        f"lanewise: {fmt_mb(lw_['kept_mb'])} of its peak is Numba's JIT runtime, kept after the first call.",
+        f"of the peak, the JIT runtime kept after the first call: numba {fmt_mb(nb['kept_mb'])}, "
+        f"lanewise {fmt_mb(lw_['kept_mb'])}.",
     ]
     if py["n"] < n:
-        notes.insert(0, f"* extrapolated from n={py['n']} as time x ({n}/{py['n']})^2; not run.")
+        notes.insert(0, f"* extrapolated from n={py['n']}: time x ({n}/{py['n']})^2, peak RSS as baseline + "
+                        "output; not run.")
     return format_table(header, table_rows(results, n)) + "\n" + "\n".join(notes)
 
 
 def summary(results: dict, n: int) -> str:
-    """How lanewise compares with NumPy and with the (extrapolated) Python loop."""
-    np_, lw_, py = results["numpy"], results["lanewise"], results["python"]
-    how = " extrapolated" if py["n"] < n else ""
-    return (f"lanewise vs numpy: speed-up {median_s(np_) / median_s(lw_):.1f}x, "
-            f"{fmt_mb(lw_['peak_mb'] - lw_['base_mb'])} vs {fmt_mb(np_['peak_mb'] - np_['base_mb'])} "
-            f"above baseline; vs python loops: speed-up ~{extrapolated_s(py, n) / median_s(lw_):,.0f}x{how}")
+    """lanewise against the fastest other method (time and memory), then against each of the others."""
+    lw_s = median_s(results["lanewise"])
+    best = fastest_other(results, n)
+
+    def above(method):  # peak above baseline, at n
+        return fmt_mb(peak_at(results[method], n) - results[method]["base_mb"])
+
+    def against(method, sep=" "):
+        how = " (extrapolated)" if results[method]["n"] < n else ""
+        return f"{LABELS[method]}{how}{sep}{speed(time_at(results[method], n), lw_s)}"
+
+    others = [against(m) for m in METHODS if m not in (best, "lanewise")]
+    return (f"lanewise vs the fastest other method, {against(best, ': ')} ({fmt_s(lw_s)} vs "
+            f"{fmt_s(time_at(results[best], n))}), {above('lanewise')} vs {above(best)} above baseline\n"
+            f"lanewise vs the others: {', '.join(others)}")
 
 
 def agreement(results: dict) -> tuple[bool, str]:
-    """Whether every method matches NumPy on its own grid to ``TOLERANCE``, and the line saying so.
+    """Whether every method matches the reference on its own grid to ``TOLERANCE``, and the line saying so.
 
     Example:
         >>> ok, line = agreement({"python": {"n": 3, "max_abs_diff": 0.0},
         ...                       "lanewise": {"n": 9, "max_abs_diff": 2e-16}})
         >>> ok, line
-        (True, 'agree: max |python - numpy| = 0 (n=3), max |lanewise - numpy| = 2e-16 (n=9); all < 1e-12')
+        (True, 'agree: max |method - numpy meshgrid|: python 0 (n=3), lanewise 2e-16 (n=9); all < 1e-12')
     """
-    parts, ok = [], True
-    for method in ("python", "lanewise"):
-        diff = results[method]["max_abs_diff"]
-        ok = ok and diff < TOLERANCE
-        parts.append(f"max |{method} - numpy| = {diff:.2g} (n={results[method]['n']})")
+    checked = [m for m in METHODS if m in results and m != REFERENCE]
+    ok = all(results[m]["max_abs_diff"] < TOLERANCE for m in checked)
+    parts = [f"{m} {results[m]['max_abs_diff']:.2g} (n={results[m]['n']})" for m in checked]
     verdict = f"all < {TOLERANCE:g}" if ok else f"NOT all < {TOLERANCE:g}: the methods DISAGREE"
-    return ok, ("agree: " if ok else "disagree: ") + ", ".join(parts) + "; " + verdict
+    return ok, (f"{'agree' if ok else 'disagree'}: max |method - {LABELS[REFERENCE]}|: "
+                + ", ".join(parts) + "; " + verdict)
 
 
-def plot_surface(z: np.ndarray, n: int, out: Path) -> Path:
-    """Save an image of the (downsampled) surface ``z`` of an ``n × n`` grid as a PNG.
+# -------------------------------------------------------------------- the picture
+def bars(results: dict, n: int) -> list[dict]:
+    """The figure's numbers and words, one dict per method (the keys :mod:`lanewise.demo_plot` describes).
+
+    Example:
+        >>> rs = {m: {"n": 9, "times_s": [0.2], "peak_mb": 40.0, "base_mb": 30.0} for m in METHODS}
+        >>> [b["time_text"] for b in bars(rs, 9)][-2:]
+        ['0.200 s (1.0x)', '0.200 s']
+    """
+    lw_s = median_s(results["lanewise"])
+    out = []
+    for method in METHODS:
+        r = results[method]
+        t, peak, guessed = time_at(r, n), peak_at(r, n), r["n"] < n
+        ratio = "" if method == "lanewise" else f" ({fmt_ratio(t / lw_s)})"
+        out.append({"label": LABELS[method], "time_s": t, "peak_mb": peak, "base_mb": r["base_mb"],
+                    "time_text": fmt_s(t) + (", extrapolated" if guessed else "") + ratio,
+                    "peak_text": fmt_mb(peak) + (", estimated" if guessed else ""),
+                    "guessed": guessed, "highlight": method == "lanewise"})
+    return out
+
+
+def build_figure(z: np.ndarray, results: dict, n: int):
+    """The demo's picture, a matplotlib ``Figure``: the surface ``z`` beside each method's time and peak memory.
+
+    Example:
+        >>> rs = {m: {"n": 20, "times_s": [0.1], "peak_mb": 40.0, "base_mb": 30.0} for m in METHODS}
+        >>> len(build_figure(grid_meshgrid(axis(20), axis(20)), rs, 20).axes)  # surface, colour bar, 2 x bars
+        4
+    """
+    from lanewise import demo_plot  # matplotlib is loaded only when a picture is wanted
+
+    title = (f"f(x, y) = cos(x²+y²)/(1+x²+y²) on a {n}×{n} grid, float64, {os.cpu_count()} CPU cores: "
+             f"{len(METHODS)} methods, each in a fresh process")
+    surface = f"the surface (lanewise's result, shown at {z.shape[0]}×{z.shape[1]})"
+    return demo_plot.figure(z, bars(results, n), title, surface, extent=(LO, HI, LO, HI))
+
+
+def save_plot(z: np.ndarray, results: dict, n: int, out: Path) -> Path:
+    """Save :func:`build_figure` as a PNG at ``out``; the path.
 
     Example:
         >>> import tempfile, pathlib
+        >>> rs = {m: {"n": 20, "times_s": [0.1], "peak_mb": 40.0, "base_mb": 30.0} for m in METHODS}
         >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     out = plot_surface(grid_numpy(axis(20), axis(20)), 20, pathlib.Path(tmp) / "s.png")
+        ...     out = save_plot(grid_meshgrid(axis(20), axis(20)), rs, 20, pathlib.Path(tmp) / "s.png")
         ...     out.read_bytes()[:4]
         b'\\x89PNG'
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from lanewise import demo_plot
 
-    fig = Figure(figsize=(6.4, 5.2), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    image = ax.imshow(z.T, origin="lower", extent=(LO, HI, LO, HI), cmap="viridis")
-    fig.colorbar(image, ax=ax, label="f(x, y)")
-    ax.set(xlabel="x", ylabel="y",
-           title=f"cos(x²+y²)/(1+x²+y²) on a {n}×{n} grid (lanewise)\n"
-                 f"shown at {z.shape[0]}×{z.shape[1]}")
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png")
-    return out
+    return demo_plot.save(build_figure(z, results, n), out)
 
 
 # ------------------------------------------------------------------ the command
@@ -405,7 +569,7 @@ def run(args: argparse.Namespace) -> int:
     """
     start = time.perf_counter()
     n = args.n or (QUICK_N if args.quick else FULL_N)
-    sizes = {"python": min(args.python_n, n), "numpy": n, "lanewise": n}
+    sizes = {**dict.fromkeys(METHODS, n), "python": min(args.python_n, n)}
     print(f"f(x, y) = cos(x²+y²)/(1+x²+y²) on linspace({LO:g}, {HI:g}, n)², float64; "
           f"{os.cpu_count()} CPU cores; each method in a fresh process")
     with tempfile.TemporaryDirectory(prefix="lanewise-demo-") as tmp:
@@ -421,6 +585,6 @@ def run(args: argparse.Namespace) -> int:
         ok, line = agreement(results)
         print(line)
         if save:
-            print(f"plot: {plot_surface(np.load(save), n, args.out)}")
+            print(f"plot: {save_plot(np.load(save), results, n, args.out)}")
     print(f"total: {time.perf_counter() - start:.1f} s")
     return 0 if ok else 1

@@ -18,9 +18,9 @@ Example:
     >>> _ = half(np.uint64(7))
     >>> try:
     ...     check_unsigned_mixing(half)
-    ... except Exception as e:
+    ... except LaneTypeError as e:
     ...     print(type(e).__name__)
-    LaneTypeError
+    UnsignedMixingError
 """
 
 from __future__ import annotations
