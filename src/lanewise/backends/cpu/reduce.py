@@ -60,30 +60,45 @@ class ReduceExecutable:
 
 
 def build_reduce(op, axis, call: Call) -> ReduceExecutable:
-    """Type the lane, plan the reduction, render and load (or find on disk) its kernel."""
+    """Type the lane, plan the reduction, render and load (or find on disk) its kernel.
+
+    The disk key depends on what the caller gives (lane, op, axis, argument types),
+    not on the lane's result type: typing the lane is a Numba compile (3.7 s in
+    every new process when it came first), and the cache stores its result.
+    """
     monoid = op if isinstance(op, Monoid) else None
-    program = host.program(call, cpu.result_type(call))
-    spec = reduction.reduce_spec(op, axis, program)
-    vector_math = config.vector_math and spec.tiled
     key = host.disk_key("reduce", [call.lane] + ([monoid.combine] if monoid else []),
-                        repr(monoid.identity) if monoid else "", call.signature, spec, vector_math)
-    # A running fold (argmin/argmax, Monoid) keeps the lane loop scalar, where libm
-    # is faster than lanewise's vector math (W5: 0.30 s vs 0.42 s); tiled folds
-    # evaluate lanes in a vectorisable loop, where vector math pays.
-    with config.overridden(vector_math=vector_math):
-        lane = cpu.kernel_lane(call.lane)
-        combine = jit_lane(monoid.combine) if monoid else None
-    inject = {"lane": lane, **injected_names(call.signature)}
-    for m, (out, identity) in enumerate(zip(program.outputs, reduction.identities(spec, monoid), strict=True)):
-        inject[f"ID{m}"] = identity
-        inject[f"BT{m}"] = numba.from_dtype(out.dtype)  # tile buffers: lane values, padded with the identity
-        if spec.tiled:
-            inject[f"IDB{m}"] = np.asarray(identity).astype(out.dtype)[()]
-    if monoid:
-        inject["combine"] = combine
-    built = host.build_module("reduce kernel", key, lambda: (render_reduce.render(program, spec), None),
-                              lambda meta: inject)
-    return ReduceExecutable(program, spec, built.module, built.source, built.path, monoid, inject)
+                        repr(monoid.identity) if monoid else repr(op), repr(axis), call.signature,
+                        config.vector_math)
+    state: dict = {}
+
+    def render():
+        result = cpu.result_type(call)
+        program = host.program(call, result)
+        return render_reduce.render(program, reduction.reduce_spec(op, axis, program)), result
+
+    def inject(result):
+        program = host.program(call, result)
+        spec = reduction.reduce_spec(op, axis, program)
+        state.update(program=program, spec=spec)
+        # A running fold (argmin/argmax, Monoid) keeps the lane loop scalar, where libm
+        # is faster than lanewise's vector math (W5: 0.30 s vs 0.42 s); tiled folds
+        # evaluate lanes in a vectorisable loop, where vector math pays.
+        with config.overridden(vector_math=config.vector_math and spec.tiled):
+            names = {"lane": cpu.kernel_lane(call.lane), **injected_names(call.signature)}
+            if monoid:
+                names["combine"] = jit_lane(monoid.combine)
+        for m, (out, identity) in enumerate(zip(program.outputs, reduction.identities(spec, monoid), strict=True)):
+            names[f"ID{m}"] = identity
+            names[f"BT{m}"] = numba.from_dtype(out.dtype)  # tile buffers: lane values, padded with the identity
+            if spec.tiled:
+                names[f"IDB{m}"] = np.asarray(identity).astype(out.dtype)[()]
+        state["inject"] = names
+        return names
+
+    built = host.build_module("reduce kernel", key, render, inject)
+    return ReduceExecutable(state["program"], state["spec"], built.module, built.source, built.path, monoid,
+                            state["inject"])
 
 
 # ----------------------------------------------------------------------------- run
