@@ -33,7 +33,7 @@ def pairs(row):
     """Two uniform indices a step (k + 1 reaches into the next block), reads under
     a mask (each branch's lanes ask the block for other lanes), one walking
     backwards, and reads after the loop."""
-    acc = row[0] * 0
+    acc = row[0] - row[0]  # zero in the row's own type (unsigned rows stay unsigned)
     for k in range(len(row) - 1):
         d = row[k + 1] - row[k]
         if d > 0:
