@@ -199,9 +199,9 @@ def interruptible(launch_with: Callable[[np.ndarray], Any]) -> None:
         try:
             while not job.done.wait(0.25):
                 pass
-        except KeyboardInterrupt:
+        except BaseException:  # Ctrl-C (or any exception a signal handler raises)
             stop[0] = 1
-            job.done.wait()
+            job.done.wait()  # the lock is held until the kernel is done: no concurrent launch
             raise
     if job.failure is not None:
         raise job.failure
