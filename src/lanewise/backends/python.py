@@ -51,7 +51,7 @@ def run(lane, call: Call, out=None):
         result = _map(lane, call, (), sample)
     leaves, tree = pytree.flatten(result)
     if len(leaves) == len(program.outputs):
-        leaves = [np.asarray(v).astype(o.dtype, copy=False) for v, o in zip(leaves, program.outputs)]
+        leaves = [_as_compiled(np.asarray(v), o) for v, o in zip(leaves, program.outputs, strict=True)]
     else:  # the static type disagrees with the values: trust the values
         strong = [leaf.dtype for leaf in call.signature.leaves if leaf.strong]
         leaves = [np.asarray(v).astype(storage_dtype(np.asarray(v).dtype, strong), copy=False)
@@ -62,6 +62,19 @@ def run(lane, call: Call, out=None):
             t[...] = v
         return out
     return pytree.unflatten(tree, leaves)
+
+
+def _as_compiled(values: np.ndarray, out) -> np.ndarray:
+    """The lane's values in the output's (compiled) dtype; a LaneTypeError when that
+    would change them in kind: Python and compiled code disagree on this lane
+    (a complex power of a negative float, ``~`` of a bool), and a silent cast hid it."""
+    if not np.can_cast(values.dtype, out.dtype, casting="same_kind"):
+        raise LaneTypeError(
+            f"the lane's output {out.name} is {values.dtype} when run as Python but {out.dtype} when "
+            "compiled (for example a fractional power of a negative float is complex in Python and nan "
+            "compiled); make the lane's result type the same on every path, e.g. with an explicit "
+            "float()/complex()")
+    return values.astype(out.dtype, copy=False)
 
 
 def program_for(call: Call, sample=None):

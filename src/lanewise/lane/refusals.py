@@ -7,6 +7,8 @@ Numba compiles some things a lane can say with other meanings than Python's:
   seed: every run differs, and the draws depend on the thread count.  Lanes
   draw with ``lw.random`` instead (counter-based: the same numbers on every
   backend, thread count and chunking).
+* an integer constant wider than 64 bits (``n + 2**70``) is wrapped modulo
+  2**64 by Numba (``2**70`` became 0).
 * ``f"{x}"``, ``str(x)``, ``repr(x)``, ``format(x)`` of a number format it as
   ``<object type:float64>`` (``len(f"v={x}")`` was 23 for every lane).  A
   formatted message of a ``raise`` is allowed: the host re-raises a failing
@@ -50,6 +52,10 @@ _FORMAT_HINT = ("compiled lanes cannot format numbers as text (Numba gives '<obj
                 "failing lane is re-run in Python to raise it)")
 
 
+_WIDE_INT_HINT = ("compiled lanes compute integers in 64 bits, and Numba wraps a wider constant modulo 2**64 "
+                  "(2**70 became 0); use a float (2.0**70) or keep the arithmetic outside the lane")
+
+
 def check(fn: types.FunctionType) -> None:
     """Raise :class:`lanewise.LaneCompileError` if ``fn`` uses Python that compiles wrong."""
     code = fn.__code__
@@ -57,6 +63,8 @@ def check(fn: types.FunctionType) -> None:
         what = _random_use(fn, instr)
         if what is not None:
             raise _error(fn, line, f"calls {what}", _RANDOM_HINT)
+    for text, line in _wide_constants(code):
+        raise _error(fn, line, f"uses the integer constant {text}, wider than 64 bits", _WIDE_INT_HINT)
     for what, line in _formatting(fn):
         raise _error(fn, line, f"formats a value as text ({what})", _FORMAT_HINT)
 
@@ -73,6 +81,31 @@ def _instructions(code):
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             yield from _instructions(const)
+
+
+#: Constant integer operations Numba folds at compile time (in 64 bits).
+_FOLDED = {"**": lambda a, b: a ** b if b <= 128 or abs(a) <= 1 else 2 ** 128,
+           "<<": lambda a, b: a << min(b, 128), "*": lambda a, b: a * b}
+
+
+def _wide_constants(code):
+    """(text, line) of each int constant outside int64/uint64, or constant expression of
+    two int constants (``2**70``, ``1 << 70``) that Python leaves unfolded and Numba folds."""
+    def wide(v):
+        return type(v) is int and not -2**63 <= v < 2**64
+
+    instrs = [pair[0] for pair, _ in _instructions(code)]
+    lines = [line for _, line in _instructions(code)]
+    for k, ins in enumerate(instrs):
+        if ins.opname == "LOAD_CONST" and wide(ins.argval):
+            yield str(ins.argval), lines[k]
+        if ins.opname in ("BINARY_OP", "BINARY_POWER", "BINARY_LSHIFT", "BINARY_MULTIPLY") and k >= 2:
+            a, b = instrs[k - 2], instrs[k - 1]
+            op = ins.argrepr.rstrip("=") if ins.opname == "BINARY_OP" else {
+                "BINARY_POWER": "**", "BINARY_LSHIFT": "<<", "BINARY_MULTIPLY": "*"}[ins.opname]
+            if a.opname == b.opname == "LOAD_CONST" and type(a.argval) is type(b.argval) is int \
+                    and op in _FOLDED and b.argval >= 0 and wide(_FOLDED[op](a.argval, b.argval)):
+                yield f"{a.argval} {op} {b.argval}", lines[k]
 
 
 def _random_use(fn, pair) -> str | None:

@@ -164,7 +164,6 @@ def _name(f) -> str:
 
 def _compiled(f, init, xs, length, reverse):
     from .numba_errors import compile_error
-    from .lanefn import jit_lane
 
     leaves = pytree.flatten(xs)[0]
     _length([np.shape(v)[0] if np.ndim(v) else None for v in leaves], length)  # sizes named in the error

@@ -1,4 +1,6 @@
-"""uint64 values that Numba would compute as int64: refused, on every backend.
+"""Typed operations Numba compiles to another value than Python's: refused, on every backend.
+
+uint64 values that Numba would compute as int64, and ``~`` of a bool (below).
 
 Numba types an operation between a ``uint64`` and a signed integer (``v // 2``,
 ``v + k``) as ``int64``: the uint64 is reinterpreted, so every value >= 2**63
@@ -9,6 +11,9 @@ answer, so the compiled lane is read after typing and such a conversion is a
 (an unsigned operand, ``np.uint64(2)``, or an explicit ``int(v)``/``float(v)``).
 Comparisons are unaffected (Numba compares uint64 with signed integers exactly
 enough through float64) and explicit conversions are the user's choice.
+
+``~b`` of a bool is Python's int ``-2``/``-1`` but Numba's logical not: refused
+the same way, pointing at ``not b``.
 
 Example:
     >>> import numba, numpy as np
@@ -25,6 +30,8 @@ Example:
 
 from __future__ import annotations
 
+import operator
+
 from numba.core import ir
 from numba.core import types as nt
 from numba.core.dispatcher import Dispatcher
@@ -33,7 +40,7 @@ from ..errors import LaneTypeError, source_line
 
 
 class UnsignedMixingError(LaneTypeError):
-    """A lane mixes uint64 with signed integers (see the module doc)."""
+    """A lane computes something Numba gives another value than Python (see the module doc)."""
 
     #: Every backend refuses it, the python reference included: its NumPy
     #: scalars would compute the value the compiled backends cannot.
@@ -52,14 +59,14 @@ def check_unsigned_mixing(dispatcher: Dispatcher) -> None:
 
 def _check(typemap, calltypes, disp) -> None:
     for expr, sig in calltypes.items():
-        if sig is not None and isinstance(expr, ir.Expr) and _reinterprets(expr, sig, typemap):
-            loc = expr.loc
-            text = source_line(loc.filename, loc.line)
-            raise UnsignedMixingError(
-                f"{loc.filename}:{loc.line}: {text + ': ' if text else ''}a uint64 value is combined with a "
-                f"signed integer in {getattr(disp.py_func, '__qualname__', disp)}; compiled, it would be "
-                "computed as int64, which makes every value >= 2**63 negative (NumPy keeps uint64). "
-                "Make the other operand unsigned (np.uint64(2)) or convert explicitly (int(v), float(v)).")
+        if sig is None or not isinstance(expr, ir.Expr):
+            continue
+        for applies, what in _RULES:
+            if applies(expr, sig, typemap):
+                loc = expr.loc
+                text = source_line(loc.filename, loc.line)
+                raise UnsignedMixingError(f"{loc.filename}:{loc.line}: {text + ': ' if text else ''}"
+                                          f"{what.format(getattr(disp.py_func, '__qualname__', disp))}")
 
 
 def _reinterprets(expr: ir.Expr, sig, typemap) -> bool:
@@ -73,6 +80,22 @@ def _reinterprets(expr: ir.Expr, sig, typemap) -> bool:
         return any(typemap.get(getattr(a, "name", None)) == nt.uint64 and _signed(want)
                    for a, want in zip(expr.args, sig.args))
     return False
+
+
+def _inverts_a_bool(expr: ir.Expr, sig, typemap) -> bool:
+    """``~b`` with ``b`` a bool: Python's int ``~True == -2``, Numba's logical not."""
+    return expr.op == "unary" and expr.fn is operator.invert and isinstance(typemap.get(expr.value.name),
+                                                                           nt.Boolean)
+
+
+#: (does this typed expression compile to another value than Python's?, the error's text).
+_RULES = (
+    (_reinterprets, "a uint64 value is combined with a signed integer in {}; compiled, it would be computed "
+                    "as int64, which makes every value >= 2**63 negative (NumPy keeps uint64). Make the other "
+                    "operand unsigned (np.uint64(2)) or convert explicitly (int(v), float(v))."),
+    (_inverts_a_bool, "~ of a bool in {}: Python gives an int (~True == -2) but compiled code a logical not; "
+                      "write `not b` for the logical not, or ~int(b) for Python's value."),
+)
 
 
 def _signed(t) -> bool:
