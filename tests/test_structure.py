@@ -253,7 +253,7 @@ def test_blocking_covers_every_lane_once(sizes, data):
 def test_explain_reports_parallel_schedule():
     x = np.linspace(-2, 2, 400)
     text = lw.explain(GRID, x, x)
-    assert "parallel (prange)" in text
+    assert "parallel (prange, blocks handed to threads one at a time)" in text
     assert "serial" in lw.explain(GRID, x[:10], x[:10])
     assert "generated source:" in text and text.source in text
 
