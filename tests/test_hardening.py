@@ -493,6 +493,10 @@ SIGINT_SCRIPT = """
 import os, signal, threading, time
 import numpy as np, lanewise as lw
 
+# A process started in the background inherits SIGINT ignored (CI runners, `cmd &`):
+# Python then installs no KeyboardInterrupt handler.  The test is of lanewise, not of that.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 def spin(x, n):
     s = 0.0
     for i in range(n):
