@@ -600,3 +600,18 @@ class AllocationCounter:
 
     def big(self, nbytes: int) -> list:
         return [a for a in self.arrays if a.nbytes >= nbytes]
+
+
+# Recursive lanes (tests/test_hardening.py, tests/test_lanes_doc.py): direct, and mutual.
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+
+
+def ping(n):
+    return 0 if n <= 0 else pong(n - 1)
+
+
+def pong(n):
+    return 1 if n <= 0 else ping(n - 1)

@@ -23,6 +23,7 @@ import pytest
 from numpy.random import normal as np_normal
 
 import lanewise as lw
+from corpus import fib, ping
 from lanewise.runtime import cache
 
 X = np.arange(1.0, 6.0)
@@ -45,20 +46,6 @@ def sign(x):
 
 def uses_named_helpers(x):
     return sqrt(x) + cos(x) + sign(x - 3)
-
-
-def fib(n):
-    if n < 2:
-        return n
-    return fib(n - 1) + fib(n - 2)
-
-
-def ping(n):
-    return 0 if n <= 0 else pong(n - 1)
-
-
-def pong(n):
-    return 1 if n <= 0 else ping(n - 1)
 
 
 @pytest.mark.parametrize("lane", [sqrt, cos, uses_named_helpers])

@@ -46,6 +46,7 @@ import numpy as np
 import pytest
 
 import lanewise as lw
+from corpus import fib, ping
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "lanes.md"
 
@@ -411,20 +412,6 @@ SCALED = make_scaler(2.5)
 
 def uses_global(x):
     return x * SCALE
-
-
-def fib(n):
-    if n < 2:
-        return n
-    return fib(n - 1) + fib(n - 2)
-
-
-def ping(n):
-    return 0 if n <= 0 else pong(n - 1)
-
-
-def pong(n):
-    return 1 if n <= 0 else ping(n - 1)
 
 
 def builds_list(x):
