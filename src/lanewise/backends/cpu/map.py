@@ -65,7 +65,7 @@ class Executable:
         self.order = loop_order(self.program)
         self.array_outputs = [k for k, o in enumerate(self.program.outputs) if o.lane_ndim]
         self.reloaded = False
-        # Lanes whose cost a shape-based estimate may miss: see too_long_for_one_thread.
+        # Lanes whose cost a shape-based estimate may miss: see measured_work.
         self.may_be_heavy = has_loops(self.program.lane) or any(
             leaf.is_array and leaf.lane_ndim for leaf in self.program.signature.leaves)
 
@@ -241,11 +241,12 @@ def _serve(jobs) -> None:
         jobs.get().run()
 
 
-def lane_seconds(exe: Executable, n_inner: int, n_lanes: int, args: tuple) -> float | None:
+def measured_work(exe: Executable, n_inner: int, n_lanes: int, args: tuple) -> int | None:
     """For a run that looks small (few lanes, few elements) but would still take
-    long on one thread, the measured seconds per lane; else None.  Lanes that
-    loop, or that receive arrays, may each do much work (1,000 lanes looping over
-    a 10,000-element array passed whole ran on one core).  Timed on the first
+    long on one thread, the measured work of one lane in :func:`lane_work`'s
+    units (about a nanosecond each); else None.  Lanes that loop, or that
+    receive arrays, may each do much work (1,000 lanes looping over a
+    10,000-element array passed whole ran on one core).  Timed on the first
     lanes, which the run then computes again."""
     if not exe.may_be_heavy or not n_lanes:
         return None
@@ -257,7 +258,7 @@ def lane_seconds(exe: Executable, n_inner: int, n_lanes: int, args: tuple) -> fl
         per_lane = (time.perf_counter() - start) / k
         if len(exe.module.lane_block.overloads) == compiled:
             break
-    return per_lane if per_lane * n_lanes > PARALLEL_ABOVE_S else None
+    return int(per_lane * 1e9) if per_lane * n_lanes > PARALLEL_ABOVE_S else None
 
 
 def dynamic(call, *args):
@@ -288,15 +289,14 @@ PROBE_LANES = 8
 def launch(exe: Executable, plan, args: tuple, serial: bool):
     """Run the kernel over ``plan``'s blocks; None, or (plan, block, lane) that failed."""
     if serial:
-        per_lane = lane_seconds(exe, plan.n_inner, plan.n_lanes, args)
-        if per_lane is None:
+        work = measured_work(exe, plan.n_inner, plan.n_lanes, args)
+        if work is None:
             flat = exe.call("kernel_serial", *args)
             if flat < 0:
                 return None
             outer, lane = divmod(flat, plan.n_inner)
             return Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner), outer, lane
-        # Heavy lanes: blocks sized by the measured cost (about 1 ns per element of work).
-        plan = reblocked(plan.n_outer, plan.n_inner, int(per_lane * 1e9))
+        plan = reblocked(plan.n_outer, plan.n_inner, work)  # heavy lanes: blocks sized by their cost
     err = np.full((numba.config.NUMBA_NUM_THREADS, 2), -1, np.int64)
     interruptible(lambda stop: dynamic(exe.call, "kernel", *args, plan.inner_blocks, plan.block, err, stop))
     failed = err[err[:, 0] >= 0]
@@ -337,9 +337,9 @@ def _serial(exe: Executable):
         lanes = 1
         for n in sizes:
             lanes *= n
-        per_lane = lane_seconds(exe, sizes[exe.order[-1]], lanes, args)
-        if per_lane is not None:
-            return 0 if parallel(args, sizes, int(per_lane * 1e9)) else -1
+        work = measured_work(exe, sizes[exe.order[-1]], lanes, args)
+        if work is not None:
+            return 0 if parallel(args, sizes, work) else -1
         return exe.call("kernel_serial", *args)
     return serial
 
