@@ -23,12 +23,14 @@ from __future__ import annotations
 import functools
 
 from . import backends
-from .ir.reduction import OPS, Monoid, check_op
+from .errors import AxisSpecError
+from .ir.reduction import OPS, Monoid, Segments, check_op
 
 __all__ = ["OPS", "Monoid", "Reduced", "reduce"]
 
 
-def reduce(fun, op: str | Monoid, axis: int | tuple[int, ...] | None = None) -> "Reduced":
+def reduce(fun, op: str | Monoid, axis: int | tuple[int, ...] | None = None, *,
+           segments: int | None = None) -> "Reduced":
     """Reduce ``fun``'s mapped output axes with ``op``, without materialising them.
 
     Args:
@@ -38,21 +40,40 @@ def reduce(fun, op: str | Monoid, axis: int | tuple[int, ...] | None = None) -> 
       axis: which axes of ``fun``'s output to reduce (ints, negative from the
         end); default: every mapped axis.  ``argmin``/``argmax`` take one axis
         or None, like NumPy, and return flat indices into the reduced axes.
+      segments: a scatter (histogram, bincount, segment sum): the lanes return
+        ``(segment, value)`` and the result has ``segments`` rows, row ``g`` the
+        ``op`` of the values of every lane whose segment is ``g`` (the identity
+        for none: 0 for sum, -inf for max), like ``jax.ops.segment_sum``.  A
+        segment outside ``[0, segments)`` is a :class:`lanewise.LaneIndexError`
+        naming the lane.  Every mapped axis is reduced; ``op`` is sum, prod, min,
+        max, any, all or a :class:`Monoid`.
+
+    Lanes may return fixed-shape arrays: each element is reduced over the lanes
+    (a gradient summed over data points, a per-lane histogram added up).
 
     Returns:
       A callable with ``fun``'s arguments whose result equals
       ``numpy.<op>(fun(*args), axis=...)`` leaf by leaf (NaN handling included),
       within floating-point rounding: sums are blocked and pairwise, so usually
-      more accurate than NumPy's.
+      more accurate than NumPy's.  Results are bitwise identical for any thread
+      count.
 
     Example:
       >>> import numpy as np, lanewise as lw
       >>> hits = lw.vmap(lambda x: x * x <= 1.0)
       >>> int(lw.reduce(hits, "sum")(np.array([0.5, 2.0, -0.2])))
       2
+      >>> def bin_of(x):                        # a histogram of 4 bins over [0, 1)
+      ...     return int(x * 4), 1
+      >>> lw.reduce(lw.vmap(bin_of), "sum", segments=4)(np.array([0.1, 0.2, 0.9, 0.6, 0.65]))
+      array([2, 0, 2, 1])
     """
     if not getattr(fun, "_lw_vmap_spec", False):
         raise TypeError("lw.reduce expects a function returned by lw.vmap")
+    if segments is not None:
+        if axis is not None:
+            raise AxisSpecError("lw.reduce with segments= reduces every mapped axis; leave axis=None")
+        axis = Segments(segments)
     check_op(op, axis)
     return Reduced(fun, op, axis)
 

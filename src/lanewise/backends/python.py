@@ -189,9 +189,27 @@ def run_reduce(exe, call: Call):
     op, axis = exe
     program = program_for(call)
     leaves, tree = pytree.flatten(run(build(call), call))
+    if isinstance(axis, reduction.Segments):
+        return _reduce_segments(op, axis.count, program, call, leaves)
     out = []
     for value, spec in zip(leaves, program.outputs, strict=True):
         levels = reduction.reduced_levels(spec.level_dims, value.ndim, axis, len(call.sizes))
         axes = tuple(sorted(spec.level_dims[lv] for lv in levels))  # C order of the output
         out.append(reduction.reduce_values(op, value, axes))
     return pytree.unflatten(tree, out)
+
+
+def _reduce_segments(op, count: int, program, call: Call, leaves):
+    """Segment reduction of the materialised (segment, value) lanes, in lane order."""
+    spec = reduction.reduce_spec(op, reduction.Segments(count), program)
+    flat = []
+    for value, out in zip(leaves, program.outputs, strict=True):  # mapped axes first, level order
+        moved = np.moveaxis(value, list(out.level_dims), list(range(len(out.level_dims))))
+        flat.append(moved.reshape((-1,) + moved.shape[len(out.level_dims):]))
+    segments, values = flat
+    bad = np.flatnonzero((segments < 0) | (segments >= count))
+    if bad.size:
+        index = np.unravel_index(int(bad[0]), call.sizes)
+        raise reduction.segment_out_of_range(int(segments[bad[0]]), count, f"({host.where(index)})", call.lane)
+    monoid = op if isinstance(op, reduction.Monoid) else None
+    return reduction.reduce_segments(op, segments.astype(np.int64), values, count, spec, monoid)

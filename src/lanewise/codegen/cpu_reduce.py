@@ -59,14 +59,22 @@ def render(program: Program, spec: ReduceSpec) -> str:
 def partial_names(program: Program, spec: ReduceSpec) -> list[str]:
     """Kernel parameters for the partials: p0 (and q0 for argmin/argmax indices), ..."""
     names = []
-    for m in range(len(program.outputs)):
+    for m in _folded(program, spec):
         names += [f"p{m}", f"q{m}"] if spec.indexed else [f"p{m}"]
     return names
 
 
+def _folded(program: Program, spec: ReduceSpec) -> range:
+    """The outputs folded into accumulators (not a segmented reduction's segment)."""
+    return range(int(spec.segmented), len(program.outputs))
+
+
 def _params(program, spec, names: Names, *extra) -> str:
     strides = [f"st{lv}" for lv in spec.reduced] if spec.indexed else []
-    return ", ".join([*names.leaves, *partial_names(program, spec), *names.sizes, *strides, *extra])
+    shapes = [f"sh{m}" for m, nd in enumerate(spec.lane_ndims) if nd]  # lane 0's array shapes
+    count = ["nseg"] if spec.segmented else []
+    return ", ".join([*names.leaves, *partial_names(program, spec), *names.sizes, *strides, *shapes, *count,
+                      *extra])
 
 
 def _prologue(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
@@ -189,6 +197,9 @@ def _combine_slots(program: Program, spec: ReduceSpec) -> list[str]:
 
 
 def _init(program, spec) -> list[str]:
+    if spec.arrays:  # accumulate into the block's row of partials (filled with the identity)
+        return [f"acc{m} = p{m}[b]" for m in _folded(program, spec)] + (
+            [f"at{m} = q{m}[b]" for m in _folded(program, spec)] if spec.indexed else [])
     lines = []
     for m in range(len(program.outputs)):
         lines.append(f"acc{m} = ID{m}")
@@ -202,9 +213,16 @@ def _fold(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
     if spec.indexed:
         flat = " + ".join(f"i{lv} * uint64(st{lv})" for lv in spec.reduced) or "uint64(0)"
         lines.append(f"idx = int64({flat})")
+    if spec.segmented:  # the lane names its segment; the host reports one out of range
+        segment = "r" + "".join(f"[{i}]" for i in program.outputs[0].path)
+        lines += [f"g = int64({segment})", "if g < 0 or g >= nseg:", "    raise IndexError('segment out of range')"]
     for m, out in enumerate(program.outputs):
         value = "r" + "".join(f"[{i}]" for i in out.path)
-        if spec.op == "monoid":
+        if spec.segmented and m == 0:
+            continue
+        if spec.arrays:
+            lines += _fold_elements(spec, m, value, "g" if spec.segmented else "")
+        elif spec.op == "monoid":
             lines.append(f"acc{m} = combine(acc{m}, {value})")
         elif spec.indexed:
             # A block's first lane is always taken: a value equal to the identity (all
@@ -214,6 +232,29 @@ def _fold(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
         else:
             lines += [f"v{m} = {value}", f"acc{m} = {OPS[spec.op].fold.format(a=f'acc{m}', v=f'v{m}')}"]
     return lines
+
+
+def _fold_elements(spec: ReduceSpec, m: int, value: str, segment: str) -> list[str]:
+    """Fold output ``m``'s lane value into the array accumulator ``acc{m}``, element by
+    element (a scalar into element 0), at ``segment``'s elements when segmented.  A
+    lane whose array has another shape than lane 0's fails here; the host replays it
+    and reports the shape."""
+    if not spec.lane_ndims[m]:
+        return [f"x{m} = {value}", *_fold_element(spec, m, segment or "0", f"x{m}")]
+    at = f"{segment} * x{m}.size + q" if segment else "q"
+    return [f"v{m} = {value}", f"if v{m}.shape != sh{m}:", "    raise ValueError('per-lane array shape changed')",
+            f"x{m} = v{m}.ravel()", f"for q in range(x{m}.size):",
+            *("    " + s for s in _fold_element(spec, m, at, f"x{m}[q]"))]
+
+
+def _fold_element(spec: ReduceSpec, m: int, q: str, element: str) -> list[str]:
+    acc = f"acc{m}[{q}]"
+    if spec.op == "monoid":
+        return [f"{acc} = combine({acc}, {element})"]
+    if spec.indexed:  # a block's first lane is always taken (as in _fold)
+        cond = OPS[spec.op].fold.format(a=acc, v="e")
+        return [f"e = {element}", f"if at{m}[{q}] < 0 or {cond}:", f"    {acc} = e", f"    at{m}[{q}] = idx"]
+    return [f"e = {element}", f"{acc} = {OPS[spec.op].fold.format(a=acc, v='e')}"]
 
 
 def _carry(outer_reduced, names: Names) -> list[str]:
@@ -227,6 +268,8 @@ def _carry(outer_reduced, names: Names) -> list[str]:
 
 
 def _store(program, spec) -> list[str]:
+    if spec.arrays:  # the accumulators are the partials' rows
+        return []
     lines = []
     for m in range(len(program.outputs)):
         lines.append(f"p{m}[b] = acc{m}")
@@ -236,6 +279,8 @@ def _store(program, spec) -> list[str]:
 
 
 def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) -> str:
+    if spec.segmented:
+        return _slot_kernel(program, spec, names, parallel)
     kept = " * ".join(names.sizes[lv] for lv in spec.kept) or "1"
     name, loop, opt = ("rkernel", "prange", ", parallel=True") if parallel else ("rkernel_serial", "range", "")
     # stop[0] != 0 (Ctrl-C) skips the blocks of a parallel run not started yet.
@@ -253,6 +298,30 @@ def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) ->
         f"        e = rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')})",
         "        if e >= 0:",
         "            err[b] = e",
+    ])
+
+
+def _slot_kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) -> str:
+    """A segmented reduction's kernel: ``nslots`` accumulators (rows of the partials),
+    slot s folding chunks s, s + nslots, ... in order.  Which lane lands in which slot
+    depends on the sizes only, so results are bitwise independent of the thread
+    count, and memory is nslots x segments, not chunks x segments."""
+    name, loop, opt = ("rkernel", "prange", ", parallel=True") if parallel else ("rkernel_serial", "range", "")
+    stop = ["            if stopped(stop):", "                break"] if parallel else []
+    stop_param = ["stop"] if parallel else []
+    return "\n".join([
+        f"@{JIT.format(opt)}",
+        f"def {name}({_params(program, spec, names, 'nslots', 'nchunks', 'chunk', 'nred', 'err', *stop_param)}):",
+        '    """Every chunk, in slot chunk % nslots; err[chunk] = failed lane (a slot stops at its first)."""',
+        f"    for s in {loop}(nslots):",
+        "        for c in range(s, nchunks, nslots):",
+        *stop,
+        "            lo = c * chunk",
+        "            hi = min(lo + chunk, nred)",
+        f"            e = rblock({_params(program, spec, names, '0', 's', 'lo', 'hi')})",
+        "            if e >= 0:",
+        "                err[c] = e",
+        "                break",
     ])
 
 

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import AxisSpecError, LaneTypeError, LanewiseError
+from ..errors import AxisSpecError, BackendError, LaneIndexError, LaneTypeError, LanewiseError
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,19 @@ class Monoid:
 
     combine: Callable
     identity: Any
+
+
+@dataclass(frozen=True)
+class Segments:
+    """The ``axis`` of a segment reduction (``lw.reduce(..., segments=count)``): every
+    mapped axis, each lane's value folded into the segment its lane names.
+
+    Example:
+      >>> Segments(10).count
+      10
+    """
+
+    count: int
 
 
 @dataclass(frozen=True)
@@ -98,15 +111,23 @@ class ReduceSpec:
     reduced: tuple[int, ...]  # levels reduced, level order (last fastest in r)
     acc_dtypes: tuple[np.dtype, ...]  # accumulator dtype per output
     result_dtypes: tuple[np.dtype, ...] = ()  # result dtype per output
+    lane_ndims: tuple[int, ...] = ()  # rank of each output's per-lane value (0: scalar)
+    segmented: bool = False  # lanes return (segment, value): output 0 names the segment
 
     @property
     def indexed(self) -> bool:
         return self.op in OPS and OPS[self.op].indexed
 
     @property
+    def arrays(self) -> bool:
+        """Accumulators are arrays folded element by element: some lane returns an
+        array, or the reduction is segmented (an accumulator per segment)."""
+        return any(self.lane_ndims) or self.segmented
+
+    @property
     def tiled(self) -> bool:
         """Lanes evaluated in vectorisable tiles, folded into interleaved slots."""
-        return self.op in OPS and not self.indexed
+        return self.op in OPS and not self.indexed and not self.arrays
 
 
 def check_op(op, axis) -> None:
@@ -115,12 +136,19 @@ def check_op(op, axis) -> None:
         raise LanewiseError(f"unknown reduction {op!r}; choose one of {', '.join(OPS)} or lw.Monoid")
     if OPS.get(op) is not None and OPS[op].indexed and isinstance(axis, tuple) and len(axis) != 1:
         raise AxisSpecError(f"{op} reduces one axis or all of them (axis=None), like NumPy")
+    if isinstance(axis, Segments):
+        count = axis.count
+        if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)) or count < 0:
+            raise LanewiseError(f"lw.reduce segments= must be a count of segments (an int >= 0), got {count!r}")
+        if op in ("mean", "argmin", "argmax"):
+            raise LanewiseError(f"lw.reduce with segments= folds with sum, prod, min, max, any, all or a "
+                                f"lw.Monoid, not {op!r} (a segment mean: reduce the values and ones with 'sum')")
 
 
 def reduced_levels(out_level_dims, ndim: int, axis, n_levels: int) -> tuple[int, ...]:
     """Which vmap levels an output leaf's ``axis`` selection reduces."""
     level_of = {dim: lv for lv, dim in enumerate(out_level_dims) if dim is not None}
-    if axis is None:
+    if axis is None or isinstance(axis, Segments):
         return tuple(sorted(level_of.values()))
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     levels = []
@@ -143,11 +171,11 @@ def reduce_spec(op, axis, program) -> ReduceSpec:
                             "them with separate lw.reduce calls")
     if any(dim is None for o in program.outputs for dim in o.level_dims):
         raise LanewiseError("lw.reduce: an output with out_axes=None has no mapped axis to reduce")
-    if any(o.lane_ndim for o in program.outputs):
-        raise LanewiseError("lw.reduce folds scalar lane results; this lane returns arrays "
-                            "(return a tuple of scalars instead)")
     name = "monoid" if isinstance(op, Monoid) else op
-    ordered = [o.name for o in program.outputs if o.dtype.kind == "c"]
+    segmented = isinstance(axis, Segments)
+    if segmented:
+        check_segmented(program)
+    ordered = [o.name for o in program.outputs[int(segmented):] if o.dtype.kind == "c"]
     if name in ("min", "max", "argmin", "argmax") and ordered:
         raise LaneTypeError(f"lw.reduce: {name} of complex values ({', '.join(ordered)}) is not defined "
                             "here; reduce abs(z) or z.real instead, or write the order you mean as a lw.Monoid")
@@ -155,7 +183,28 @@ def reduce_spec(op, axis, program) -> ReduceSpec:
     kept = tuple(lv for lv in range(n_levels) if lv not in levels)
     results = tuple(o.dtype if name == "monoid" else OPS[name].result(o.dtype) for o in program.outputs)
     accs = tuple(acc_dtype(name, o.dtype, r) for o, r in zip(program.outputs, results, strict=True))
-    return ReduceSpec(name, kept, levels, accs, results)
+    return ReduceSpec(name, kept, levels, accs, results, tuple(o.lane_ndim for o in program.outputs), segmented)
+
+
+def check_segmented(program) -> None:
+    """A :class:`lanewise.LaneTypeError` unless the lanes return ``(segment, value)``:
+    an integer scalar and one scalar or fixed-shape array."""
+    from .. import pytree
+
+    outs, name = program.outputs, getattr(program.lane, "__qualname__", program.lane)
+    if program.out_tree != pytree.flatten((0, 0))[1] or outs[0].lane_ndim or outs[0].dtype.kind not in "iu":
+        got = ", ".join(f"{o.dtype}{'[...]' if o.lane_ndim else ''}" for o in outs)
+        raise LaneTypeError(f"lw.reduce with segments=: lane {name} must return (segment, value), an integer "
+                            f"segment and one scalar or array value; it returns ({got})")
+
+
+def require_scalar_lanes(spec: ReduceSpec, backend: str) -> None:
+    """A :class:`lanewise.BackendError` when ``backend`` is asked to reduce per-lane arrays
+    or into segments (the CPU and python backends do)."""
+    if spec.arrays:
+        what = "into segments" if spec.segmented else "of per-lane arrays"
+        raise BackendError(f"lw.reduce {what} runs on the cpu and python backends, not {backend}; "
+                           f"reduce on backend='cpu', or map with lw.vmap on {backend} and reduce its result")
 
 
 def acc_dtype(op: str, value: np.dtype, result: np.dtype) -> np.dtype:
@@ -203,12 +252,15 @@ def index_strides(spec: ReduceSpec, out, sizes) -> list[int]:
     return [strides[lv] for lv in spec.reduced]
 
 
-def place(spec: ReduceSpec, out, flat: np.ndarray, sizes):
-    """Kept results (level order, flat) -> the output leaf ``out``'s own axis order."""
+def place(spec: ReduceSpec, out, flat: np.ndarray, sizes, lane_shape=()):
+    """Kept results (level order, flat; then the lane's own axes) -> the output leaf
+    ``out``'s own axis order."""
     kept = list(spec.kept)
-    shaped = flat.reshape([sizes[lv] for lv in spec.kept])
-    order = sorted(range(len(kept)), key=lambda i: out.level_dims[kept[i]])
-    result = np.ascontiguousarray(np.transpose(shaped, order)) if kept else shaped
+    shaped = flat.reshape([sizes[lv] for lv in spec.kept] + list(lane_shape))
+    own = [d for d in range(out.ndim) if d not in out.level_dims]  # the lane's axes in the output
+    dims = [out.level_dims[lv] for lv in kept] + own[:len(lane_shape)]
+    order = sorted(range(len(dims)), key=dims.__getitem__)
+    result = np.ascontiguousarray(np.transpose(shaped, order)) if len(dims) > 1 else shaped
     return result[()] if result.ndim == 0 else result
 
 
@@ -220,31 +272,35 @@ _NUMPY_COMBINE = {"sum": np.add.reduce, "mean": np.add.reduce, "prod": np.multip
 def combine_partials(spec: ReduceSpec, m: int, partials: np.ndarray, indices: np.ndarray | None,
                      n_red: int, monoid: Monoid | None = None, finish: Callable | None = None):
     """Output ``m``'s results, flat over the kept lanes, from its ``(n_kept, n_chunks)``
-    partials, combined in a fixed order (NumPy's pairwise reduce along the chunks).
+    partials (``(n_kept, n_chunks, K)`` for per-lane arrays of K elements, each
+    element reduced alike), combined in a fixed order (NumPy's pairwise reduce
+    along the chunks).
 
     ``indices``: argmin/argmax partial indices; ``finish(p, out)``: a Monoid's
     compiled in-order fold of each row of partials.
     """
-    n_kept, n_chunks = partials.shape
+    n_kept, n_chunks = partials.shape[:2]
+    rest = partials.shape[2:]
     with np.errstate(all="ignore"):
         if spec.op == "monoid":
-            flat = np.empty(n_kept, spec.acc_dtypes[m])
-            if n_chunks:
-                finish(partials, flat)
+            flat = np.empty((n_kept,) + rest, spec.acc_dtypes[m])
+            if n_chunks:  # element by element: rows of (kept, element) pairs
+                rows = np.ascontiguousarray(np.moveaxis(partials, 1, -1)).reshape(-1, n_chunks)
+                finish(rows, flat.reshape(-1))
             else:
-                flat[:] = monoid.identity
+                flat[...] = monoid.identity
         elif spec.indexed:
             if not n_chunks:
                 raise ValueError(f"attempt to get {spec.op} of an empty sequence")
             best = getattr(np, spec.op)(partials, axis=1)
-            flat = indices[np.arange(n_kept), best]
+            flat = np.take_along_axis(indices, best[:, None], axis=1)[:, 0]
         else:
             if spec.op in ("min", "max") and n_chunks == 0:
                 name = "minimum" if spec.op == "min" else "maximum"
                 raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
             flat = _NUMPY_COMBINE[spec.op](partials, axis=1)
             if spec.op == "mean":
-                flat = flat / n_red if n_red else np.full(n_kept, np.nan)
+                flat = flat / n_red if n_red else np.full((n_kept,) + rest, np.nan)
     return np.asarray(flat).astype(spec.result_dtypes[m], copy=False)
 
 
@@ -267,3 +323,32 @@ def reduce_values(op, value: np.ndarray, axes: tuple[int, ...]):
         return np.full(np.delete(value.shape, axes), np.nan, mean_dtype(value.dtype))
     result = rule.numpy(value, axis=axes)
     return np.asarray(result, dtype=rule.result(value.dtype))
+
+
+_AT = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
+       "any": np.logical_or, "all": np.logical_and}
+
+
+def segment_out_of_range(segment: int, count: int, where: str, lane) -> LaneIndexError:
+    """The error for a lane naming a segment outside [0, count) (every backend)."""
+    name = getattr(lane, "__qualname__", lane)
+    return LaneIndexError(f"segment {segment} is out of range for lw.reduce(..., segments={count}) "
+                          f"(lane {where} of {name}); segments are 0 .. {count - 1}")
+
+
+def reduce_segments(op, segments: np.ndarray, values: np.ndarray, count: int, spec: ReduceSpec,
+                    monoid: Monoid | None = None) -> np.ndarray:
+    """The meaning of a segment reduction (NumPy, lane order): ``out[g]`` folds the
+    values of the lanes whose segment is ``g``; empty segments hold the identity.
+    ``segments``: the lanes' segments, flat in lane order; ``values``: their values,
+    ``(lanes, *value shape)``.  Out-of-range segments are the caller's to check."""
+    identity = identities(spec, monoid)[1]
+    acc = np.full((count,) + values.shape[1:], identity, dtype=spec.acc_dtypes[1])
+    with np.errstate(all="ignore"):
+        if monoid is not None:
+            combine = np.vectorize(monoid.combine) if values.ndim > 1 else monoid.combine
+            for g, v in zip(segments.tolist(), values, strict=True):
+                acc[g] = combine(acc[g], v)
+        else:
+            _AT[spec.op].at(acc, segments, values.astype(acc.dtype, copy=False))
+    return acc.astype(spec.result_dtypes[1], copy=False)

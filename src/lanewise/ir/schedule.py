@@ -118,6 +118,26 @@ def reduce_blocking(n_kept: int, n_reduced: int, lane_work: int = 1) -> ReduceBl
     return ReduceBlocking(n_kept, n_reduced, -(-n_reduced // chunk), chunk)
 
 
+#: A segmented reduction folds into at most this many accumulators (slots),
+#: enough to keep 16 threads busy; sizes only, so any thread count agrees.
+SEGMENT_SLOTS = 16
+#: ... and their memory stays under this many bytes (fewer slots when the
+#: segments are many): 1e6 float64 segments get 8 slots.
+SEGMENT_SLOT_BYTES = 64 << 20
+
+
+def segment_slots(n_chunks: int, elements: int, itemsize: int) -> int:
+    """How many slots a segmented reduction of ``n_chunks`` chunks into ``elements``
+    accumulator elements (segments x value size) of ``itemsize`` bytes uses.
+
+    Example:
+        >>> segment_slots(256, 100, 8), segment_slots(256, 10**6, 8), segment_slots(3, 10, 8)
+        (16, 8, 3)
+    """
+    fits = SEGMENT_SLOT_BYTES // max(elements * itemsize, 1)
+    return max(1, min(n_chunks, SEGMENT_SLOTS, fits))
+
+
 def lane_work(leaves, values, sizes) -> int:
     """Elements one lane can read through its mapped argument views (>= 1).
 

@@ -418,6 +418,10 @@ def _feed_value(h, value: Any, seen: set[int], names=frozenset()) -> None:
     elif isinstance(value, Dispatcher):
         h.update(repr(sorted(value.targetoptions.items())).encode())  # fastmath, error_model, ...
         _feed_function(h, value.py_func, seen)
+    elif _pinned_function(value):
+        # np.median, np.searchsorted (NumPy's dispatcher objects), lanewise's own
+        # functions: their definitions are pinned by the versions in the key.
+        h.update(f"pinned:{value.__module__}.{value.__qualname__}".encode())
     elif isinstance(value, types.FunctionType):
         _feed_function(h, value, seen)
     elif isinstance(value, type) and not _pinned(value):
@@ -429,6 +433,13 @@ def _feed_value(h, value: Any, seen: set[int], names=frozenset()) -> None:
         h.update(np.ascontiguousarray(value).tobytes())
     else:
         raise Unfingerprintable(repr(value))
+
+
+def _pinned_function(value) -> bool:
+    """A function (not a class, not a partial or bound object carrying data) defined by
+    a pinned module, named by its qualified name."""
+    return (callable(value) and not isinstance(value, type) and _pinned(value) and _pinned(type(value))
+            and isinstance(getattr(value, "__qualname__", None), str) and not hasattr(value, "__self__"))
 
 
 def _pinned(obj) -> bool:

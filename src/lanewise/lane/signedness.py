@@ -50,7 +50,7 @@ class UnsignedMixingError(LaneTypeError):
 def check_unsigned_mixing(dispatcher: Dispatcher) -> None:
     """Raise :class:`UnsignedMixingError` if a compiled overload of ``dispatcher``
     (or of a lanewise-jitted helper it calls) converts a uint64 value to a signed integer."""
-    for disp in _reachable(dispatcher):
+    for disp in reachable(dispatcher):
         for cres in list(disp.overloads.values()):
             annotation = getattr(cres, "type_annotation", None)  # a str for code loaded from a cache
             if hasattr(annotation, "typemap") and hasattr(annotation, "calltypes"):
@@ -102,7 +102,7 @@ def _signed(t) -> bool:
     return isinstance(t, nt.Integer) and t.signed
 
 
-def _reachable(dispatcher: Dispatcher) -> list[Dispatcher]:
+def reachable(dispatcher: Dispatcher) -> list[Dispatcher]:
     """``dispatcher`` and the dispatchers its function's globals and closure
     hold (lanewise binds a lane's helpers there), transitively."""
     seen, todo = {}, [dispatcher]

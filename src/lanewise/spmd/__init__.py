@@ -187,13 +187,22 @@ def choose(program, call, result, inplace: bool = False) -> Choice:
         if inplace:
             raise Unsupported("the lane writes a per-lane array output")
         plan = make_plan(program, call, result, lane)
+        declined = _too_little_work(plan, program, lane, why) if mode == "auto" else None
+        if declined is not None:  # decided before compiling a variant that would not run
+            return declined
         check_compiled(plan, program, call)
     except Unsupported as e:
         return Choice(None, f"{why}, but the SPMD transformation does not handle {e}")
     except Exception as e:  # noqa: BLE001 - a defect here must cost speed, never a result
         return Choice(None, f"{why}, but the SPMD path failed to build ({type(e).__name__}: "
                             f"{str(e).splitlines()[0] if str(e) else ''})")
-    if mode == "auto" and "row" in plan.kinds:
+    return Choice(plan, why)
+
+
+def _too_little_work(plan, program, lane, why) -> "Choice | None":
+    """Auto mode's refusal of a lane whose loops do too little per row element read
+    (see MIN_OPS_PER_ROW_READ), or None."""
+    if "row" in plan.kinds:
         rows = {a.arg for a, kind in zip(function_ast(lane).args.args, plan.kinds) if kind == "row"}
         work = row_work(lane, rows)
         contiguous = all(b is True for b in row_blocks(program.signature, plan.kinds, plan.leaves))
@@ -205,7 +214,7 @@ def choose(program, call, result, inplace: bool = False) -> Choice:
             return Choice(None, f"{why}, but its loop does {work:g} operation(s) per row element it reads "
                                 f"(< {least}): {how} per vector step would cost more than the lanes' "
                                 "arithmetic gains")
-    return Choice(plan, why)
+    return None
 
 
 #: Auto mode: a lane reading per-lane rows takes the SPMD path only if its loops do
@@ -317,18 +326,29 @@ def _divergence(fn, seen) -> str | None:
                 return (f"{name} has a for loop whose trip count is not a constant "
                         f"(line {_line(fn, node)})")
     for node in ast.walk(fdef):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            target = fn.__globals__.get(node.func.id)
-            if node.func.id in fn.__code__.co_freevars and fn.__closure__:
-                try:
-                    target = fn.__closure__[fn.__code__.co_freevars.index(node.func.id)].cell_contents
-                except ValueError:
-                    target = None
-            target = getattr(target, "py_func", target)
-            why = _divergence(target, seen)
+        if isinstance(node, ast.Call):
+            why = _divergence(_callee(fn, node.func), seen)
             if why:
                 return why
     return None
+
+
+def _callee(fn, func: ast.expr):
+    """The function a call in ``fn`` names: ``helper(...)`` (a global or closure
+    variable) or ``module.helper(...)``; None when it is neither."""
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        module = _callee(fn, func.value)
+        target = getattr(module, func.attr, None) if isinstance(module, types.ModuleType) else None
+    elif isinstance(func, ast.Name):
+        target = fn.__globals__.get(func.id)
+        if func.id in fn.__code__.co_freevars and fn.__closure__:
+            try:
+                target = fn.__closure__[fn.__code__.co_freevars.index(func.id)].cell_contents
+            except ValueError:
+                target = None
+    else:
+        return None
+    return getattr(target, "py_func", target)
 
 
 def _row_scan(fn, fdef):

@@ -25,10 +25,12 @@ from ... import pytree
 from ...codegen import cpu_reduce as render_reduce
 from ...codegen.common import injected_names
 from ...config import config
+from ...errors import LanewiseError
 from ...ir import reduction
-from ...ir.program import Call, Program
+from ...ir.program import Call, Program, dummy_values
 from ...ir.reduction import Monoid, ReduceSpec
-from ...ir.schedule import ReduceBlocking, lane_index, lane_work, reduce_blocking
+from ...ir.schedule import ReduceBlocking, lane_index, lane_work, reduce_blocking, segment_slots
+from ...lane.allocation import allocates
 from ...lane.lanefn import jit_lane
 from ...lane.numba_errors import compile_error
 from .. import host
@@ -44,6 +46,7 @@ class ReduceExecutable:
     path: Any
     monoid: Monoid | None
     inject: dict
+    segments: int | None = None  # a segmented reduction's count of segments
     reloaded: bool = False
 
     def call(self, name: str, *args):
@@ -73,19 +76,23 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
     state: dict = {}
 
     def render():
-        result = cpu.result_type(call)
+        with cpu.scalar_lane_math(call.lane):
+            result = cpu.result_type(call)
         program = host.program(call, result)
-        return render_reduce.render(program, reduction.reduce_spec(op, axis, program)), result
+        with cpu.scalar_lane_math(call.lane):
+            meta = (result, allocates(jit_lane(call.lane)))
+        return render_reduce.render(program, reduction.reduce_spec(op, axis, program)), meta
 
-    def inject(result):
+    def inject(meta):
+        result, allocating = meta
         program = host.program(call, result)
         spec = reduction.reduce_spec(op, axis, program)
         state.update(program=program, spec=spec)
         # A running fold (argmin/argmax, Monoid) keeps the lane loop scalar, where libm
         # is faster than lanewise's vector math (W5: 0.30 s vs 0.42 s); tiled folds
         # evaluate lanes in a vectorisable loop, where vector math pays.
-        with config.overridden(vector_math=config.vector_math and spec.tiled):
-            names = {"lane": cpu.kernel_lane(call.lane), **injected_names(call.signature)}
+        with cpu.scalar_lane_math(call.lane), config.overridden(vector_math=config.vector_math and spec.tiled):
+            names = {"lane": cpu.kernel_lane(call.lane, allocating), **injected_names(call.signature)}
             if monoid:
                 names["combine"] = jit_lane(monoid.combine)
         for m, (out, identity) in enumerate(zip(program.outputs, reduction.identities(spec, monoid), strict=True)):
@@ -98,7 +105,7 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
 
     built = host.build_module("reduce kernel", key, render, inject)
     return ReduceExecutable(state["program"], state["spec"], built.module, built.source, built.path, monoid,
-                            state["inject"])
+                            state["inject"], axis.count if isinstance(axis, reduction.Segments) else None)
 
 
 # ----------------------------------------------------------------------------- run
@@ -114,38 +121,117 @@ def plan_of(exe: ReduceExecutable, call: Call) -> ReduceBlocking:
 
 def run_reduce(exe: ReduceExecutable, call: Call):
     """Fold every lane of ``call`` into partials, then combine them: the results pytree."""
+    if exe.spec.segmented:
+        return run_segments(exe, call, exe.segments)
     spec, sizes = exe.spec, call.sizes
     plan = plan_of(exe, call)
-    partials = []
-    for dtype in spec.acc_dtypes:
-        partials.append(np.empty(plan.n_blocks, dtype))
-        if spec.indexed:
-            partials.append(np.empty(plan.n_blocks, np.int64))
+    lane_shapes = lane_array_shapes(exe, call)
+    partials = new_partials(spec, plan.n_blocks, lane_shapes, exe.inject)
     strides = reduction.index_strides(spec, exe.program.outputs[0], sizes) if spec.indexed else []
     if plan.n_blocks:
-        err = np.full(plan.n_blocks, -1, np.int64)
-        args = (*call.values, *partials, *sizes, *strides, plan.n_chunks, plan.chunk, plan.n_reduced, err)
-        if cpu.is_small(sizes, call.values):
-            exe.call("rkernel_serial", *args)
-        else:
-            cpu.interruptible(lambda stop: cpu.dynamic(exe.call, "rkernel", *args, stop))
-        failed = np.flatnonzero(err >= 0)
-        if failed.size:
-            block = int(failed[0])
-            host.replay_lane(call, lane_index(sizes, (spec.kept, block // plan.n_chunks),
-                                              (spec.reduced, int(err[block]))))
-    results = finish(exe.program, spec, plan, partials, sizes, exe.monoid, exe.finish)
+        shapes = [s for s in lane_shapes if s is not None]
+        failed = _launch(exe, call, plan.n_blocks, (*partials, *sizes, *strides, *shapes),
+                         (plan.n_chunks, plan.chunk, plan.n_reduced))
+        if failed is not None:
+            block, lane = failed
+            index = lane_index(sizes, (spec.kept, block // plan.n_chunks), (spec.reduced, lane))
+            raise_failed_lane(exe, call, index, lane_shapes)
+    results = finish(exe.program, spec, plan, partials, sizes, exe.monoid, exe.finish, lane_shapes)
     return pytree.unflatten(exe.program.out_tree, results)
 
 
+def _launch(exe: ReduceExecutable, call: Call, n_err: int, state: tuple, blocking: tuple):
+    """Run ``rkernel`` (or ``rkernel_serial`` for a small problem) on ``call``'s values,
+    ``state`` (partials, sizes...) and ``blocking``; None, or (block, lane) of the first
+    lane that failed (``n_err``: blocks that report into ``err``)."""
+    err = np.full(n_err, -1, np.int64)
+    args = (*call.values, *state, *blocking, err)
+    if cpu.is_small(call.sizes, call.values):
+        exe.call("rkernel_serial", *args)
+    else:
+        cpu.interruptible(lambda stop: cpu.dynamic(exe.call, "rkernel", *args, stop))
+    failed = np.flatnonzero(err >= 0)
+    return (int(failed[0]), int(err[failed[0]])) if failed.size else None
+
+
+def lane_array_shapes(exe: ReduceExecutable, call: Call) -> list:
+    """Per output, the shape of lane 0's array (None for scalar lane values).
+
+    Per-lane arrays are reduced element by element, so their shape is the
+    result's: it comes from running lane 0 (with zero lanes, lane 0 of zeros,
+    as the map's probe does)."""
+    spec = exe.spec
+    if not spec.arrays:
+        return [None] * len(spec.lane_ndims)
+    probe = Call(call.lane, call.signature, dummy_values(call), tuple(max(n, 1) for n in call.sizes))
+    result = host.replay_lane(probe, (0,) * len(call.sizes), raise_anyway=False)
+    return [tuple(np.shape(host.at_path(result, o.path))) if nd else None
+            for o, nd in zip(exe.program.outputs, spec.lane_ndims, strict=True)]
+
+
+def new_partials(spec: ReduceSpec, n_blocks: int, lane_shapes, inject: dict) -> list[np.ndarray]:
+    """The kernel's partials per output (and argmin/argmax indices): one value per
+    block, or for per-lane arrays a row of the array's elements per block,
+    filled with the identity (the kernel folds into the rows)."""
+    partials = []
+    for m, (dtype, shape) in enumerate(zip(spec.acc_dtypes, lane_shapes, strict=True)):
+        if not spec.arrays:
+            partials.append(np.empty(n_blocks, dtype))
+            if spec.indexed:
+                partials.append(np.empty(n_blocks, np.int64))
+            continue
+        width = int(np.prod(shape)) if shape is not None else 1
+        partials.append(np.full((n_blocks, width), inject[f"ID{m}"], dtype))
+        if spec.indexed:
+            partials.append(np.full((n_blocks, width), -1, np.int64))
+    return partials
+
+
+def run_segments(exe: ReduceExecutable, call: Call, count: int):
+    """A segmented reduction: lanes fold into slot accumulators of ``count`` segments
+    each (codegen.cpu_reduce._slot_kernel), combined pairwise over the slots."""
+    spec, sizes = exe.spec, call.sizes
+    plan = plan_of(exe, call)
+    lane_shapes = lane_array_shapes(exe, call)
+    width = int(np.prod(lane_shapes[1])) if lane_shapes[1] is not None else 1
+    slots = segment_slots(plan.n_chunks, count * width, spec.acc_dtypes[1].itemsize)
+    acc = np.full((slots, count * width), exe.inject["ID1"], spec.acc_dtypes[1])
+    if plan.n_chunks and count:
+        shapes = [s for s in lane_shapes if s is not None]
+        failed = _launch(exe, call, plan.n_chunks, (acc, *sizes, *shapes, count, slots),
+                         (plan.n_chunks, plan.chunk, plan.n_reduced))
+        if failed is not None:
+            index = lane_index(sizes, (spec.kept, 0), (spec.reduced, failed[1]))
+            raise_failed_lane(exe, call, index, lane_shapes, count)
+    elif plan.n_chunks:  # no segments: a lane naming any segment is out of range
+        raise_failed_lane(exe, call, (0,) * len(sizes), lane_shapes, count)
+    flat = reduction.combine_partials(spec, 1, acc[None], None, plan.n_reduced, exe.monoid, exe.finish)[0]
+    return flat.reshape((count,) + (lane_shapes[1] or ()))
+
+
+def raise_failed_lane(exe: ReduceExecutable, call: Call, index, lane_shapes, count=None) -> None:
+    """The error of lane ``index``: its own exception, its array's changed shape, or
+    (segmented) its segment out of range."""
+    result = host.replay_lane(call, index, raise_anyway=not exe.spec.arrays)
+    if exe.spec.segmented and not 0 <= int(result[0]) < count:
+        raise reduction.segment_out_of_range(int(result[0]), count, f"({host.where(index)})", call.lane)
+    for o, want in zip(exe.program.outputs, lane_shapes, strict=True):
+        got = np.shape(host.at_path(result, o.path))
+        if want is not None and got != want:
+            raise host.shape_changed(index, o.name, got, want)
+    raise LanewiseError(f"lane ({host.where(index)}) failed inside the compiled kernel but not when replayed")
+
+
 def finish(program: Program, spec: ReduceSpec, plan: ReduceBlocking, partials: list, sizes,
-           monoid: Monoid | None = None, fold=None) -> list:
+           monoid: Monoid | None = None, fold=None, lane_shapes=None) -> list:
     """Each output's result, in its own axis order, from the flat partials of ``plan``'s blocks."""
     width = 2 if spec.indexed else 1
+    lane_shapes = lane_shapes or [None] * len(program.outputs)
     results = []
-    for m, out in enumerate(program.outputs):
-        p = partials[m * width].reshape(plan.n_kept, plan.n_chunks)
-        q = partials[m * width + 1].reshape(plan.n_kept, plan.n_chunks) if spec.indexed else None
+    for m, (out, shape) in enumerate(zip(program.outputs, lane_shapes, strict=True)):
+        grid = (plan.n_kept, plan.n_chunks) + partials[m * width].shape[1:]
+        p = partials[m * width].reshape(grid)
+        q = partials[m * width + 1].reshape(grid) if spec.indexed else None
         flat = reduction.combine_partials(spec, m, p, q, plan.n_reduced, monoid, fold)
-        results.append(reduction.place(spec, out, flat, sizes))
+        results.append(reduction.place(spec, out, flat, sizes, shape or ()))
     return results

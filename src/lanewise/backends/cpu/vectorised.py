@@ -20,6 +20,8 @@ import numba
 import numpy as np
 from numba.core import types as nt
 
+from ...runtime import cache
+
 #: Packed arithmetic: x86 AVX/AVX-512 ops on ymm/zmm registers, AArch64 NEON
 #: ops on vector arrangements.  Not counted: moves, shuffles and bitwise ops,
 #: and anything on xmm, since scalar x86 code uses those too (``vandpd %xmm``
@@ -48,10 +50,12 @@ def report(exe, call) -> str:
 
 
 def _lane_block_asm(exe, call) -> str:
-    """The machine code of ``lane_block`` for ``call``'s argument types (compiled via kernel_serial)."""
-    module = exe.module
-    if not module.lane_block.signatures:
-        module.kernel_serial.compile(_kernel_serial_types(exe, call))
+    """The machine code of ``lane_block`` for ``call``'s argument types (compiled via kernel_serial).
+
+    Compiled afresh in memory: Numba cannot inspect code it loaded from its disk
+    cache (it returns an empty text, which read as "not vectorised")."""
+    module = cache.load_module(f"{exe.module.__name__}_inspect", None, exe.source, exe.inject)
+    module.kernel_serial.compile(_kernel_serial_types(exe, call))
     return module.lane_block.inspect_asm(module.lane_block.signatures[0])
 
 

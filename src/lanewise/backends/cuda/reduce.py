@@ -58,6 +58,7 @@ def build_reduce(op, axis, call: Call, *, need_device: bool = True) -> CudaReduc
     monoid = op if isinstance(op, Monoid) else None
     program = program_of(call)
     spec = reduction.reduce_spec(op, axis, program)
+    reduction.require_scalar_lanes(spec, "cuda")
     key = disk_key("reduce", call, repr(monoid.identity) if monoid else "", spec,
                    functions=[monoid.combine] if monoid else [])
     inject = {**lane_inject(call.lane, call.signature), "TPB": REDUCE_TPB, "boolean": nt.boolean}

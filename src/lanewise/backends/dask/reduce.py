@@ -63,6 +63,7 @@ def build_reduce(op, axis, call: Call) -> "_Host":
     """Type the lane on the client (the CPU's reduce kernel for lane 0) and make the runner."""
     probe = ldask.probe_call(call)
     exe = cpu_reduce.build_reduce(op, axis, probe)
+    reduction.require_scalar_lanes(exe.spec, "dask")
     monoid = op if isinstance(op, Monoid) else None
     key = lwhost.token("dask-reduce", [call.lane] + ([monoid.combine] if monoid else []),
                        repr(monoid.identity) if monoid else "", probe.signature, exe.spec)

@@ -1,0 +1,103 @@
+"""How the CPU kernel compiles a lane: inlined or called, vector math or libm, and
+which lanes the disk cache can key (tests of choices, each with the numbers it keeps)."""
+
+import math
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import lanewise as lw
+from lanewise.backends.cpu import map as cpu
+from lanewise.lane.allocation import allocates
+from lanewise.lane.lanefn import fingerprint, jit_lane
+from lanewise.spmd import divergence
+
+
+def kde(p, points, h):  # allocates three arrays per lane
+    d = (p - points) ** 2 / h
+    return np.exp(-(d - d.min())).sum()
+
+
+def smooth(x):  # straight-line arithmetic: the nest vectorises
+    return math.exp(-x * x) / (1.0 + x * x)
+
+
+def newton(x):  # divergent: a while loop
+    r = 1.0
+    while abs(r * r - x) > 1e-12 * x:
+        r = 0.5 * (r + x / r)
+    return math.log(r)
+
+
+def stencil(img, i, j):  # subscripts: bounds-checked reads
+    return math.atan(img[i, j + 1] - img[i, j])
+
+
+def test_allocating_lanes_are_detected_from_typed_code():
+    lane = jit_lane(kde)
+    lane(0.5, np.ones(4), 0.1)
+    assert allocates(lane)
+    plain = jit_lane(smooth)
+    plain(0.5)
+    assert not allocates(plain)
+
+
+def test_kernel_lane_inlines_only_lanes_that_can_vectorise():
+    assert cpu.kernel_lane(smooth, allocating=False).targetoptions.get("inline") == "always"
+    for lane, allocating in ((kde, True), (newton, False), (stencil, False)):
+        assert cpu.kernel_lane(lane, allocating).targetoptions.get("inline") != "always", lane
+
+
+def test_libm_where_the_nest_is_scalar_vector_math_where_it_vectorises():
+    for lane, scalar in ((smooth, False), (newton, True), (stencil, True)):
+        assert cpu.scalar_nest(lane) is scalar
+        with cpu.scalar_lane_math(lane):
+            assert lw.config.vector_math is (not scalar)
+
+
+@pytest.mark.parametrize("lane, args", [(kde, (np.linspace(0, 1, 300), np.linspace(0, 1, 50), 0.1)),
+                                        (newton, (np.linspace(0.5, 9, 300),))])
+def test_results_agree_with_the_python_reference(lane, args):
+    in_axes = (0, None, None) if lane is kde else 0
+    got = lw.vmap(lane, in_axes=in_axes)(*args)
+    want = lw.vmap(lane, in_axes=in_axes, backend="python")(*args)
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
+def test_stencil_lane_is_still_bounds_checked():
+    img = np.random.default_rng(0).random((4, 5))
+    rows, cols = np.arange(4), np.arange(5)  # j + 1 == 5 is out of bounds at the last column
+    with pytest.raises(lw.LaneIndexError, match="out of bounds"):
+        lw.vmap(lw.vmap(stencil, in_axes=(None, None, 0)), in_axes=(None, 0, None))(img, rows, cols)
+
+
+def test_numpy_functions_do_not_stop_the_disk_cache():
+    def lane(x, t):
+        return np.median(t) + np.searchsorted(t, x) + np.mean(t)
+    assert fingerprint(lane) is not None
+    import functools
+    bound = functools.partial(lane, t=np.ones(3))
+
+    def uses_partial(x):
+        return bound(x)
+    assert fingerprint(uses_partial) is None  # a partial carries data: memory only
+
+
+def test_divergence_follows_module_attribute_calls(tmp_path, monkeypatch):
+    (tmp_path / "lw_helpers_mod.py").write_text(textwrap.dedent('''
+        def halve(x):
+            while x > 1.0:
+                x = x / 2.0
+            return x
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import lw_helpers_mod
+
+    def lane(x):
+        return lw_helpers_mod.halve(x)
+    try:
+        assert "while loop" in divergence(lane)
+    finally:
+        sys.modules.pop("lw_helpers_mod", None)
