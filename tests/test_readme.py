@@ -25,6 +25,11 @@ def first_pass_reference(rows, threshold):
 CHECKS = {
     "z": lambda ns: np.testing.assert_allclose(ns["z"], grid_reference(ns["x"]), rtol=1e-12, atol=1e-15),
     "counts": lambda ns: (ns["counts"].shape == (200, 300) and ns["counts"].max() == 200) or pytest.fail("counts"),
+    "radii": lambda ns: (np.testing.assert_allclose(
+        ns["grad"], ((1 / (1 + np.exp(-ns["X"] @ ns["w"])) - ns["y"])[:, None] * ns["X"]).sum(0), rtol=1e-10),
+        # within a few lanes per bin: a 1-ulp hypot may put a radius on a bin edge the other side
+        np.testing.assert_allclose(ns["radii"], np.bincount(np.minimum(
+            (np.hypot(ns["t"][:, None], ns["t"][None, :]) * 10).astype(int), 29).ravel(), minlength=30), atol=8)),
     "idx": lambda ns: [np.testing.assert_array_equal(ns[k], first_pass_reference(ns["rows"], 50.0))
                        for k in ("idx", "idx_one")],
     "transposed": lambda ns: (np.testing.assert_array_equal(ns["transposed"], ns["rows"].T * 2.0),
