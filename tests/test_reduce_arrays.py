@@ -62,8 +62,7 @@ def outer(x, c):
     return np.outer(x, x) * c, c * 2.0  # a 2-D array and a scalar per lane
 
 
-@pytest.mark.parametrize("axis", [None, 0, 1])
-@pytest.mark.parametrize("op", ["sum", "max", "argmax", "mean"])
+@pytest.mark.parametrize("op, axis", [("sum", None), ("max", 0), ("argmax", None), ("argmax", 1), ("mean", 1)])
 def test_nested_levels_kept_axes_and_tuples(op, axis):
     rng = np.random.default_rng(3)
     x, c = rng.normal(size=(40, 3)), rng.normal(size=7)
