@@ -101,3 +101,16 @@ def test_divergence_follows_module_attribute_calls(tmp_path, monkeypatch):
         assert "while loop" in divergence(lane)
     finally:
         sys.modules.pop("lw_helpers_mod", None)
+
+
+def test_explain_says_how_the_lane_is_called_and_which_math_it_uses():
+    def line(lane, *args, in_axes=0):
+        text = str(lw.explain(lw.vmap(lane, in_axes=in_axes), *args))
+        return next(s for s in text.splitlines() if s.startswith("lane call:"))
+    assert line(smooth, np.ones(8)) == ("lane call: inlined into the lane loop; math functions: lanewise's "
+                                        "vector math (vectorisable, <= 1 ulp)")
+    assert "makes arrays" in line(kde, np.ones(8), np.ones(3), 0.1, in_axes=(0, None, None))
+    with lw.config.overridden(spmd=False):
+        assert "libm on the scalar path" in line(newton, np.full(8, 2.0))
+    with lw.config.overridden(spmd=True):
+        assert "vector math" in line(newton, np.full(8, 2.0))

@@ -29,6 +29,7 @@ if os.environ.get("NUMBA_THREADING_LAYER") is None and numba.config.THREADING_LA
 
 from ...ir.schedule import blocking, lane_work
 from .map import (PARALLEL_ABOVE_S, Executable, allocate, build, fast_launcher, inplace_lane, is_small,
+                  lane_call_report,
                   lane_output_shapes, raise_lane_error, result_type, run, stats)
 from . import vectorised
 from .reduce import ReduceExecutable, build_reduce, plan_of, run_reduce
@@ -62,6 +63,7 @@ def explain(exe, call) -> list[str]:
             f"{program.outputs[0].name if program.outputs else 'no output'}); {plan.n_blocks} blocks = "
             f"{plan.n_outer} outer x {plan.inner_blocks} inner blocks of <= {plan.block} lanes; {mode}")
     lines.append(f"lane path: {exe.lane_path}")  # lanewise.spmd: SPMD on SIMD or scalar, and why
+    lines.append(lane_call_report(exe))
     if all(call.sizes):
         lines.append(vectorised.report(exe, call))
     return lines

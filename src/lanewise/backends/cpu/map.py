@@ -140,6 +140,28 @@ def kernel_lane(fn, allocating: bool):
     return inlined_lane(fn)
 
 
+def lane_call_report(exe) -> str:
+    """One line for ``lw.explain``: how the kernel calls the lane, and which math it uses."""
+    lane = exe.program.lane
+    if exe.lane_path.startswith("SPMD"):
+        return "lane call: transformed to run W lanes per vector step; math functions: lanewise's vector math"
+    fn = (exe.inject or {}).get("lane")
+    if getattr(fn, "targetoptions", {}).get("inline") == "always":
+        how = "inlined into the lane loop"
+    else:
+        why = ("it may raise (its exceptions are caught per lane)" if may_raise(lane)
+               else "the nest cannot vectorise across lanes (it subscripts or is divergent)" if scalar_nest(lane)
+               else "it makes arrays (an allocating lane runs faster called)")
+        how = f"called, not inlined: {why}"
+    if not config.vector_math:
+        math = "libm (lw.config.vector_math is off)"
+    elif scalar_nest(lane):
+        math = "libm on the scalar path (one lane at a time libm is faster)"
+    else:
+        math = "lanewise's vector math (vectorisable, <= 1 ulp)"
+    return f"lane call: {how}; math functions: {math}"
+
+
 def inplace_lane(program: Program, result, returns_array: bool = True):
     """The lane rewritten to fill its output slice (lanewise.lane.inplace), or None."""
     outs = program.outputs
