@@ -235,9 +235,10 @@ def _probe(program: Program, names: Names) -> str:
 
 
 def render_probe(sig: Signature) -> str:
-    """A stand-alone ``probe`` (no outputs known yet) used to type the lane."""
+    """A stand-alone ``probe`` (no outputs known yet) used to type the lane: plain
+    Python, typed by ``lane.typing_only`` (its machine code is never built)."""
     program = Program(lambda: None, sig, (), None)
-    probe = _probe(program, Names.of(program)).replace(", cache=True", "")
+    probe = _probe(program, Names.of(program)).split("\n", 1)[1]  # without the decorator
     return "import numba\nfrom numba import int64, uint64\n\n" + probe
 
 

@@ -28,8 +28,12 @@ from numba.extending import intrinsic
 
 import llvmlite.binding as _llvm
 
+from ..runtime.cache import own_cache
+
 #: Options of every lanemath kernel (see the module docstring).
-KERNEL = dict(forceinline=True, error_model="numpy", fastmath=False, nogil=True)
+#: ``cache``: compiled once, not in every process, in lanewise's versioned cache
+#: folder (runtime.cache._OwnFunctionLocator); off with ``LANEWISE_DISK_CACHE=0``.
+KERNEL = dict(forceinline=True, error_model="numpy", fastmath=False, nogil=True, cache=own_cache())
 
 
 def kernel(fn):

@@ -19,10 +19,13 @@ looks for them.
 
 from __future__ import annotations
 
+import numba
 from llvmlite import ir
 from llvmlite.ir.values import AttributeSet
 from numba import types
 from numba.extending import intrinsic
+
+from ..runtime.cache import own_cache
 
 #: Vector widths the variants are generated for (float64 lanes: 8 per AVX-512 register;
 #: float32 loops computing in float64 may use 16 or 32).
@@ -114,13 +117,18 @@ def vector_callable(name: str, impl, nbtype=types.float64):
     """
     symbol = f"lanewise_lanemath_{name}"
     sig = nbtype(nbtype)
+    # Compiled as a dispatcher with Numba's disk cache: the slow path (Payne-Hanek
+    # for trig, 2.8 s to compile) is built once per installation, not per process.
+    slow = numba.njit(cache=own_cache(), error_model="numpy", nogil=True)(impl)
 
     def ensure(context, builder):
         module = builder.module
         fn = module.globals.get(symbol)
         if fn is not None:
             return fn
-        cres = context.compile_subroutine(builder, impl, sig)
+        slow.compile(sig.args)
+        cres = slow.overloads[sig.args]
+        context.active_code_library.add_linking_library(cres.library)
         ftype = context.get_value_type(nbtype)
         fn = ir.Function(module, ir.FunctionType(ftype, [ftype]), symbol)
         fn.linkage = "linkonce_odr"

@@ -184,3 +184,41 @@ def load_module(name: str, path: Path | None, source: str, inject: dict) -> Modu
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# ----------------------------------------------------------------------------- lanewise's own Numba functions
+
+
+class _OwnFunctionLocator(numba.core.caching._SourceFileBackedLocatorMixin, numba.core.caching._CacheLocator):
+    """Numba's disk cache for lanewise's own ``cache=True`` functions (lanemath: the
+    vector math every vectorised lane inlines, seconds to compile) lives in
+    :func:`entry_dir`, keyed by the hash of all of lanewise's source.  Numba keys
+    a cache on its function's own file only, and lanemath functions inline code
+    from other files: beside the source, an upgrade that changed one file could
+    reuse another's stale code.  Here any change starts afresh, and deleting the
+    cache folder is safe, as for kernels."""
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        relative = Path(py_file).resolve().relative_to(_PACKAGE_ROOT).parent
+        self._cache_path = str(entry_dir() / "lanewise-numba" / relative)
+
+    def get_cache_path(self):
+        return self._cache_path
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not Path(py_file).resolve().is_relative_to(_PACKAGE_ROOT):
+            return None
+        return super().from_function(py_func, py_file)
+
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+if _OwnFunctionLocator not in numba.core.caching.CacheImpl._locator_classes:
+    numba.core.caching.CacheImpl._locator_classes.insert(0, _OwnFunctionLocator)
+
+
+def own_cache() -> bool:
+    """``cache=`` for lanewise's own Numba functions: the disk cache setting at import."""
+    return config.disk_cache

@@ -37,6 +37,7 @@ from ...errors import LaneTypeError, LanewiseError
 from ...lane.inplace import rewrite
 from ...lane.lanefn import has_loops, indexes, inlined_lane, jit_lane, may_raise, python_function
 from ...lane.allocation import allocates
+from ...lane import typing_only
 from ...lane.signedness import check_unsigned_mixing
 from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
 from ...runtime import cache
@@ -174,18 +175,22 @@ def inplace_lane(program: Program, result, returns_array: bool = True):
 
 
 def result_type(call: Call):
-    """The lane's result type (ResultNode/ResultLeaf tree), by compiling lane 0."""
+    """The lane's result type (ResultNode/ResultLeaf tree), by typing a call of lane 0
+    (the lane is compiled, the probe calling it only typed: lane.typing_only)."""
     source = render_cpu.render_probe(call.signature)
     inject = {"lane": jit_lane(call.lane), **injected_names(call.signature)}
     module = cache.load_module("lw_probe", None, source, inject)
     argtypes = tuple(numba.typeof(v) for v in call.values)
     try:
-        module.probe.compile(argtypes)
+        rtype = typing_only.return_type(module.probe, argtypes, **PROBE_OPTIONS)
     except NumbaError as e:
         raise compile_error(e, call.lane, NAME) from e
     check_unsigned_mixing(inject["lane"])
-    rtype = module.probe.overloads[argtypes].signature.return_type
     return _result(rtype, call.lane)
+
+
+#: The probe's options: those of the kernels that call the lane (typing only).
+PROBE_OPTIONS = dict(error_model="numpy", nogil=True)
 
 
 def _result(t, lane):

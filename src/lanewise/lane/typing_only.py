@@ -1,0 +1,67 @@
+"""Type a function without generating its machine code (the lane's result type).
+
+lanewise learns a lane's result type by compiling a small ``probe`` that calls
+lane 0.  Compiled in full, the probe costs one more LLVM optimisation of the
+lane's whole code (Numba optimises each function's module with its callees
+linked in): a cold first call paid for the lane four times where a hand-written
+``prange`` kernel pays twice.  Typing the probe is enough: typing its call to
+the lane still compiles the lane itself (the kernels link that code), but the
+probe's own module is never built.
+
+Example:
+    >>> import numba
+    >>> @numba.njit
+    ... def half(x):
+    ...     return x / 2
+    >>> def probe(x):
+    ...     return half(x)
+    >>> return_type(probe, (numba.int64,))
+    float64
+"""
+
+from __future__ import annotations
+
+import numba
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.core.compiler_machinery import FunctionPass, register_pass
+from numba.core.typed_passes import NopythonTypeInference
+
+
+class _Typed(Exception):
+    """Carries the return type out of the pipeline once typing is done (not an error)."""
+
+    def __init__(self, return_type):
+        super().__init__("typed")
+        self.return_type = return_type
+
+
+@register_pass(mutates_CFG=False, analysis_only=True)
+class _StopAfterTyping(FunctionPass):
+    _name = "lanewise_stop_after_typing"
+
+    def __init__(self):
+        FunctionPass.__init__(self)
+
+    def run_pass(self, state):
+        raise _Typed(state.return_type)
+
+
+class _TypeOnly(CompilerBase):
+    """Numba's nopython pipeline up to type inference."""
+
+    def define_pipelines(self):
+        pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
+        pm.add_pass_after(_StopAfterTyping, NopythonTypeInference)
+        pm.finalize()
+        return [pm]
+
+
+def return_type(fn, argtypes: tuple, **options):
+    """The Numba return type of ``fn`` (plain Python) for ``argtypes``; the functions it
+    calls are compiled, ``fn`` itself is only typed.  Typing errors raise as Numba's."""
+    dispatcher = numba.njit(pipeline_class=_TypeOnly, **options)(fn)
+    try:
+        dispatcher.compile(argtypes)
+    except _Typed as done:
+        return done.return_type
+    raise AssertionError("the typing pipeline ended without a return type")  # pragma: no cover
