@@ -114,3 +114,16 @@ def test_explain_says_how_the_lane_is_called_and_which_math_it_uses():
         assert "libm on the scalar path" in line(newton, np.full(8, 2.0))
     with lw.config.overridden(spmd=True):
         assert "vector math" in line(newton, np.full(8, 2.0))
+
+
+def test_near_the_threshold_the_already_compiled_kernel_is_kept():
+    """A run timed near PARALLEL_ABOVE_S picked the other kernel in the next process
+    and compiled it there; the threshold now leans towards the one available."""
+    from types import SimpleNamespace
+
+    compiled = SimpleNamespace(overloads={"sig": object()})
+    missing = SimpleNamespace(overloads={})
+    for serial, parallel, factor in ((compiled, missing, 4), (missing, compiled, 0.25), (compiled, compiled, 1),
+                                     (missing, missing, 1)):
+        exe = SimpleNamespace(module=SimpleNamespace(kernel_serial=serial, kernel=parallel))
+        assert cpu._parallel_above(exe) == pytest.approx(cpu.PARALLEL_ABOVE_S * factor)

@@ -198,20 +198,42 @@ class _OwnFunctionLocator(numba.core.caching._SourceFileBackedLocatorMixin, numb
     reuse another's stale code.  Here any change starts afresh, and deleting the
     cache folder is safe, as for kernels."""
 
-    def __init__(self, py_func, py_file):
+    def __init__(self, py_func, py_file, relative: str):
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
-        relative = Path(py_file).resolve().relative_to(_PACKAGE_ROOT).parent
-        self._cache_path = str(entry_dir() / "lanewise-numba" / relative)
+        self._cache_path = os.path.join(entry_dir(), "lanewise-numba", relative)
 
     def get_cache_path(self):
         return self._cache_path
 
+    def ensure_cache_path(self):
+        _writable_dir(self._cache_path)  # once per folder: lanemath has 100 functions
+
     @classmethod
     def from_function(cls, py_func, py_file):
-        if not Path(py_file).resolve().is_relative_to(_PACKAGE_ROOT):
+        relative = _own_relative_dir(py_file)
+        if relative is None:
             return None
-        return super().from_function(py_func, py_file)
+        self = cls(py_func, py_file, relative)
+        try:
+            self.ensure_cache_path()
+        except OSError:  # not writable: Numba's next locator decides
+            return None
+        return self
+
+
+@functools.cache
+def _own_relative_dir(py_file: str) -> str | None:
+    """The folder of ``py_file`` relative to lanewise's package, or None outside it."""
+    path = Path(py_file).resolve()
+    return str(path.relative_to(_PACKAGE_ROOT).parent) if path.is_relative_to(_PACKAGE_ROOT) else None
+
+
+@functools.cache
+def _writable_dir(path: str) -> None:
+    """Create ``path`` and check that a file can be written there (OSError if not)."""
+    os.makedirs(path, exist_ok=True)
+    tempfile.TemporaryFile(dir=path).close()
 
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent

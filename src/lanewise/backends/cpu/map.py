@@ -317,7 +317,28 @@ def measured_work(exe: Executable, n_inner: int, n_lanes: int, args: tuple) -> i
         per_lane = (time.perf_counter() - start) / k
         if len(exe.module.lane_block.overloads) == compiled:
             break
-    return int(per_lane * 1e9) if per_lane * n_lanes > PARALLEL_ABOVE_S else None
+    return int(per_lane * 1e9) if per_lane * n_lanes > _parallel_above(exe) else None
+
+
+def _parallel_above(exe: Executable) -> float:
+    """:data:`PARALLEL_ABOVE_S`, moved 4x towards the kernel that is already compiled
+    or in the disk cache when only one of the two is: a run timed near the threshold
+    would otherwise pick the other in the next process and compile it there
+    (a "warm" start that compiled for 1.3 s)."""
+    serial, parallel = (_available(getattr(exe.module, k)) for k in ("kernel_serial", "kernel"))
+    if serial and not parallel:
+        return PARALLEL_ABOVE_S * 4
+    if parallel and not serial:
+        return PARALLEL_ABOVE_S / 4
+    return PARALLEL_ABOVE_S
+
+
+def _available(dispatcher) -> bool:
+    """Compiled in this process, or (as far as Numba's cache index shows) on disk."""
+    if dispatcher.overloads:
+        return True
+    index = getattr(getattr(getattr(dispatcher, "_cache", None), "_cache_file", None), "_index_path", None)
+    return bool(index) and os.path.exists(index)
 
 
 def dynamic(call, *args):
