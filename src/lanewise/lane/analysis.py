@@ -135,6 +135,10 @@ def _find_definition(tree, fn):
              if isinstance(n, (ast.FunctionDef, ast.Lambda))
              and (not isinstance(n, ast.FunctionDef) or n.name == code.co_name)
              and [a.arg for a in n.args.posonlyargs + n.args.args + n.args.kwonlyargs] == params]
+    if len(found) > 1:  # lambdas on one line: the one whose compiled code is fn's
+        found = [n for n in found if _same_code(n, fn)]
+        if len({ast.dump(n) for n in found}) == 1:
+            return found[0]  # identical definitions: either is the code that runs
     return found[0] if len(found) == 1 else None  # ambiguous: assume the worst
 
 

@@ -254,6 +254,7 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
     clone = types.FunctionType(code, new_globals, fn.__name__, fn.__defaults__, closure)
     clone.__kwdefaults__ = fn.__kwdefaults__
     clone.__qualname__ = fn.__qualname__
+    clone._lw_original = fn  # lane transformations (lw.jvp inside a lane) work on the user's function
     # Numba records a function's module by name and re-imports it when it loads
     # cached code; functions from unimportable places get a stand-in module.
     clone.__module__ = fn.__module__ if inspect.getmodule(fn) is not None else _STANDIN.__name__

@@ -51,7 +51,7 @@ import numpy as np
 from ..config import config
 from .rows import OUT_OF_BOUNDS
 from .stream import STREAM, transform_stream
-from .syntax import Desugar, Unsupported, function_ast
+from .syntax import Desugar, Unsupported, function_ast, resolve
 from .transform import FUNCTION, transform
 from .uniform import uniform_reads
 
@@ -336,18 +336,9 @@ def _divergence(fn, seen) -> str | None:
 def _callee(fn, func: ast.expr):
     """The function a call in ``fn`` names: ``helper(...)`` (a global or closure
     variable) or ``module.helper(...)``; None when it is neither."""
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-        module = _callee(fn, func.value)
-        target = getattr(module, func.attr, None) if isinstance(module, types.ModuleType) else None
-    elif isinstance(func, ast.Name):
-        target = fn.__globals__.get(func.id)
-        if func.id in fn.__code__.co_freevars and fn.__closure__:
-            try:
-                target = fn.__closure__[fn.__code__.co_freevars.index(func.id)].cell_contents
-            except ValueError:
-                target = None
-    else:
+    if isinstance(func, ast.Attribute) and not isinstance(func.value, ast.Name):
         return None
+    target = resolve(fn, func) if isinstance(func, (ast.Name, ast.Attribute)) else None
     return getattr(target, "py_func", target)
 
 

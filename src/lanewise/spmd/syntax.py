@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import builtins
 import types
 from dataclasses import dataclass
 
@@ -71,6 +72,25 @@ def function_ast(fn) -> ast.FunctionDef:
     return node
 
 
+def resolve(fn, node):
+    """The object a name or attribute chain in ``fn`` refers to (``math.exp``,
+    ``helper``, ``np``): a closure variable, a global or a builtin; None if unknown."""
+    if isinstance(node, ast.Name):
+        if node.id in fn.__code__.co_freevars and fn.__closure__:
+            try:
+                return fn.__closure__[fn.__code__.co_freevars.index(node.id)].cell_contents
+            except ValueError:  # an empty cell
+                return None
+        if node.id in fn.__globals__:
+            return fn.__globals__[node.id]
+        return getattr(builtins, node.id, None)
+    if isinstance(node, ast.Attribute):
+        base = resolve(fn, node.value)
+        if isinstance(base, (types.ModuleType, type)):
+            return getattr(base, node.attr, None)
+    return None
+
+
 def helper_function(obj):
     """The Python function to inline for a call of ``obj``, or None (a call of
     anything else: a builtin, a NumPy or math function, lanewise's own)."""
@@ -79,8 +99,9 @@ def helper_function(obj):
         if options.get("fastmath"):
             raise Unsupported(f"the helper {obj.py_func.__qualname__} is compiled with fastmath")
         return obj.py_func
+    module = getattr(obj, "__module__", "") or ""
     if isinstance(obj, types.FunctionType) and not getattr(obj, "_lw_intrinsic", False) \
-            and not (getattr(obj, "__module__", "") or "").startswith("lanewise"):
+            and (not module.startswith("lanewise") or module == "lanewise._lanes"):  # generated lanes are inlined
         return obj
     return None
 

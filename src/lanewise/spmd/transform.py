@@ -508,6 +508,11 @@ class _Emitter(RowsAndScans):
             args = [self.value(a, ctx, guarded=guarded) for a in node.args]
             return f"v_range({', '.join(args)})"
         target = self.resolve(node.func, ctx)
+        passed = getattr(target, "_lw_spmd_passes", None)
+        if passed is not None:  # a check the scalar typing of the lane made already (lw.grad's)
+            return self.value(node.args[passed], ctx, allow_tuple=allow_tuple, guarded=guarded)
+        if getattr(target, "_lw_spmd_zero", False):  # a zero tangent: lanes hold scalars here
+            return "0.0"
         if is_scan(target):
             return self.scan(node, ctx, allow_tuple, guarded)
         length = self.builtin_len(target, node, ctx)

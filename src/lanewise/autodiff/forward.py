@@ -1,0 +1,773 @@
+"""Forward mode: a lane's AST -> the source of a lane that carries k tangents per value.
+
+The transformed lane is plain lane code, so every backend, the SPMD path and
+lanewise's other transformations take it as they take the user's own lane:
+
+* every *active* local (one computed from a differentiated argument; a
+  flow-insensitive fixpoint, :func:`activity`) gets k tangent locals beside it,
+  updated at each assignment, before the primal (``x = x * x`` reads the old
+  ``x``); inactive values (counters, flags, integers) carry nothing;
+* control flow is kept as it is: ``if``/``while``/``for``/``break``/``continue``
+  and early ``return`` run exactly the primal lane's path, so data-dependent
+  loops and branches need no special treatment in forward mode;
+* calls of math/NumPy/builtin functions take their rule from :mod:`.rules`;
+  calls of the user's helpers call the helper's own transformed version
+  (generated once per helper, activity pattern and k);
+* what the lane returns is decided by a :class:`Plan`: ``(value, tangent)``
+  (``lw.jvp``), the gradient (``lw.grad``), the Jacobian (``lw.jacfwd``)...
+
+Generated text is deterministic, registered with ``linecache`` (so ``inspect``,
+``lw.explain`` and error messages show it) and carries a comment naming the
+user's line of each statement.
+
+Example:
+    >>> import math
+    >>> def f(x):
+    ...     return math.sin(x) * x
+    >>> g = transform(f, Plan(k=1, seeds=((1.0,),), finish="grad", single=True, transform="lw.grad"))
+    >>> round(g(0.5), 12) == round(math.cos(0.5) * 0.5 + math.sin(0.5), 12)
+    True
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import linecache
+import math
+import os
+import threading
+import types
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+from numba.core.dispatcher import Dispatcher
+
+from ..errors import LaneCompileError
+from ..fuse.lower import LANE_MODULE
+from ..lane.lanefn import fingerprint
+from ..spmd.syntax import Unsupported, function_ast, resolve as _resolve
+from . import intrinsics
+from .rules import Rule, is_zero, module_of, rule_for
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to generate.
+
+    ``seeds``: per parameter, None (no tangent), ``"arg"`` (its tangents are
+    parameters of the generated lane: one for ``lw.jvp``, k for a helper) or a
+    tuple of k constants (the basis vectors of ``lw.grad``/``lw.jacfwd``).
+    ``finish``: ``"jvp"`` returns ``(value, tangent)``; ``"helper"`` returns
+    ``(value, t_0, ..., t_k-1)``; ``"grad"``, ``"value_and_grad"`` and
+    ``"jacfwd"`` return what their JAX namesakes return.  ``single``: argnums
+    was an int (results are not wrapped in a tuple).  ``transform``: the name
+    errors use."""
+
+    k: int
+    seeds: tuple
+    finish: str
+    single: bool = True
+    has_aux: bool = False
+    transform: str = "lw.jvp"
+
+
+def transform(fn, plan: Plan):
+    """The generated lane for ``fn`` under ``plan`` (cached per function, plan and
+    the function's fingerprint: editing a global it reads gives a new lane)."""
+    fn = _original(fn)
+    made = _MADE.get(fn)
+    if made is None:
+        made = _MADE[fn] = {}
+    key = (plan, fingerprint(fn))
+    if key[1] is not None and key in made:
+        return made[key]
+    building = _BUILDING.__dict__.setdefault("stack", [])
+    if (fn, plan) in building:
+        raise LaneCompileError(f"{plan.transform} cannot differentiate {fn.__qualname__} ({_where(fn)}): "
+                               "it calls itself (recursion), which forward mode does not follow")
+    building.append((fn, plan))
+    try:
+        result = _Emitter(fn, plan).function()
+    finally:
+        building.pop()
+    if key[1] is not None:
+        made[key] = result
+    return result
+
+
+_MADE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_BUILDING = threading.local()
+
+
+def _original(fn):
+    """The user's function behind a compiled helper or a rebound clone."""
+    fn = fn.py_func if isinstance(fn, Dispatcher) else fn
+    return getattr(fn, "_lw_original", fn)
+
+
+def _where(fn, node=None) -> str:
+    code = fn.__code__
+    line = code.co_firstlineno + (getattr(node, "lineno", 1) - 1 if node is not None else 0)
+    return f"{code.co_filename}:{line}"
+
+
+# ----------------------------------------------------------------------------- names
+
+
+def _helper(obj):
+    """The user function a call names, or None (math, NumPy, builtins, lanewise)."""
+    obj = obj.py_func if isinstance(obj, Dispatcher) else obj
+    if not isinstance(obj, types.FunctionType) or getattr(obj, "_lw_intrinsic", False):
+        return None
+    module = getattr(obj, "__module__", "") or ""
+    if module.startswith("lanewise") and module != LANE_MODULE:
+        return None
+    return obj
+
+
+def _scan():
+    from ..lane.scanning import scan
+    return scan
+
+
+def _is_intrinsic(obj) -> bool:
+    """Checks and zeros a transformed lane calls: constants to a second transformation
+    (``out``, the identity on the result, has a rule)."""
+    return getattr(obj, "__module__", None) == intrinsics.__name__ and obj is not intrinsics.out
+
+
+def _stop_gradient():
+    from . import stop_gradient
+    return stop_gradient
+
+
+#: Attributes of arrays that are integers or types, never differentiated.
+_INERT_ATTRIBUTES = frozenset({"shape", "size", "ndim", "dtype", "itemsize", "nbytes", "strides"})
+#: Array methods that are linear: the tangent is the same method of the tangent.
+_LINEAR_METHODS = frozenset({"sum", "mean", "copy", "ravel", "flatten", "transpose", "reshape", "cumsum"})
+#: NumPy functions linear in their (one) array argument.
+_LINEAR_NUMPY = ("sum", "mean", "cumsum", "copy", "ravel", "diff", "trace", "transpose")
+#: Constructors whose result is a fresh array (its tangent starts at zero).
+_CONSTRUCTORS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange",
+                 "linspace", "eye", "identity")
+
+
+def _numpy_named(obj, names) -> bool:
+    return any(obj is getattr(np, n, None) for n in names)
+
+
+# ----------------------------------------------------------------------------- activity
+
+
+class _Activity:
+    """Which locals may carry a nonzero tangent: seeded parameters and whatever is
+    assigned (or written into) from an active expression, to a fixpoint."""
+
+    def __init__(self, fn, fdef, seeded):
+        self.fn, self.fdef, self.active = fn, fdef, set(seeded)
+
+    def run(self) -> set:
+        before = None
+        while before != self.active:
+            before = set(self.active)
+            for node in ast.walk(self.fdef):
+                self._statement(node)
+        return self.active
+
+    def _statement(self, node) -> None:
+        if isinstance(node, ast.Assign) and self.expr(node.value):
+            for target in node.targets:
+                self._mark(target)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None and self.expr(node.value):
+            self._mark(node.target)
+        elif isinstance(node, ast.For) and self.expr(node.iter):
+            self._mark(node.target)
+
+    def _mark(self, target) -> None:
+        if isinstance(target, ast.Name):
+            self.active.add(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._mark(element)
+        elif isinstance(target, (ast.Subscript, ast.Starred)):
+            self._mark(target.value)
+
+    def expr(self, node) -> bool:
+        """Whether ``node`` may have a nonzero tangent."""
+        if isinstance(node, ast.Name):
+            return node.id in self.active
+        if isinstance(node, (ast.Constant, ast.Compare, ast.BoolOp, ast.JoinedStr, ast.Lambda)):
+            return False
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert)):
+            return False
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.BitAnd, ast.BitOr, ast.BitXor,
+                                                               ast.LShift, ast.RShift)):
+            return False
+        if isinstance(node, ast.Attribute):
+            return node.attr not in _INERT_ATTRIBUTES and self.expr(node.value)
+        if isinstance(node, ast.Subscript):
+            return self.expr(node.value)
+        if isinstance(node, ast.IfExp):
+            return self.expr(node.body) or self.expr(node.orelse)
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        return any(self.expr(child) for child in ast.iter_child_nodes(node))
+
+    def _call(self, node) -> bool:
+        obj = _resolve(self.fn, node.func)
+        if obj is not None and (is_zero(obj) or obj is _stop_gradient() or _is_intrinsic(obj)):
+            return False
+        if isinstance(node.func, ast.Attribute) and obj is None and self.expr(node.func.value):
+            return True  # a method of an active array
+        return any(self.expr(a) for a in node.args) or any(self.expr(k.value) for k in node.keywords)
+
+
+# ----------------------------------------------------------------------------- emitter
+
+
+_SCALAR_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)
+
+
+class _Emitter:
+    """Writes the transformed function, one statement of the user's at a time."""
+
+    def __init__(self, fn, plan: Plan):
+        self.fn, self.plan = fn, plan
+        try:
+            self.fdef = function_ast(fn)
+        except Unsupported:
+            raise LaneCompileError(f"{plan.transform} cannot differentiate {fn.__qualname__} ({_where(fn)}): "
+                                   "its source is not available or is ambiguous (a lambda sharing its line with "
+                                   "another of the same parameters, code exec'd from a string, a file edited "
+                                   "since import); lanewise transforms the lane's source, so define it with def "
+                                   "in a file") from None
+        args = self.fdef.args
+        if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg:
+            self._fail(self.fdef, "only plain positional parameters are supported (no *args, **kwargs, "
+                                  "keyword-only or positional-only parameters)")
+        self.params = [a.arg for a in args.args]
+        if len(plan.seeds) != len(self.params):
+            raise LaneCompileError(f"{plan.transform}: {fn.__qualname__} takes {len(self.params)} arguments, "
+                                   f"{len(plan.seeds)} were described")
+        self.pre = self._prefix()
+        seeded = {p for p, s in zip(self.params, plan.seeds, strict=True) if s is not None}
+        self.activity = _Activity(fn, self.fdef, seeded)
+        self.active = self.activity.run()
+        self.lines: list[str] = []
+        self.depth = 1
+        self.count = 0
+        self.closure = {f"{self.pre}ad": intrinsics, f"{self.pre}math": math, f"{self.pre}np": np}
+        self.helpers: dict = {}
+
+    # -- names
+
+    def _prefix(self) -> str:
+        """``_lw<L>_`` with L one more than any level the function's own names use
+        (a transformed lane transformed again keeps both levels apart)."""
+        used = {n for n in self.fn.__code__.co_varnames + self.fn.__code__.co_freevars}
+        level = 0
+        while any(n.startswith(f"_lw{level}_") for n in used):
+            level += 1
+        return f"_lw{level}_"
+
+    def tan(self, name: str, j: int) -> str:
+        return f"{self.pre}t{j}_{name}"
+
+    def _fail(self, node, why: str):
+        line = _where(self.fn, node)
+        path, number = line.rsplit(":", 1)
+        text = linecache.getline(path, int(number)).strip()
+        raise LaneCompileError(f"{self.plan.transform} cannot differentiate {self.fn.__qualname__} at {line}: "
+                               f"{why}\n    {text}")
+
+    # -- output
+
+    def emit(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def temp(self, expr: str) -> str:
+        name = f"{self.pre}p{self.count}"
+        self.count += 1
+        self.emit(f"{name} = {expr}")
+        return name
+
+    def tangent_temps(self, exprs) -> list | None:
+        if exprs is None:
+            return None
+        n = self.count
+        self.count += 1
+        names = [f"{self.pre}d{n}_{j}" for j in range(self.plan.k)]
+        for name, expr in zip(names, exprs, strict=True):
+            self.emit(f"{name} = {expr}")
+        return names
+
+    def atom(self, text: str) -> str:
+        if text.isidentifier() or _is_number(text):
+            return text
+        return self.temp(text)
+
+    # -- expressions
+
+    def ex(self, node):
+        """``(primal text, tangent texts or None)`` for an expression; statements it
+        needs (temporaries) are emitted first."""
+        if not self.activity.expr(node):
+            return ast.unparse(node), None
+        method = getattr(self, f"_ex_{type(node).__name__}", None)
+        if method is None:
+            self._fail(node, f"{type(node).__name__} expressions of differentiated values are not supported")
+        return method(node)
+
+    def _ex_Name(self, node):
+        return node.id, [self.tan(node.id, j) for j in range(self.plan.k)]
+
+    def _ex_Tuple(self, node):
+        parts = [self.ex(e) for e in node.elts]
+        primal = "(" + "".join(p + ", " for p, _ in parts) + ")"
+        tangents = ["(" + "".join(self._or_zero(t, j, e, p) + ", " for (p, t), e in zip(parts, node.elts, strict=True))
+                    + ")" for j in range(self.plan.k)]
+        return primal, tangents
+
+    _ex_List = _ex_Tuple
+
+    def _or_zero(self, ts, j, node, primal) -> str:
+        if ts is not None:
+            return ts[j]
+        return "0.0" if isinstance(node, _SCALAR_NODES) else f"{self.pre}ad.zero({primal})"
+
+    def _ex_UnaryOp(self, node):
+        p, ts = self.ex(node.operand)
+        if isinstance(node.op, ast.UAdd):
+            return p, ts
+        return self.temp(f"-{self.atom(p)}"), self.tangent_temps([f"-{t}" for t in ts])
+
+    def _ex_BinOp(self, node):
+        op = type(node.op)
+        if op not in _BINOPS:
+            self._fail(node, f"the operator {op.__name__} has no derivative rule")
+        pa, ta = self.ex(node.left)
+        pb, tb = self.ex(node.right)
+        a, b = self.atom(pa), self.atom(pb)
+        p = self.temp(f"{a} {_BINOPS[op]} {b}")
+        if op is ast.Pow:
+            return p, self._pow(node, a, b, p, ta, tb)
+        parts = {
+            ast.Add: (lambda t: t, lambda u: u),
+            ast.Sub: (lambda t: t, lambda u: f"-{u}"),
+            ast.Mult: (lambda t: f"{t} * {b}", lambda u: f"{a} * {u}"),
+            ast.Div: (lambda t: f"{t} / {b}", lambda u: f"-{p} * {u} / {b}"),
+            ast.Mod: (lambda t: t, lambda u: f"-{self.pre}math.floor({a} / {b}) * {u}"),
+        }[op]
+        return p, self._combine(ta, tb, *parts)
+
+    def _pow(self, node, a, b, p, ta, tb):
+        if tb is None and _is_number(b):
+            c = float(b)
+            if c == 0:
+                return None
+            slope = "1.0" if c == 1 else f"{b} * {a}" if c == 2 else f"{b} * {a} ** {_exponent(c - 1)}"
+            return self.tangent_temps([f"{slope} * {t}" for t in ta])
+        left = "(0.0 if {y} == 0 else {y} * {x} ** ({y} - 1)) * {t}"
+        right = "{p} * {m}.log({x} if {x} != 0 else 1.0) * {u}"
+        fill = dict(x=a, y=b, p=p, m=f"{self.pre}math")
+        return self._combine(ta, tb, lambda t: left.format(t=t, **fill), lambda u: right.format(u=u, **fill))
+
+    def _combine(self, ta, tb, left, right):
+        if ta is None and tb is None:
+            return None
+        out = []
+        for j in range(self.plan.k):
+            terms = ([left(ta[j])] if ta is not None else []) + ([right(tb[j])] if tb is not None else [])
+            out.append(" + ".join(f"({t})" for t in terms))
+        return self.tangent_temps(out)
+
+    def _ex_IfExp(self, node):
+        p = f"{self.pre}p{self.count}"
+        self.count += 1
+        ts = [f"{self.pre}d{self.count}_{j}" for j in range(self.plan.k)]
+        self.count += 1
+        self.emit(f"if {ast.unparse(node.test)}:")
+        for branch in (node.body, node.orelse):
+            self.depth += 1
+            bp, bt = self.ex(branch)
+            for j, t in enumerate(ts):
+                self.emit(f"{t} = {self._or_zero(bt, j, branch, bp)}")
+            self.emit(f"{p} = {bp}")
+            self.depth -= 1
+            if branch is node.body:
+                self.emit("else:")
+        return p, ts
+
+    def _ex_Subscript(self, node):
+        p, ts = self.ex(node.value)
+        base = self.atom(p)
+        index = ast.unparse(node.slice)
+        return self.temp(f"{base}[{index}]"), self.tangent_temps([f"{t}[{index}]" for t in ts])
+
+    def _ex_Attribute(self, node):
+        if node.attr in ("real", "imag", "T"):
+            p, ts = self.ex(node.value)
+            return self.temp(f"{self.atom(p)}.{node.attr}"), self.tangent_temps([f"{t}.{node.attr}" for t in ts])
+        self._fail(node, f"the attribute .{node.attr} of a differentiated value is not supported")
+
+    def _ex_Call(self, node):
+        obj = _resolve(self.fn, node.func)
+        callee = ast.unparse(node.func)
+        if node.keywords and _helper(obj) is None:
+            self._fail(node, f"keyword arguments in a call of {callee} on differentiated values are not supported")
+        rule = rule_for(obj) if obj is not None else None
+        if rule is not None and obj in (builtins.max, builtins.min) and len(node.args) > 2:
+            return self.ex(_pairwise(node))
+        if rule is not None and rule.arity == len(node.args):
+            return self._ruled(node, callee, rule, module_of(obj))
+        if _helper(obj) is not None:
+            return self._helper_call(node, _helper(obj))
+        if obj is not None and obj is getattr(np, "where", None) and len(node.args) == 3:
+            return self._where(node, callee)
+        if obj is not None and _numpy_named(obj, _LINEAR_NUMPY) and len(node.args) == 1:
+            p, ts = self.ex(node.args[0])
+            x = self.atom(p)
+            return self.temp(f"{callee}({x})"), self.tangent_temps([f"{callee}({t})" for t in ts])
+        if obj is not None and obj is getattr(np, "dot", None) and len(node.args) == 2:
+            return self._ruled(node, callee, _DOT, "np")
+        if obj is None and isinstance(node.func, ast.Attribute) and node.func.attr in _LINEAR_METHODS:
+            p, ts = self.ex(node.func.value)
+            base = self.atom(p)
+            rest = ", ".join(ast.unparse(a) for a in node.args)
+            return (self.temp(f"{base}.{node.func.attr}({rest})"),
+                    self.tangent_temps([f"{t}.{node.func.attr}({rest})" for t in ts]))
+        if obj is not None and obj is _scan():
+            self._fail(node, "lw.scan inside a differentiated lane is not supported yet (write the loop as a "
+                             "for loop: forward mode follows it)")
+        self._fail(node, f"{callee} has no derivative rule (lanewise differentiates math/NumPy functions with "
+                         "rules, the lane's own helpers, and arithmetic); wrap it in lw.stop_gradient if its "
+                         "value is a constant")
+
+    def _ruled(self, node, callee, rule, module):
+        values = [self.ex(a) for a in node.args]
+        atoms = [self.atom(p) for p, _ in values]
+        p = self.temp(f"{callee}({', '.join(atoms)})")
+        m = f"{self.pre}{module}"
+        if rule.arity == 1:
+            ts = values[0][1]
+            return p, self.tangent_temps([rule.unary.format(x=atoms[0], p=p, t=t, m=m) for t in ts])
+        fill = dict(x=atoms[0], y=atoms[1], p=p, m=m)
+        return p, self._combine(values[0][1], values[1][1], lambda t: rule.left.format(t=t, u="", **fill),
+                                lambda u: rule.right.format(u=u, t="", **fill))
+
+    def _where(self, node, callee):
+        test = ast.unparse(node.args[0])
+        (pa, ta), (pb, tb) = self.ex(node.args[1]), self.ex(node.args[2])
+        a, b = self.atom(pa), self.atom(pb)
+        p = self.temp(f"{callee}({test}, {a}, {b})")
+        c = self.atom(test)
+        zero = [None] * self.plan.k
+        return p, self.tangent_temps([f"({self._or_zero(ta, j, node.args[1], a) if ta else '0.0'} if {c} else "
+                                      f"{self._or_zero(tb, j, node.args[2], b) if tb else '0.0'})"
+                                      for j, _ in enumerate(zero)])
+
+    def _helper_call(self, node, helper):
+        code = helper.__code__
+        n = code.co_argcount
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) > n:
+            self._fail(node, f"calls of {helper.__qualname__} with keywords or *args cannot be differentiated "
+                             "(pass the arguments by position)")
+        values = [self.ex(a) for a in node.args]
+        defaults = helper.__defaults__ or ()
+        missing = n - len(values)
+        if missing > len(defaults):
+            self._fail(node, f"{helper.__qualname__} is called with too few arguments")
+        for value in defaults[len(defaults) - missing:] if missing else ():
+            if not isinstance(value, (int, float, bool, type(None))):
+                self._fail(node, f"{helper.__qualname__} is called without an argument whose default "
+                                 f"({value!r}) is not a number; pass it explicitly")
+            values.append((repr(value), None))
+        seeds = tuple("arg" if t is not None else None for _, t in values)
+        made = transform(helper, Plan(self.plan.k, seeds, "helper", transform=self.plan.transform))
+        name = self.helpers.setdefault(made, f"{self.pre}h{len(self.helpers)}")
+        self.closure[name] = made
+        args = [self.atom(p) for p, _ in values]
+        tangents = [t[j] for j in range(self.plan.k) for _, t in values if t is not None]
+        p = f"{self.pre}p{self.count}"
+        self.count += 1
+        ts = [f"{self.pre}d{self.count}_{j}" for j in range(self.plan.k)]
+        self.count += 1
+        self.emit(f"{p}, {', '.join(ts)} = {name}({', '.join(args + tangents)})")  # unpacked: SPMD needs it
+        return p, ts
+
+    # -- statements
+
+    def block(self, statements) -> None:
+        start = len(self.lines)
+        for statement in statements:
+            self.statement(statement)
+        if len(self.lines) == start:
+            self.emit("pass")
+
+    def statement(self, node) -> None:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            return  # a docstring
+        self.emit(f"# {os.path.basename(_where(self.fn, node))}: {_first_line(node)}")
+        method = getattr(self, f"_st_{type(node).__name__}", None)
+        if method is None:
+            self._fail(node, f"the statement {type(node).__name__} is not supported in a differentiated lane")
+        method(node)
+
+    def _st_Pass(self, node):
+        self.emit("pass")
+
+    def _st_Break(self, node):
+        self.emit("break")
+
+    def _st_Continue(self, node):
+        self.emit("continue")
+
+    def _st_Expr(self, node):
+        self.emit(ast.unparse(node))  # its value is dropped: only the primal call matters
+
+    _st_Assert = _st_Raise = _st_Expr
+
+    def _st_Assign(self, node):
+        self._assign(node.targets, node.value)
+
+    def _st_AnnAssign(self, node):
+        if node.value is not None:
+            self._assign([node.target], node.value)
+
+    def _st_AugAssign(self, node):
+        load = _as_load(node.target)
+        self._assign([node.target], ast.copy_location(ast.BinOp(load, node.op, node.value), node))
+
+    def _assign(self, targets, value) -> None:
+        p, ts = self.ex(value)
+        texts = " = ".join(ast.unparse(t) for t in targets)
+        if ts is None:
+            self.emit(f"{texts} = {p}")
+            for target in targets:
+                self._zero_target(target, value)
+            return
+        for j in range(self.plan.k):
+            self.emit(" = ".join(self._tangent_target(t, j) for t in targets) + f" = {ts[j]}")
+        self.emit(f"{texts} = {p}")
+
+    def _tangent_target(self, target, j) -> str:
+        if isinstance(target, ast.Name):
+            return self.tan(target.id, j) if target.id in self.active else f"{self.pre}drop"
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return "(" + "".join(self._tangent_target(e, j) + ", " for e in target.elts) + ")"
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            return f"{self.tan(target.value.id, j)}[{ast.unparse(target.slice)}]"
+        self._fail(target, f"assigning to {ast.unparse(target)} is not supported in a differentiated lane")
+
+    def _zero_target(self, target, value) -> None:
+        """After an inactive value is stored into active locals: their tangents are zero."""
+        if isinstance(target, ast.Name) and target.id in self.active:
+            zero = "0.0" if isinstance(value, _SCALAR_NODES) else f"{self.pre}ad.zero({target.id})"
+            for j in range(self.plan.k):
+                self.emit(f"{self.tan(target.id, j)} = {zero}")
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            paired = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+            for k, element in enumerate(target.elts):
+                self._zero_target(element, value.elts[k] if paired else ast.Name("?"))
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                and target.value.id in self.active:
+            for j in range(self.plan.k):
+                self.emit(f"{self.tan(target.value.id, j)}[{ast.unparse(target.slice)}] = 0.0")
+        elif not isinstance(target, (ast.Name, ast.Tuple, ast.List, ast.Subscript)):
+            self._fail(target, f"assigning to {ast.unparse(target)} is not supported in a differentiated lane")
+
+    def _st_If(self, node):
+        self.emit(f"if {ast.unparse(node.test)}:")
+        self._indented(node.body)
+        if node.orelse:
+            self.emit("else:")
+            self._indented(node.orelse)
+
+    def _st_While(self, node):
+        if node.orelse:
+            self._fail(node, "while ... else is not supported in a differentiated lane")
+        self.emit(f"while {ast.unparse(node.test)}:")
+        self._indented(node.body)
+
+    def _st_For(self, node):
+        if node.orelse:
+            self._fail(node, "for ... else is not supported in a differentiated lane")
+        if not self.activity.expr(node.iter):
+            self.emit(f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:")
+            self._indented(node.body)
+            return
+        p, ts = self.ex(node.iter)  # iterating over a differentiated array: by index
+        seq = self.atom(p)
+        index = f"{self.pre}i{self.count}"
+        self.count += 1
+        self.emit(f"for {index} in range(len({seq})):")
+        self.depth += 1
+        for j in range(self.plan.k):
+            self.emit(f"{self._tangent_target(node.target, j)} = {ts[j]}[{index}]")
+        self.emit(f"{ast.unparse(node.target)} = {seq}[{index}]")
+        self.depth -= 1
+        self._indented(node.body)
+
+    def _indented(self, body) -> None:
+        self.depth += 1
+        self.block(body)
+        self.depth -= 1
+
+    def _st_Return(self, node):
+        if node.value is None:
+            self._fail(node, "a differentiated lane must return a value")
+        getattr(self, f"_finish_{self.plan.finish}")(node.value)
+
+    # -- results
+
+    def _result(self, value):
+        p, ts = self.ex(value)
+        p = self.atom(p)
+        return p, [self.atom(self._or_zero(ts, j, value, p)) for j in range(self.plan.k)]
+
+    def _finish_helper(self, value):
+        p, ts = self._result(value)
+        self.emit(f"return ({p}, {', '.join(ts)})")
+
+    def _finish_jvp(self, value):
+        p, ts = self._result(value)
+        self.emit(f"return {self.pre}ad.out(({p}, {ts[0]}))")
+
+    def _gradients(self, ts, aux: bool) -> str:
+        picked = [f"{t}[0]" if aux else t for t in ts]
+        return picked[0] if self.plan.single else "(" + "".join(t + ", " for t in picked) + ")"
+
+    def _checked_result(self, value):
+        """The result and its tangents, the value checked to be one scalar."""
+        p, ts = self._result(value)
+        out = self.temp(f"{p}[0]") if self.plan.has_aux else p
+        self.temp(f'{self.pre}ad.scalar_result({out}, "{self.plan.transform}")')
+        return p, ts
+
+    def _finish_grad(self, value):
+        p, ts = self._checked_result(value)
+        grads = self._gradients(ts, self.plan.has_aux)
+        self.emit(f"return {self.pre}ad.out(({grads}, {p}[1]))" if self.plan.has_aux
+                  else f"return {self.pre}ad.out({grads})")
+
+    def _finish_value_and_grad(self, value):
+        p, ts = self._checked_result(value)
+        self.emit(f"return {self.pre}ad.out(({p}, {self._gradients(ts, self.plan.has_aux)}))")
+
+    def _finish_jacfwd(self, value):
+        if self.plan.has_aux:
+            p, ts = self._result(value)
+            self.emit(f"return {self.pre}ad.out(({self._jacobian_of(f'{p}[0]', [f'{t}[0]' for t in ts])}, {p}[1]))")
+            return
+        self.emit(f"return {self.pre}ad.out({self._jacobian(value)})")
+
+    def _jacobian(self, value) -> str:
+        """The Jacobian of a returned expression: its tuple structure (when written as
+        a tuple) with, at each leaf, the leaf's tangents along every argument."""
+        if isinstance(value, ast.Call) and len(value.args) == 1 and _resolve(self.fn, value.func) is intrinsics.out:
+            return self._jacobian(value.args[0])  # a transformed lane's result, transformed again
+        if isinstance(value, ast.Tuple):
+            return "(" + "".join(self._jacobian(e) + ", " for e in value.elts) + ")"
+        p, ts = self._result(value)
+        return self._jacobian_of(p, ts)
+
+    def _jacobian_of(self, p, ts) -> str:
+        self.temp(f'{self.pre}ad.scalar_result({p}, "{self.plan.transform}")')
+        return ts[0] if self.plan.single else "(" + "".join(t + ", " for t in ts) + ")"
+
+    # -- the function
+
+    def function(self):
+        self._seed()
+        self.block(self.fdef.body)
+        name = f"{self.fn.__name__}_{self.plan.finish}"
+        name = name if name.isidentifier() else f"lambda_{self.plan.finish}"
+        params = self.params + self._tangent_params()
+        if self.plan.finish in ("grad", "value_and_grad", "jacfwd") and self.fn.__defaults__:
+            # Written into the def (not only set on the function): the SPMD path reads them there.
+            first = len(self.params) - len(self.fn.__defaults__)
+            for k, value in enumerate(self.fn.__defaults__):
+                self.closure[f"{self.pre}default{k}"] = value
+                params[first + k] += f"={self.pre}default{k}"
+        free = list(self.fn.__code__.co_freevars) + sorted(self.closure)
+        header = [f"# Generated by lanewise ({self.plan.transform}, forward mode, {self.plan.k} tangent(s)) from "
+                  f"{self.fn.__qualname__} at {_where(self.fn)}",
+                  f"def _lw_factory({', '.join(free)}):",
+                  f"  def {name}({', '.join(params)}):"]
+        body = ["  " + line for line in self.lines]
+        text = "\n".join(header + body + [f"  return {name}"]) + "\n"
+        filename = f"<lanewise.autodiff {hashlib.sha256(text.encode()).hexdigest()[:16]}>"
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        module = compile(text, filename, "exec")
+        factory_code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+        factory = types.FunctionType(factory_code, self.fn.__globals__, "_lw_factory")
+        values = [c.cell_contents for c in (self.fn.__closure__ or ())]
+        values += [self.closure[n] for n in sorted(self.closure)]
+        made = factory(*values)
+        made.__module__ = LANE_MODULE
+        # Not "lw.grad(...)": lanewise's error summary looks for its own "lw.x: " messages.
+        made.__qualname__ = f"{self.plan.transform.removeprefix('lw.')}({self.fn.__qualname__})"
+        made._lw_source = text
+        return made
+
+    def _tangent_params(self) -> list[str]:
+        ks = range(self.plan.k)
+        if self.plan.finish == "helper":
+            return [self.tan(p, j) for j in ks for p, s in zip(self.params, self.plan.seeds, strict=True) if s == "arg"]
+        return [f"{self.pre}tangent_{p}" for p, s in zip(self.params, self.plan.seeds, strict=True) if s == "arg"]
+
+    def _seed(self) -> None:
+        for param, seed in zip(self.params, self.plan.seeds, strict=True):
+            if seed == "arg" and self.plan.finish != "helper":
+                self.emit(f'{self.tan(param, 0)} = {self.pre}ad.zero_tangent_of({param}, '
+                          f'{self.pre}tangent_{param}, "{param}")')
+            elif isinstance(seed, tuple):
+                self.emit(f'{self.tan(param, 0)} = {self.pre}ad.seed({param}, {_number(seed[0])}, "{param}", '
+                          f'"{self.plan.transform}")')
+                for j, value in enumerate(seed[1:], start=1):
+                    self.emit(f"{self.tan(param, j)} = {_number(value)}")
+            elif seed is None and param in self.active:  # not differentiated, but reassigned from active values
+                for j in range(self.plan.k):
+                    self.emit(f"{self.tan(param, j)} = {self.pre}ad.zero({param})")
+
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%"}
+#: ``np.dot(a, b)`` is bilinear.
+_DOT = Rule(2, left="{m}.dot({t}, {y})", right="{m}.dot({x}, {u})")
+
+
+def _pairwise(node: ast.Call) -> ast.Call:
+    """``max(a, b, c)`` as ``max(max(a, b), c)``."""
+    call = node.args[0]
+    for arg in node.args[1:]:
+        call = ast.copy_location(ast.Call(node.func, [call, arg], []), node)
+    return call
+
+
+def _as_load(target):
+    copy = ast.parse(ast.unparse(target), mode="eval").body
+    return ast.copy_location(copy, target)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _number(value) -> str:
+    return repr(float(value))
+
+
+def _exponent(value: float) -> str:
+    """An exponent as the user would write it: ``2`` (an integer power stays one)."""
+    return repr(int(value)) if value == int(value) else repr(value)
+
+
+def _first_line(node) -> str:
+    return ast.unparse(node).splitlines()[0][:80]

@@ -1,0 +1,192 @@
+"""What differentiated lanes call besides the user's code: argument and result
+checks, and the zero tangent of a value of any type.
+
+Each is a plain function (the python backend and direct calls run it) with
+a Numba ``overload`` that decides at typing time, so a compiled lane pays
+nothing: an integer argument or a tuple result is a compile error that names the
+argument, never a silently wrong derivative.
+
+Example:
+    >>> require_float(1.5, "x", "lw.grad")
+    >>> try:
+    ...     require_float(3, "n", "lw.grad")
+    ... except TypeError as e:
+    ...     print(str(e).split(";")[0])
+    lw.grad: argument n is int
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba.core import types
+from numba.core.errors import TypingError
+from numba.extending import overload
+
+from ..errors import LaneTypeError
+
+_INTEGRAL = (bool, int, np.integer, np.bool_)
+
+
+def _float_message(name: str, kind: str, transform: str) -> str:
+    return (f"{transform}: argument {name} is {kind}; only float arguments can be differentiated "
+            "(JAX's rule: integer and boolean inputs have no tangent). Differentiate with respect to "
+            "other arguments (argnums) or pass a float")
+
+
+def require_float(x, name: str, transform: str) -> None:
+    """Raise unless ``x`` is one float scalar (what ``lw.grad``/``lw.jacfwd`` differentiate)."""
+    if isinstance(x, _INTEGRAL):
+        raise LaneTypeError(_float_message(name, type(x).__name__, transform))
+    if isinstance(x, (tuple, list, np.ndarray)) and np.ndim(x):
+        raise LaneTypeError(_shape_message(name, type(x).__name__, transform))
+
+
+def _shape_message(name: str, kind: str, transform: str) -> str:
+    return (f"{transform}: argument {name} is {kind}; {transform} differentiates scalar arguments (pass "
+            "several scalars with argnums=(0, 1, ...), or use lw.jvp with a tangent of the same structure "
+            "for a directional derivative)")
+
+
+def _literal(t) -> str:
+    return str(getattr(t, "literal_value", t))
+
+
+@overload(require_float, jit_options={"error_model": "numpy"}, inline="always")
+def _require_float_overload(x, name, transform):
+    if isinstance(x, (types.Integer, types.Boolean)):
+        raise TypingError(_float_message(_literal(name), str(x), _literal(transform)))
+    if isinstance(x, (types.BaseTuple, types.Array, types.List)):
+        raise TypingError(_shape_message(_literal(name), str(x), _literal(transform)))
+    return lambda x, name, transform: None
+
+
+def _scalar_message(what: str, transform: str) -> str:
+    return (f"{transform}: the lane must return one scalar here, and it returns {what}. Use lw.jacfwd for "
+            "several outputs (with the tuple written in the return statement), or has_aux=True to return "
+            "(value, auxiliary data)")
+
+
+def require_scalar(value, transform: str) -> None:
+    """Raise unless ``value`` is one scalar (``lw.grad`` of a lane returning a tuple)."""
+    if isinstance(value, (tuple, list)) or (isinstance(value, np.ndarray) and value.ndim):
+        raise LaneTypeError(_scalar_message(type(value).__name__, transform))
+
+
+@overload(require_scalar, jit_options={"error_model": "numpy"}, inline="always")
+def _require_scalar_overload(value, transform):
+    if isinstance(value, (types.BaseTuple, types.Array)):
+        raise TypingError(_scalar_message(str(value), _literal(transform)))
+    return lambda value, transform: None
+
+
+def zero_tangent_of(x, tangent, name: str):
+    """The tangent a lane works with for an argument: ``tangent`` as a float for a
+    float argument; for an integer argument it must be None (JAX's float0) and is 0."""
+    if isinstance(x, _INTEGRAL):
+        if tangent is not None:
+            raise LaneTypeError(_tangent_message(name, type(x).__name__))
+        return np.float64(0.0)
+    return np.float64(tangent) if isinstance(tangent, float) else tangent
+
+
+def _tangent_message(name: str, kind: str) -> str:
+    return (f"lw.jvp: argument {name} is {kind}, so its tangent must be None (integers have no tangent; "
+            "JAX asks for float0 zeros)")
+
+
+@overload(zero_tangent_of, jit_options={"error_model": "numpy"}, inline="always")
+def _zero_tangent_overload(x, tangent, name):
+    if isinstance(x, (types.Integer, types.Boolean)):
+        if not isinstance(tangent, (types.NoneType, types.Omitted)):
+            raise TypingError(_tangent_message(_literal(name), str(x)))
+        return lambda x, tangent, name: 0.0
+    return lambda x, tangent, name: tangent
+
+
+def zero(x):
+    """The zero tangent of a value: 0.0 for a scalar, a float array of zeros shaped
+    like an array, the same tuple of zeros for a tuple.
+
+    Example:
+        >>> zero((1.5, np.ones(2), 3))
+        (0.0, array([0., 0.]), 0.0)
+    """
+    if isinstance(x, tuple):
+        return tuple(zero(v) for v in x)
+    if isinstance(x, np.ndarray):
+        return np.zeros(x.shape, x.dtype if x.dtype.kind in "fc" else np.float64)
+    return 0.0
+
+
+#: On the SPMD path every value is a scalar or a vector of scalars: its zero is 0.0
+#: (a row's tangent would then fail to compile there, and the lane keeps the scalar path).
+zero._lw_spmd_zero = True
+
+
+@overload(zero, jit_options={"error_model": "numpy"}, inline="always")
+def _zero_overload(x):
+    if isinstance(x, types.Array):
+        dtype = x.dtype if isinstance(x.dtype, (types.Float, types.Complex)) else types.float64
+        return lambda x: np.zeros(x.shape, dtype)
+    if isinstance(x, types.BaseTuple):
+        items = "".join(f"zero(x[{k}]), " for k in range(len(x)))
+        namespace = {"zero": zero}
+        exec(f"def impl(x):\n    return ({items})\n", namespace)
+        return namespace["impl"]
+    return lambda x: 0.0
+
+
+def seed(x, value: float, name: str, transform: str) -> float:
+    """``value`` (a differentiated argument's first tangent), once ``x`` is checked
+    to be a float scalar: an assignment, so the SPMD path handles it."""
+    require_float(x, name, transform)
+    # A NumPy float: run as Python, tangents then follow IEEE as compiled lanes do
+    # (d sqrt(x) at 0 is inf, not ZeroDivisionError); :func:`out` makes them floats again.
+    return np.float64(value)
+
+
+#: The SPMD path keeps the value (argument 1): the lane's scalar typing, which runs
+#: first on every path, made the check.
+seed._lw_spmd_passes = 1
+
+
+@overload(seed, jit_options={"error_model": "numpy"}, inline="always")
+def _seed_overload(x, value, name, transform):
+    _require_float_overload(x, name, transform)
+    return lambda x, value, name, transform: value
+
+
+def scalar_result(value, transform: str):
+    """``value``, once checked to be one scalar (``lw.grad``'s output)."""
+    require_scalar(value, transform)
+    return value
+
+
+scalar_result._lw_spmd_passes = 0
+
+
+@overload(scalar_result, jit_options={"error_model": "numpy"}, inline="always")
+def _scalar_result_overload(value, transform):
+    _require_scalar_overload(value, transform)
+    return lambda value, transform: value
+
+
+def out(value):
+    """A differentiated lane's result as Python floats (tangents computed in NumPy
+    floats when the lane runs as Python); compiled, the value itself.
+
+    Example:
+        >>> out((np.float64(1.5), (2.0, np.float64(3.0))))
+        (1.5, (2.0, 3.0))
+    """
+    if isinstance(value, tuple):
+        return tuple(out(v) for v in value)
+    return float(value) if isinstance(value, np.floating) and value.dtype == np.float64 else value
+
+
+out._lw_spmd_passes = 0
+
+
+@overload(out, jit_options={"error_model": "numpy"}, inline="always")
+def _out_overload(value):
+    return lambda value: value
