@@ -351,3 +351,31 @@ def test_errors_name_the_argument_and_the_line():
     assert "test_autodiff.py:" in str(info.value) and "math.gamma(x) * 2.0" in str(info.value)
     with pytest.raises(lw.LaneTypeError, match="tangent must be None"):
         lw.jvp(lambda x, n: x * n, (1.0, 2), (1.0, 1.0))
+
+
+def _scan_step(c, x):
+    c = c * 0.9 + math.sin(x * c)
+    return c, c * x
+
+
+def scanned(a, b, xs):
+    c, ys = lw.scan(_scan_step, a, xs * b)
+    return c + ys.sum()
+
+
+def scanned_jax(a, b, xs):
+    def step(c, x):
+        c = c * 0.9 + jnp.sin(x * c)
+        return c, c * x
+
+    c, ys = jax.lax.scan(step, a, xs * b)
+    return c + ys.sum()
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_scan_inside_a_differentiated_lane_matches_jax(backend):
+    a = np.linspace(0.1, 1.0, 6)
+    xs = np.random.default_rng(2).uniform(0.0, 1.0, (6, 9))
+    got = lw.vmap(lw.grad(scanned, argnums=(0, 1)), in_axes=(0, None, 0), backend=backend)(a, 1.2, xs)
+    want = jax.vmap(jax.grad(scanned_jax, argnums=(0, 1)), in_axes=(0, None, 0))(a, 1.2, xs)
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-12)

@@ -36,24 +36,9 @@ from numba.extending import overload
 
 from ..errors import LaneTypeError, LanewiseError
 from .forward import Plan, transform
+from .intrinsics import stop_gradient
 
 __all__ = ["jvp", "grad", "value_and_grad", "jacfwd", "hessian", "stop_gradient"]
-
-
-def stop_gradient(x):
-    """``x``, as a constant for differentiation (``jax.lax.stop_gradient``).
-
-    Example:
-        >>> import lanewise as lw
-        >>> lw.grad(lambda x: x * lw.stop_gradient(x))(3.0)
-        3.0
-    """
-    return x
-
-
-@overload(stop_gradient, jit_options={"error_model": "numpy"}, inline="always")
-def _stop_gradient_overload(x):
-    return lambda x: x
 
 
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence):

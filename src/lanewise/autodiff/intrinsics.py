@@ -190,3 +190,22 @@ out._lw_spmd_passes = 0
 @overload(out, jit_options={"error_model": "numpy"}, inline="always")
 def _out_overload(value):
     return lambda value: value
+
+
+def stop_gradient(x):
+    """``x``, as a constant for differentiation (``jax.lax.stop_gradient``).
+
+    Example:
+        >>> import lanewise as lw
+        >>> lw.grad(lambda x: x * lw.stop_gradient(x))(3.0)
+        3.0
+    """
+    return x
+
+
+@overload(stop_gradient, jit_options={"error_model": "numpy"}, inline="always")
+def _stop_gradient_overload(x):
+    return lambda x: x
+
+
+stop_gradient._lw_spmd_passes = 0  # the value itself, in a vector lane too
