@@ -379,3 +379,40 @@ def test_scan_inside_a_differentiated_lane_matches_jax(backend):
     got = lw.vmap(lw.grad(scanned, argnums=(0, 1)), in_axes=(0, None, 0), backend=backend)(a, 1.2, xs)
     want = jax.vmap(jax.grad(scanned_jax, argnums=(0, 1)), in_axes=(0, None, 0))(a, 1.2, xs)
     np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-12)
+
+
+@lw.custom_jvp
+def _clipped(x):
+    return math.tanh(x) * 2.0
+
+
+@_clipped.defjvp
+def _clipped_rule(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _clipped(x), min(max(t, -0.5), 0.5)  # a rule that is not the body's derivative
+
+
+def uses_custom(x, y):
+    return _clipped(x * y) + y
+
+
+def uses_custom_jax(x, y):
+    @jax.custom_jvp
+    def clipped(x):
+        return jnp.tanh(x) * 2.0
+
+    @clipped.defjvp
+    def rule(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return clipped(x), jnp.clip(t, -0.5, 0.5)
+
+    return clipped(x * y) + y
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_custom_jvp_rule_is_used_as_in_jax(backend):
+    x, y = np.linspace(-1.0, 1.0, 7), np.linspace(0.2, 2.0, 7)
+    got = lw.vmap(lw.grad(uses_custom, argnums=(0, 1)), backend=backend)(x, y)
+    want = jax.vmap(jax.jacfwd(uses_custom_jax, argnums=(0, 1)))(x, y)
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-14)
+    assert lw.grad(_clipped)(0.3) == 0.5 and lw.vmap(_clipped)(np.zeros(2)).tolist() == [0.0, 0.0]

@@ -133,6 +133,10 @@ def _scan():
     return scan
 
 
+def _custom(fn) -> bool:
+    return getattr(fn, "_lw_jvp_rule", None) is not None
+
+
 def _is_intrinsic(obj) -> bool:
     """Checks and zeros a transformed lane calls: constants to a second transformation
     (``out``, the identity on the result, has a rule)."""
@@ -161,8 +165,9 @@ class _Activity:
     """Which locals may carry a nonzero tangent: seeded parameters and whatever is
     assigned (or written into) from an active expression, to a fixpoint."""
 
-    def __init__(self, fn, fdef, seeded):
+    def __init__(self, fn, fdef, seeded, objects=None):
         self.fn, self.fdef, self.active = fn, fdef, set(seeded)
+        self.objects = objects or {}
 
     def run(self) -> set:
         before = None
@@ -212,7 +217,9 @@ class _Activity:
         return any(self.expr(child) for child in ast.iter_child_nodes(node))
 
     def _call(self, node) -> bool:
-        obj = _resolve(self.fn, node.func)
+        func = node.func
+        obj = self.objects.get(func.id) if isinstance(func, ast.Name) and func.id in self.objects \
+            else _resolve(self.fn, func)
         if obj is not None and (is_zero(obj) or _is_intrinsic(obj)):  # lw.stop_gradient is one
             return False
         if isinstance(node.func, ast.Attribute) and obj is None and self.expr(node.func.value):
@@ -231,8 +238,9 @@ class _Emitter:
 
     def __init__(self, fn, plan: Plan):
         self.fn, self.plan = fn, plan
+        self.objects = {}  # names the transformation adds, and what they refer to
         try:
-            self.fdef = function_ast(fn)
+            self.fdef = self._custom_body(fn) if _custom(fn) else function_ast(fn)
         except Unsupported:
             raise LaneCompileError(f"{plan.transform} cannot differentiate {fn.__qualname__} ({_where(fn)}): "
                                    "its source is not available or is ambiguous (a lambda sharing its line with "
@@ -249,7 +257,7 @@ class _Emitter:
                                    f"{len(plan.seeds)} were described")
         self.pre = self._prefix()
         seeded = {p for p, s in zip(self.params, plan.seeds, strict=True) if s is not None}
-        self.activity = _Activity(fn, self.fdef, seeded)
+        self.activity = _Activity(fn, self.fdef, seeded, self.objects)
         self.active = self.activity.run()
         self.lines: list[str] = []
         self.depth = 1
@@ -258,6 +266,22 @@ class _Emitter:
         self.helpers: dict = {}
 
     # -- names
+
+    def _custom_body(self, fn):
+        """``def f(x, y): return f(x, y)``: transforming a custom_jvp function itself
+        applies its rule (its body is never differentiated)."""
+        code = fn.__code__
+        params = list(code.co_varnames[:code.co_argcount])
+        self.objects["_lw_custom"] = fn
+        call = ast.Call(ast.Name("_lw_custom", ast.Load()), [ast.Name(p, ast.Load()) for p in params], [])
+        fdef = ast.FunctionDef(fn.__name__, ast.arguments([], [ast.arg(p) for p in params], None, [], [], None, []),
+                               [ast.Return(call)], [], None, None)
+        return ast.fix_missing_locations(fdef)
+
+    def resolve(self, node):
+        if isinstance(node, ast.Name) and node.id in self.objects:
+            return self.objects[node.id]
+        return _resolve(self.fn, node)
 
     def _prefix(self) -> str:
         """``_lw<L>_`` with L one more than any level the function's own names use
@@ -409,7 +433,7 @@ class _Emitter:
         self._fail(node, f"the attribute .{node.attr} of a differentiated value is not supported")
 
     def _ex_Call(self, node):
-        obj = _resolve(self.fn, node.func)
+        obj = self.resolve(node.func)
         callee = ast.unparse(node.func)
         if node.keywords and _helper(obj) is None:
             self._fail(node, f"keyword arguments in a call of {callee} on differentiated values are not supported")
@@ -418,6 +442,8 @@ class _Emitter:
             return self.ex(_pairwise(node))
         if rule is not None and rule.arity == len(node.args):
             return self._ruled(node, callee, rule, module_of(obj))
+        if _custom(_original(obj)):
+            return self._custom_call(node, _original(obj))
         if _helper(obj) is not None:
             return self._helper_call(node, _helper(obj))
         if obj is not None and obj is getattr(np, "where", None) and len(node.args) == 3:
@@ -439,6 +465,23 @@ class _Emitter:
         self._fail(node, f"{callee} has no derivative rule (lanewise differentiates math/NumPy functions with "
                          "rules, the lane's own helpers, and arithmetic); wrap it in lw.stop_gradient if its "
                          "value is a constant")
+
+    def _custom_call(self, node, fn):
+        """A call of an ``lw.custom_jvp`` function: its rule, once per tangent."""
+        if node.keywords or len(node.args) != fn.__code__.co_argcount:
+            self._fail(node, f"{fn.__qualname__} has a custom derivative rule: pass all its arguments by position")
+        values = [self.ex(a) for a in node.args]
+        primals = "(" + "".join(self.atom(p) + ", " for p, _ in values) + ")"
+        name = self.helpers.setdefault(fn._lw_jvp_rule, f"{self.pre}h{len(self.helpers)}")
+        self.closure[name] = fn._lw_jvp_rule
+        p = f"{self.pre}p{self.count}"
+        ts = [f"{self.pre}d{self.count}_{j}" for j in range(self.plan.k)]
+        self.count += 1
+        for j, t in enumerate(ts):
+            tangents = "(" + "".join(self._or_zero(tv, j, a, pv) + ", "
+                                     for (pv, tv), a in zip(values, node.args, strict=True)) + ")"
+            self.emit(f"{p}, {t} = {name}({primals}, {tangents})")
+        return p, ts
 
     def _scan_call(self, node, callee):
         """``lw.scan(f, init, xs, ...)``: a scan of f's transformed step over (carry, its
@@ -715,7 +758,7 @@ class _Emitter:
                 self.closure[f"{self.pre}default{k}"] = value
                 params[first + k] += f"={self.pre}default{k}"
         closure = {**{n: c.cell_contents for n, c in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or (),
-                                                         strict=True)}, **self.closure}
+                                                         strict=True)}, **self.objects, **self.closure}
         comment = (f"# Generated by lanewise ({self.plan.transform}, forward mode, {self.plan.k} tangent(s)) from "
                    f"{self.fn.__qualname__} at {_where(self.fn)}")
         made = build(comment, f"def {name}({', '.join(params)}):", self.lines, closure, self.fn.__globals__)
