@@ -416,3 +416,52 @@ def test_custom_jvp_rule_is_used_as_in_jax(backend):
     want = jax.vmap(jax.jacfwd(uses_custom_jax, argnums=(0, 1)))(x, y)
     np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-14)
     assert lw.grad(_clipped)(0.3) == 0.5 and lw.vmap(_clipped)(np.zeros(2)).tolist() == [0.0, 0.0]
+
+
+def test_gradient_of_a_reduce_stores_nothing_per_lane():
+    """The fitting pattern allocates nothing per lane (compiled or in Python): per-lane
+    gradients are reduced as they are made."""
+    import tracemalloc
+
+    from numba.core.runtime import rtsys
+
+    def loss(t, y, a, b):
+        r = a * math.exp(-b * t) - y
+        return r * r
+
+    fit = lw.reduce(lw.vmap(lw.value_and_grad(loss, argnums=(2, 3)), in_axes=(0, 0, None, None)), "sum")
+    data = {n: (np.linspace(0.0, 3.0, n), np.exp(-np.linspace(0.0, 3.0, n))) for n in (10**3, 10**5)}
+    counts, peaks = [], []
+    for n in (10**3, 10**5, 10**3, 10**5):
+        fit(*data[n], 1.5, 0.5)  # compiled (serial and parallel kernels) before counting
+        before = rtsys.get_allocation_stats().alloc
+        tracemalloc.start()
+        fit(*data[n], 1.5, 0.5)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        counts.append(rtsys.get_allocation_stats().alloc - before)
+    # lw.reduce allocates a few partials per block of 1024 lanes (as for any tuple result), never per lane
+    assert counts[0] == counts[2] and counts[1] == counts[3] and counts[1] < 10**5 // 100, counts
+    assert max(peaks) < 256 * 1024, peaks  # 10^5 lanes of gradients would be 1.6 MB
+
+
+def _decay(t, a, b):
+    return a * math.exp(-b * t)
+
+
+def _inline_derivatives(t, a):
+    return (lw.grad(_decay, argnums=1)(t, a, 0.5), lw.value_and_grad(_decay, 2)(t, a, 0.5)[1],
+            lw.jacfwd(_decay, argnums=1)(t, a, 0.5), lw.hessian(_decay, 2)(t, a, 0.5))
+
+
+def test_transformations_called_inside_a_compiled_lane():
+    t = np.linspace(0.0, 2.0, 9)
+    got = lw.vmap(_inline_derivatives, in_axes=(0, None))(t, 2.0)
+    want = (np.exp(-0.5 * t), -t * 2.0 * np.exp(-0.5 * t), np.exp(-0.5 * t), t * t * 2.0 * np.exp(-0.5 * t))
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-14)
+
+    def several(t, a):
+        return lw.grad(_decay, argnums=(1, 2))(t, a, 0.5)
+
+    with pytest.raises(lw.LaneCompileError, match="argnums must be a constant int"):
+        lw.vmap(several, in_axes=(0, None))(t, 2.0)

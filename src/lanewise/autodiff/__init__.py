@@ -200,3 +200,40 @@ def _jvp_overload(fun, primals, tangents):
     args = [f"primals[{i}]" for i in range(n)] + [f"tangents[{i}]" for i in range(n)]
     exec(f"def impl(fun, primals, tangents):\n    return lane({', '.join(args)})\n", namespace)
     return namespace["impl"]
+
+
+def _static(t, what: str, name: str):
+    """The value of a literal (or omitted) argument of a transformation called in a lane."""
+    value = getattr(t, "literal_value", getattr(t, "value", t))
+    if isinstance(value, (bool, int)):
+        return value
+    raise TypingError(f"{name}: called inside a lane, {what} must be a constant int; for several arguments, "
+                      f"make the derivative outside the lane (d = {name}(f, argnums=(0, 1))) and call d in it")
+
+
+def _in_lane(transform_fn, name: str, aux: bool = True):
+    """``transform_fn(f, argnums, has_aux)`` called inside a compiled lane: the
+    transformed lane, compiled, as a first-class function value."""
+    from numba import literally
+
+    def typer(fun, argnums=0, has_aux=False):
+        from ..lane.lanefn import jit_lane
+
+        if not isinstance(fun, types.Dispatcher):
+            raise TypingError(f"{name}: called inside a lane, it takes a function defined with def (a global or "
+                              f"closure name), got {fun}")
+        if isinstance(argnums, types.Integer) and not isinstance(argnums, types.Literal):
+            return lambda fun, argnums=0, has_aux=False: literally(argnums)
+        if isinstance(has_aux, types.Boolean) and not isinstance(has_aux, types.Literal):
+            return lambda fun, argnums=0, has_aux=False: literally(has_aux)
+        nums = _static(argnums, "argnums", name)
+        extra = (bool(_static(has_aux, "has_aux", name)),) if aux else ()
+        made = jit_lane(transform_fn(fun.dispatcher.py_func, nums, *extra))
+        return lambda fun, argnums=0, has_aux=False: made
+
+    return typer
+
+
+for _fn, _name, _aux in ((grad, "lw.grad", True), (value_and_grad, "lw.value_and_grad", True),
+                         (jacfwd, "lw.jacfwd", True), (hessian, "lw.hessian", False)):
+    overload(_fn, jit_options={"error_model": "numpy"})(_in_lane(_fn, _name, _aux))
