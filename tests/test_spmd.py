@@ -730,7 +730,7 @@ FALLBACKS = [
     (allocates, (np.linspace(0, 9, 7),), 0, "np.zeros(3)"),
     (unknown_call, (np.linspace(0, 9, 7),), 0, "complex(2.0, 0.0)"),
     (raising, (np.linspace(0, 9, 7),), 0, "`raise"),
-    (row_scan, (np.arange(12.0) % 5, np.linspace(0, 5, 7)), (None, 0), "receives whole"),
+    (row_scan, (np.arange(12.0) % 5, np.linspace(0, 5, 7)), (None, 0), "operation(s) per row element"),
     (stacked_ys, (np.arange(12.0).reshape(3, 4),), 0, "stacked ys"),
     (writes_row, (np.arange(12.0).reshape(3, 4),), 0, "writing into the array 'p'"),
     (grid_total, (np.arange(24.0).reshape(2, 3, 4),), 0, "2-D views"),
@@ -746,6 +746,28 @@ def test_unsupported_constructs_fall_back_with_reason(lane, args, in_axes, why):
     path = lane_path(f, *args)
     assert path.startswith("lane path: scalar") and why in path, path
     np.testing.assert_array_equal(f(*args), lw.vmap(lane, in_axes=in_axes, backend="python")(*args))
+
+
+def test_a_shared_array_is_read_as_a_row_by_every_lane():
+    """A 1-D array passed whole (a table, sample times) runs on the SPMD path: W equal
+    data pointers, read at uniform indices (blocks) and at lane-dependent ones (gathers)."""
+    def lookup(x, table):
+        s, i = 0.0, 0
+        while s < x:
+            s += table[(i * 7 + int(x * 10)) % len(table)] * table[i % 3]
+            i += 1
+        return s + i
+
+    x = np.linspace(0.0, 30.0, 1001)
+    for table in (np.linspace(0.5, 2.0, 13), np.linspace(0.5, 2.0, 26)[::2]):  # contiguous, strided
+        f = lw.vmap(lookup, in_axes=(0, None))
+        assert lane_path(f, x, table).startswith("lane path: SPMD")
+        np.testing.assert_array_equal(f(x, table), lw.vmap(lookup, in_axes=(0, None), backend="python")(x, table))
+    tables = np.linspace(0.5, 2.0, 26).reshape(2, 13)  # shared by the inner level, mapped by the outer
+    nested = lw.vmap(lw.vmap(lookup, in_axes=(0, None)), in_axes=(None, 0))
+    assert lane_path(nested, x, tables).startswith("lane path: SPMD")
+    np.testing.assert_array_equal(nested(x, tables), lw.vmap(lw.vmap(lookup, in_axes=(0, None)), in_axes=(None, 0),
+                                                             backend="python")(x, tables))
 
 
 def test_transform_reports_unsupported_directly():

@@ -438,11 +438,9 @@ def make_plan(program, call, result, lane) -> Plan:
 
 
 def _row_kind(leaf, inner: int) -> str:
-    """``"row"`` for an array argument whose lanes each receive a 1-D view along
-    the innermost level (the same length and stride in every lane), else refused."""
-    if leaf.axes[inner] is None:
-        raise Unsupported(f"the array argument {leaf.name}, which every lane of the innermost level "
-                          "receives whole (only per-lane 1-D rows are supported)")
+    """``"row"`` for an array argument whose lanes each receive a 1-D view: their
+    own along the innermost level, or the same 1-D array shared by the level's lanes
+    (a table, sample times: W equal data pointers, read like any row), else refused."""
     if leaf.lane_ndim != 1:
         raise Unsupported(f"the array argument {leaf.name}: its lanes receive {leaf.lane_ndim}-D views "
                           "(only per-lane 1-D rows are supported)")
