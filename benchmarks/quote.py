@@ -57,6 +57,7 @@ SOURCES = {
     "full": (RESULTS / "full.json", _full),
     "spmd": (RESULTS / "spmd.json", _spmd),
     "w4": (RESULTS / "w4.json", _w4),
+    "autodiff": (RESULTS / "autodiff.json", _spmd),  # the same layout: rows of workload and medians
 }
 
 
