@@ -127,3 +127,28 @@ def test_near_the_threshold_the_already_compiled_kernel_is_kept():
                                      (missing, missing, 1)):
         exe = SimpleNamespace(module=SimpleNamespace(kernel_serial=serial, kernel=parallel))
         assert cpu._parallel_above(exe) == pytest.approx(cpu.PARALLEL_ABOVE_S * factor)
+
+
+def window_range(w, k):  # a loop over the lane's row
+    lo = hi = w[0]
+    for j in range(w.shape[0]):
+        lo = min(lo, w[j])
+        hi = max(hi, w[j])
+    return (hi - lo) * k
+
+
+@pytest.mark.parametrize("step", [1, 2])
+def test_unit_stride_rows_of_an_A_layout_array_reach_the_lane_as_contiguous(step):
+    """Rows of sliding_window_view (strides (8, 8): layout 'A') are contiguous: the
+    kernel types them so (lane.contiguous); strided rows keep the 'A' type."""
+    series = np.random.default_rng(4).normal(size=5000)
+    windows = np.lib.stride_tricks.sliding_window_view(series, 64)[:, ::step]
+    mapped = lw.vmap(window_range, in_axes=(0, None))
+    want = (windows.max(axis=1) - windows.min(axis=1)) * 2.0
+    np.testing.assert_array_equal(mapped(windows, 2.0), want)
+    np.testing.assert_array_equal(reduced := lw.reduce(mapped, "max")(windows, 2.0), want.max())
+    assert reduced == want.max()
+    source = lw.explain(mapped, windows, 2.0).source
+    assert ("as_contiguous(a0[i0])" in source) == (step == 1), source
+    column_views = np.asfortranarray(windows.T.copy())[::1, :]  # F layout: the lane axis is contiguous
+    np.testing.assert_array_equal(lw.vmap(window_range, in_axes=(1, None))(column_views, 2.0), want)

@@ -84,8 +84,12 @@ def level_comments(program: Program) -> list[str]:
 
 
 def injected_names(sig: Signature) -> dict[str, type]:
-    """Classes the generated code refers to (namedtuples, dict records), by name."""
+    """Classes the generated code refers to (namedtuples, dict records), by name;
+    and ``as_contiguous`` where a leaf's rows are (:func:`leaf_expr`)."""
     classes: dict[str, type] = {}
+    if any(leaf.unit_rows for leaf in sig.leaves):
+        from ..lane.contiguous import as_contiguous
+        classes["as_contiguous"] = as_contiguous
     for param in sig.params:
         for spec in _walk(param.tree):
             cls = class_of(spec)
@@ -144,6 +148,8 @@ def leaf_expr(leaf, name: str, zero_d: str = "index") -> str:
     while index and index[-1] == ":":  # x[i, :] and x[i] are the same view
         index.pop()
     view = f"{name}[{', '.join(index)}]"
+    if leaf.unit_rows and zero_d == "index":  # the CPU: contiguous rows of an 'A' array, typed so
+        return f"as_contiguous({view})"
     return view if leaf.lane_ndim else _element(leaf, view)
 
 

@@ -41,6 +41,10 @@ class Leaf:
     readonly: bool
     axes: tuple[int | None, ...]  # per vmap level: original axis mapped there
     strong: bool = True  # arrays and NumPy scalars fix result widths; Python scalars are weak
+    #: An 'A'-layout array whose lanes receive 1-D rows of unit stride (the rows of a
+    #: sliding-window view): CPU kernels hand the lane its row typed as contiguous
+    #: (lane.contiguous), so loops over it vectorise.
+    unit_rows: bool = False
 
     @property
     def lane_ndim(self) -> int:
@@ -293,11 +297,18 @@ def _rank_message(name, shape, axis, depth, nest) -> str:
             f"but it is only {len(shape)} (its shape is {shape}{seen})")
 
 
+def _unit_rows(value: np.ndarray, axes) -> bool:
+    """Whether the lanes' views of ``value`` are 1-D with a stride of one element."""
+    lane_axes = set(range(value.ndim)) - {a for a in axes if a is not None}
+    return len(lane_axes) == 1 and value.strides[lane_axes.pop()] == value.itemsize
+
+
 def _make_leaf(name: str, param: str, value: Any, axes) -> Leaf:
     if isinstance(value, np.ndarray):
         dtype = check_supported(value.dtype, f"argument {name}")
         layout = "C" if value.flags.c_contiguous else "F" if value.flags.f_contiguous else "A"
-        return Leaf(name, param, True, dtype, value.ndim, layout, not value.flags.writeable, axes)
+        return Leaf(name, param, True, dtype, value.ndim, layout, not value.flags.writeable, axes,
+                    unit_rows=layout == "A" and _unit_rows(value, axes))
     dtype = check_supported(np.asarray(value).dtype, f"argument {name}")
     return Leaf(name, param, False, dtype, 0, "", True, axes, strong=isinstance(value, np.generic))
 
