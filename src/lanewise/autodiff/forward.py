@@ -33,24 +33,25 @@ from __future__ import annotations
 
 import ast
 import builtins
-import hashlib
 import linecache
 import math
 import os
 import threading
-import types
 import weakref
 from dataclasses import dataclass
 
 import numpy as np
-from numba.core.dispatcher import Dispatcher
 
 from ..errors import LaneCompileError
-from ..fuse.lower import LANE_MODULE
 from ..lane.lanefn import fingerprint
 from ..spmd.syntax import Unsupported, function_ast, resolve as _resolve
 from . import intrinsics
-from .rules import Rule, is_zero, module_of, rule_for
+from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEAR_NUMPY, Activity as _Activity,
+                       custom as _custom, helper as _helper, is_scan as _is_scan, numpy_named as _numpy_named,
+                       original as _original, where as _where)
+from .rules import Rule, module_of, rule_for
+from .source import as_load as _as_load, build, exponent as _exponent, first_line as _first_line, \
+    is_number as _is_number, number as _number, pairwise as _pairwise
 
 
 @dataclass(frozen=True)
@@ -100,134 +101,6 @@ def transform(fn, plan: Plan):
 
 _MADE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _BUILDING = threading.local()
-
-
-def _original(fn):
-    """The user's function behind a compiled helper or a rebound clone."""
-    fn = fn.py_func if isinstance(fn, Dispatcher) else fn
-    return getattr(fn, "_lw_original", fn)
-
-
-def _where(fn, node=None) -> str:
-    code = fn.__code__
-    line = code.co_firstlineno + (getattr(node, "lineno", 1) - 1 if node is not None else 0)
-    return f"{code.co_filename}:{line}"
-
-
-# ----------------------------------------------------------------------------- names
-
-
-def _helper(obj):
-    """The user function a call names, or None (math, NumPy, builtins, lanewise)."""
-    obj = obj.py_func if isinstance(obj, Dispatcher) else obj
-    if not isinstance(obj, types.FunctionType) or getattr(obj, "_lw_intrinsic", False):
-        return None
-    module = getattr(obj, "__module__", "") or ""
-    if module.startswith("lanewise") and module != LANE_MODULE:
-        return None
-    return obj
-
-
-def _scan():
-    from ..lane.scanning import scan
-    return scan
-
-
-def _custom(fn) -> bool:
-    return getattr(fn, "_lw_jvp_rule", None) is not None
-
-
-def _is_intrinsic(obj) -> bool:
-    """Checks and zeros a transformed lane calls: constants to a second transformation
-    (``out``, the identity on the result, has a rule)."""
-    return getattr(obj, "__module__", None) == intrinsics.__name__ and obj is not intrinsics.out
-
-
-#: Attributes of arrays that are integers or types, never differentiated.
-_INERT_ATTRIBUTES = frozenset({"shape", "size", "ndim", "dtype", "itemsize", "nbytes", "strides"})
-#: Array methods that are linear: the tangent is the same method of the tangent.
-_LINEAR_METHODS = frozenset({"sum", "mean", "copy", "ravel", "flatten", "transpose", "reshape", "cumsum"})
-#: NumPy functions linear in their (one) array argument.
-_LINEAR_NUMPY = ("sum", "mean", "cumsum", "copy", "ravel", "diff", "trace", "transpose")
-#: Constructors whose result is a fresh array (its tangent starts at zero).
-_CONSTRUCTORS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange",
-                 "linspace", "eye", "identity")
-
-
-def _numpy_named(obj, names) -> bool:
-    return any(obj is getattr(np, n, None) for n in names)
-
-
-# ----------------------------------------------------------------------------- activity
-
-
-class _Activity:
-    """Which locals may carry a nonzero tangent: seeded parameters and whatever is
-    assigned (or written into) from an active expression, to a fixpoint."""
-
-    def __init__(self, fn, fdef, seeded, objects=None):
-        self.fn, self.fdef, self.active = fn, fdef, set(seeded)
-        self.objects = objects or {}
-
-    def run(self) -> set:
-        before = None
-        while before != self.active:
-            before = set(self.active)
-            for node in ast.walk(self.fdef):
-                self._statement(node)
-        return self.active
-
-    def _statement(self, node) -> None:
-        if isinstance(node, ast.Assign) and self.expr(node.value):
-            for target in node.targets:
-                self._mark(target)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None and self.expr(node.value):
-            self._mark(node.target)
-        elif isinstance(node, ast.For) and self.expr(node.iter):
-            self._mark(node.target)
-
-    def _mark(self, target) -> None:
-        if isinstance(target, ast.Name):
-            self.active.add(target.id)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                self._mark(element)
-        elif isinstance(target, (ast.Subscript, ast.Starred)):
-            self._mark(target.value)
-
-    def expr(self, node) -> bool:
-        """Whether ``node`` may have a nonzero tangent."""
-        if isinstance(node, ast.Name):
-            return node.id in self.active
-        if isinstance(node, (ast.Constant, ast.Compare, ast.BoolOp, ast.JoinedStr, ast.Lambda)):
-            return False
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert)):
-            return False
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.BitAnd, ast.BitOr, ast.BitXor,
-                                                               ast.LShift, ast.RShift)):
-            return False
-        if isinstance(node, ast.Attribute):
-            return node.attr not in _INERT_ATTRIBUTES and self.expr(node.value)
-        if isinstance(node, ast.Subscript):
-            return self.expr(node.value)
-        if isinstance(node, ast.IfExp):
-            return self.expr(node.body) or self.expr(node.orelse)
-        if isinstance(node, ast.Call):
-            return self._call(node)
-        return any(self.expr(child) for child in ast.iter_child_nodes(node))
-
-    def _call(self, node) -> bool:
-        func = node.func
-        obj = self.objects.get(func.id) if isinstance(func, ast.Name) and func.id in self.objects \
-            else _resolve(self.fn, func)
-        if obj is not None and (is_zero(obj) or _is_intrinsic(obj)):  # lw.stop_gradient is one
-            return False
-        if isinstance(node.func, ast.Attribute) and obj is None and self.expr(node.func.value):
-            return True  # a method of an active array
-        return any(self.expr(a) for a in node.args) or any(self.expr(k.value) for k in node.keywords)
-
-
-# ----------------------------------------------------------------------------- emitter
 
 
 _SCALAR_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)
@@ -460,7 +333,7 @@ class _Emitter:
             rest = ", ".join(ast.unparse(a) for a in node.args)
             return (self.temp(f"{base}.{node.func.attr}({rest})"),
                     self.tangent_temps([f"{t}.{node.func.attr}({rest})" for t in ts]))
-        if obj is not None and obj is _scan():
+        if _is_scan(obj):
             return self._scan_call(node, callee)
         self._fail(node, f"{callee} has no derivative rule (lanewise differentiates math/NumPy functions with "
                          "rules, the lane's own helpers, and arithmetic); wrap it in lw.stop_gradient if its "
@@ -788,24 +661,6 @@ class _Emitter:
 
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%"}
-def build(comment: str, header: str, lines: list[str], closure: dict, namespace: dict):
-    """A function from generated lines (indented one level), its free names bound to
-    ``closure`` and its globals ``namespace`` (the user's module: globals stay live);
-    the text is registered with ``linecache`` under a name hashed from it."""
-    free = sorted(closure)
-    name = header.split("(")[0].removeprefix("def ").strip()
-    text = "\n".join([comment, f"def _lw_factory({', '.join(free)}):", f"  {header}"]
-                     + ["  " + line for line in lines] + [f"  return {name}"]) + "\n"
-    filename = f"<lanewise.autodiff {hashlib.sha256(text.encode()).hexdigest()[:16]}>"
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    module = compile(text, filename, "exec")
-    factory_code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
-    made = types.FunctionType(factory_code, namespace, "_lw_factory")(*(closure[n] for n in free))
-    made.__module__ = LANE_MODULE
-    made._lw_source = text
-    return made
-
-
 #: ``np.dot(a, b)`` is bilinear.
 _DOT = Rule(2, left="{m}.dot({t}, {y})", right="{m}.dot({x}, {u})")
 
@@ -820,37 +675,3 @@ def _scan_step(made, k: int, xs_active: bool):
              f"    return (p[0], {', '.join(t + '[0]' for t in ts)}), (p[1], {', '.join(t + '[1]' for t in ts)})"]
     return build(f"# lw.scan step of {made.__qualname__}, {k} tangent(s)", "def scan_step(c, x):", lines,
                  {"step": made}, {})
-
-
-def _pairwise(node: ast.Call) -> ast.Call:
-    """``max(a, b, c)`` as ``max(max(a, b), c)``."""
-    call = node.args[0]
-    for arg in node.args[1:]:
-        call = ast.copy_location(ast.Call(node.func, [call, arg], []), node)
-    return call
-
-
-def _as_load(target):
-    copy = ast.parse(ast.unparse(target), mode="eval").body
-    return ast.copy_location(copy, target)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _number(value) -> str:
-    return repr(float(value))
-
-
-def _exponent(value: float) -> str:
-    """An exponent as the user would write it: ``2`` (an integer power stays one)."""
-    return repr(int(value)) if value == int(value) else repr(value)
-
-
-def _first_line(node) -> str:
-    return ast.unparse(node).splitlines()[0][:80]

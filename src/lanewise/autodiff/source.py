@@ -1,0 +1,69 @@
+"""Generated source: turning lines of a transformed lane into a function, and small
+text helpers the transformations share.
+
+Example:
+    >>> f = build("# demo", "def twice(x):", ["    return 2 * x"], {}, {})
+    >>> f(3), "def twice(x):" in f._lw_source
+    (6, True)
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import linecache
+import types
+
+from ..fuse.lower import LANE_MODULE
+
+
+def build(comment: str, header: str, lines: list[str], closure: dict, namespace: dict):
+    """A function from generated lines (indented one level), its free names bound to
+    ``closure`` and its globals ``namespace`` (the user's module: globals stay live);
+    the text is registered with ``linecache`` under a name hashed from it."""
+    free = sorted(closure)
+    name = header.split("(")[0].removeprefix("def ").strip()
+    text = "\n".join([comment, f"def _lw_factory({', '.join(free)}):", f"  {header}"]
+                     + ["  " + line for line in lines] + [f"  return {name}"]) + "\n"
+    filename = f"<lanewise.autodiff {hashlib.sha256(text.encode()).hexdigest()[:16]}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    module = compile(text, filename, "exec")
+    factory_code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+    made = types.FunctionType(factory_code, namespace, "_lw_factory")(*(closure[n] for n in free))
+    made.__module__ = LANE_MODULE
+    made._lw_source = text
+    return made
+
+
+def pairwise(node: ast.Call) -> ast.Call:
+    """``max(a, b, c)`` as ``max(max(a, b), c)``."""
+    call = node.args[0]
+    for arg in node.args[1:]:
+        call = ast.copy_location(ast.Call(node.func, [call, arg], []), node)
+    return call
+
+
+def as_load(target):
+    copy = ast.parse(ast.unparse(target), mode="eval").body
+    return ast.copy_location(copy, target)
+
+
+def is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def number(value) -> str:
+    return repr(float(value))
+
+
+def exponent(value: float) -> str:
+    """An exponent as the user would write it: ``2`` (an integer power stays one)."""
+    return repr(int(value)) if value == int(value) else repr(value)
+
+
+def first_line(node) -> str:
+    return ast.unparse(node).splitlines()[0][:80]
