@@ -11,8 +11,9 @@ Three workloads, the bars of the autodiff issue (docs/autodiff.md):
   pixel by 10 Gauss-Newton steps, the Jacobian by ``lw.jacfwd`` inside the lane,
   against ``jax.vmap`` of the same solver with ``jax.jacfwd`` (results compared);
 * a divergent loop: the gradient of a smooth observable of an escape-time
-  iteration (a ``break`` at a data-dependent step) against the primal; JAX's
-  reverse mode cannot go through such a loop.
+  iteration (a ``break`` at a data-dependent step) against the primal, by
+  forward mode (``lw.grad``) and by reverse mode (``lw.jacrev``); JAX's reverse
+  mode cannot go through such a loop.
 
 Timing: one warm-up call per tool (compiles; results checked), then ``--repeats``
 interleaved rounds; medians are reported.
@@ -197,11 +198,11 @@ def escape_smooth(cr, ci):
     return acc
 
 
-def divergent_tools():
+def divergent_tools(derivative=lw.grad, name="lanewise grad"):
     primal = lw.vmap(escape_smooth)
-    grad = lw.vmap(lw.grad(escape_smooth, argnums=(0, 1)))
+    grad = lw.vmap(derivative(escape_smooth, argnums=(0, 1)))
     return {
-        "lanewise grad": lambda cr, ci: np.stack(grad(cr, ci), axis=1),
+        name: lambda cr, ci: np.stack(grad(cr, ci), axis=1),
         "lanewise primal": lambda cr, ci: primal(cr, ci),
     }
 
@@ -214,7 +215,7 @@ def divergent_data(n):
 def divergent_check(results, data):
     """Central differences on lanes whose nudged neighbours leave the loop at the same step."""
     cr, ci = data
-    g = results["lanewise grad"]
+    g = next(v for k, v in results.items() if k != "lanewise primal")
     h, checked, worst = 1e-7, 0, 0.0
     for k in range(0, cr.shape[0], max(1, cr.shape[0] // 400)):
         up, down = escape_smooth(cr[k] + h, ci[k]), escape_smooth(cr[k] - h, ci[k])
@@ -243,6 +244,9 @@ def workloads(size):
     yield ("Divergent loop: gradient of an escape-time observable", f"{n['divergent']:.0e} lanes",
            divergent_data(n["divergent"]), divergent_tools(), divergent_check,
            None, "lanewise grad", "lanewise primal")
+    yield ("Divergent loop, reverse mode (lw.jacrev: a tape per lane)", f"{n['divergent']:.0e} lanes",
+           divergent_data(n["divergent"]), divergent_tools(lw.jacrev, "lanewise jacrev"), divergent_check,
+           None, "lanewise jacrev", "lanewise primal")
 
 
 def run(size: str = "full", repeats: int = 5) -> list[dict]:

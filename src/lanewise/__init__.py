@@ -17,7 +17,7 @@ from . import random
 from .reducing import Monoid, reduce
 from .lane.scanning import scan
 from .fuse import fuse
-from .autodiff import custom_jvp, grad, hessian, jacfwd, jvp, stop_gradient, value_and_grad
+from .autodiff import custom_jvp, grad, hessian, jacfwd, jacrev, jvp, stop_gradient, value_and_grad, vjp
 from .errors import (
     AxisSpecError,
     BackendError,
@@ -32,7 +32,7 @@ from .errors import (
 
 __all__ = [
     "__version__", "vmap", "scan", "map", "reduce", "Monoid", "fuse", "random", "explain", "Mapped",
-    "jvp", "grad", "value_and_grad", "jacfwd", "hessian", "stop_gradient", "custom_jvp",
+    "jvp", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "stop_gradient", "custom_jvp",
     "Explanation", "config",
     "LanewiseError", "AxisSpecError", "SizeMismatchError", "UnmappedOutputError",
     "LaneCompileError", "LaneIndexError", "LaneTypeError", "OutputError", "BackendError",

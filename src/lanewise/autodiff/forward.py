@@ -38,6 +38,7 @@ import math
 import os
 import threading
 import weakref
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,6 +74,7 @@ class Plan:
     single: bool = True
     has_aux: bool = False
     transform: str = "lw.jvp"
+    mode: str = "forward"  # or "reverse" (autodiff.reverse: one node id per value, a tape, a sweep)
 
 
 def transform(fn, plan: Plan):
@@ -91,7 +93,7 @@ def transform(fn, plan: Plan):
                                "it calls itself (recursion), which forward mode does not follow")
     building.append((fn, plan))
     try:
-        result = _Emitter(fn, plan).function()
+        result = EMITTERS[plan.mode](fn, plan).function()
     finally:
         building.pop()
     if key[1] is not None:
@@ -108,6 +110,9 @@ _SCALAR_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)
 
 class _Emitter:
     """Writes the transformed function, one statement of the user's at a time."""
+
+    #: The derivative of a constant, and the intrinsic giving a value's zero derivative.
+    ZERO, ZERO_OF = "0.0", "zero"
 
     def __init__(self, fn, plan: Plan):
         self.fn, self.plan = fn, plan
@@ -228,13 +233,13 @@ class _Emitter:
     def _or_zero(self, ts, j, node, primal) -> str:
         if ts is not None:
             return ts[j]
-        return "0.0" if isinstance(node, _SCALAR_NODES) else f"{self.pre}ad.zero({primal})"
+        return self.ZERO if isinstance(node, _SCALAR_NODES) else f"{self.pre}ad.{self.ZERO_OF}({primal})"
 
     def _ex_UnaryOp(self, node):
         p, ts = self.ex(node.operand)
         if isinstance(node.op, ast.UAdd):
             return p, ts
-        return self.temp(f"-{self.atom(p)}"), self.tangent_temps([f"-{t}" for t in ts])
+        return self.temp(f"-{self.atom(p)}"), self._scaled(ts, lambda t: f"-{t}")
 
     def _ex_BinOp(self, node):
         op = type(node.op)
@@ -261,7 +266,7 @@ class _Emitter:
             if c == 0:
                 return None
             slope = "1.0" if c == 1 else f"{b} * {a}" if c == 2 else f"{b} * {a} ** {_exponent(c - 1)}"
-            return self.tangent_temps([f"{slope} * {t}" for t in ta])
+            return self._scaled(ta, lambda t: f"{slope} * {t}")
         left = "(0.0 if {y} == 0 else {y} * {x} ** ({y} - 1)) * {t}"
         right = "{p} * {m}.log({x} if {x} != 0 else 1.0) * {u}"
         fill = dict(x=a, y=b, p=p, m=f"{self.pre}math")
@@ -302,7 +307,7 @@ class _Emitter:
     def _ex_Attribute(self, node):
         if node.attr in ("real", "imag", "T"):
             p, ts = self.ex(node.value)
-            return self.temp(f"{self.atom(p)}.{node.attr}"), self.tangent_temps([f"{t}.{node.attr}" for t in ts])
+            return self.temp(f"{self.atom(p)}.{node.attr}"), self._array_linear(node, ts, lambda t: f"{t}.{node.attr}")
         self._fail(node, f"the attribute .{node.attr} of a differentiated value is not supported")
 
     def _ex_Call(self, node):
@@ -324,7 +329,7 @@ class _Emitter:
         if obj is not None and _numpy_named(obj, _LINEAR_NUMPY) and len(node.args) == 1:
             p, ts = self.ex(node.args[0])
             x = self.atom(p)
-            return self.temp(f"{callee}({x})"), self.tangent_temps([f"{callee}({t})" for t in ts])
+            return self.temp(f"{callee}({x})"), self._array_linear(node, ts, lambda t: f"{callee}({t})")
         if obj is not None and obj is getattr(np, "dot", None) and len(node.args) == 2:
             return self._ruled(node, callee, _DOT, "np")
         if obj is None and isinstance(node.func, ast.Attribute) and node.func.attr in _LINEAR_METHODS:
@@ -332,7 +337,7 @@ class _Emitter:
             base = self.atom(p)
             rest = ", ".join(ast.unparse(a) for a in node.args)
             return (self.temp(f"{base}.{node.func.attr}({rest})"),
-                    self.tangent_temps([f"{t}.{node.func.attr}({rest})" for t in ts]))
+                    self._array_linear(node, ts, lambda t: f"{t}.{node.func.attr}({rest})"))
         if _is_scan(obj):
             return self._scan_call(node, callee)
         self._fail(node, f"{callee} has no derivative rule (lanewise differentiates math/NumPy functions with "
@@ -371,8 +376,7 @@ class _Emitter:
         init = self.atom(pi)
         init_t = [self.atom(self._or_zero(ti, j, args["init"], init)) for j in range(k)]
         px, tx = self.ex(args["xs"]) if "xs" in args else ("None", None)
-        made = transform(step, Plan(k, ("arg", "arg" if tx is not None else None), "helper",
-                                    transform=self.plan.transform))
+        made = transform(step, self._helper_plan(("arg", "arg" if tx is not None else None)))
         wrapper = _scan_step(made, k, tx is not None)
         name = self.helpers.setdefault(wrapper, f"{self.pre}h{len(self.helpers)}")
         self.closure[name] = wrapper
@@ -391,7 +395,7 @@ class _Emitter:
         m = f"{self.pre}{module}"
         if rule.arity == 1:
             ts = values[0][1]
-            return p, self.tangent_temps([rule.unary.format(x=atoms[0], p=p, t=t, m=m) for t in ts])
+            return p, self._scaled(ts, lambda t: rule.unary.format(x=atoms[0], p=p, t=t, m=m))
         fill = dict(x=atoms[0], y=atoms[1], p=p, m=m)
         return p, self._combine(values[0][1], values[1][1], lambda t: rule.left.format(t=t, u="", **fill),
                                 lambda u: rule.right.format(u=u, t="", **fill))
@@ -403,8 +407,8 @@ class _Emitter:
         p = self.temp(f"{callee}({test}, {a}, {b})")
         c = self.atom(test)
         zero = [None] * self.plan.k
-        return p, self.tangent_temps([f"({self._or_zero(ta, j, node.args[1], a) if ta else '0.0'} if {c} else "
-                                      f"{self._or_zero(tb, j, node.args[2], b) if tb else '0.0'})"
+        return p, self.tangent_temps([f"({self._or_zero(ta, j, node.args[1], a)} if {c} else "
+                                      f"{self._or_zero(tb, j, node.args[2], b)})"
                                       for j, _ in enumerate(zero)])
 
     def _helper_call(self, node, helper):
@@ -424,7 +428,7 @@ class _Emitter:
                                  f"({value!r}) is not a number; pass it explicitly")
             values.append((repr(value), None))
         seeds = tuple("arg" if t is not None else None for _, t in values)
-        made = transform(helper, Plan(self.plan.k, seeds, "helper", transform=self.plan.transform))
+        made = transform(helper, self._helper_plan(seeds))
         name = self.helpers.setdefault(made, f"{self.pre}h{len(self.helpers)}")
         self.closure[name] = made
         args = [self.atom(p) for p, _ in values]
@@ -433,8 +437,27 @@ class _Emitter:
         self.count += 1
         ts = [f"{self.pre}d{self.count}_{j}" for j in range(self.plan.k)]
         self.count += 1
-        self.emit(f"{p}, {', '.join(ts)} = {name}({', '.join(args + tangents)})")  # unpacked: SPMD needs it
+        call = ", ".join(args + tangents + self._helper_extra())
+        self.emit(f"{p}, {', '.join(ts)} = {name}({call})")  # unpacked: SPMD needs it
         return p, ts
+
+    # -- hooks reverse mode overrides
+
+    def _scaled(self, ts, make):
+        """The derivative of a value that is ``make(t)`` for each tangent ``t`` (linear in it)."""
+        return self.tangent_temps([make(t) for t in ts])
+
+    def _array_linear(self, node, ts, make):
+        """The derivative of a linear function of an array (``np.sum(a)``, ``a.T``)."""
+        return self.tangent_temps([make(t) for t in ts])
+
+    def _helper_plan(self, seeds) -> Plan:
+        """The plan of a helper called with these arguments active (``"arg"``) or not."""
+        return dataclasses.replace(self.plan, seeds=seeds, finish="helper", single=True, has_aux=False)
+
+    def _helper_extra(self) -> list[str]:
+        """Arguments every transformed helper takes after the tangents (reverse mode: the tape)."""
+        return []
 
     # -- statements
 
@@ -503,7 +526,7 @@ class _Emitter:
     def _zero_target(self, target, value) -> None:
         """After an inactive value is stored into active locals: their tangents are zero."""
         if isinstance(target, ast.Name) and target.id in self.active:
-            zero = "0.0" if isinstance(value, _SCALAR_NODES) else f"{self.pre}ad.zero({target.id})"
+            zero = self.ZERO if isinstance(value, _SCALAR_NODES) else f"{self.pre}ad.{self.ZERO_OF}({target.id})"
             for j in range(self.plan.k):
                 self.emit(f"{self.tan(target.id, j)} = {zero}")
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -513,7 +536,7 @@ class _Emitter:
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
                 and target.value.id in self.active:
             for j in range(self.plan.k):
-                self.emit(f"{self.tan(target.value.id, j)}[{ast.unparse(target.slice)}] = 0.0")
+                self.emit(f"{self.tan(target.value.id, j)}[{ast.unparse(target.slice)}] = {self.ZERO}")
         elif not isinstance(target, (ast.Name, ast.Tuple, ast.List, ast.Subscript)):
             self._fail(target, f"assigning to {ast.unparse(target)} is not supported in a differentiated lane")
 
@@ -624,7 +647,7 @@ class _Emitter:
         name = f"{self.fn.__name__}_{self.plan.finish}"
         name = name if name.isidentifier() else f"lambda_{self.plan.finish}"
         params = self.params + self._tangent_params()
-        if self.plan.finish in ("grad", "value_and_grad", "jacfwd") and self.fn.__defaults__:
+        if self.plan.finish in ("grad", "value_and_grad", "jacfwd", "jacrev") and self.fn.__defaults__:
             # Written into the def (not only set on the function): the SPMD path reads them there.
             first = len(self.params) - len(self.fn.__defaults__)
             for k, value in enumerate(self.fn.__defaults__):
@@ -632,8 +655,10 @@ class _Emitter:
                 params[first + k] += f"={self.pre}default{k}"
         closure = {**{n: c.cell_contents for n, c in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or (),
                                                          strict=True)}, **self.objects, **self.closure}
-        comment = (f"# Generated by lanewise ({self.plan.transform}, forward mode, {self.plan.k} tangent(s)) from "
-                   f"{self.fn.__qualname__} at {_where(self.fn)}")
+        how = f"forward mode, {self.plan.k} tangent(s)" if self.plan.mode == "forward" else \
+            "reverse mode: a tape, swept back at return"
+        comment = f"# Generated by lanewise ({self.plan.transform}, {how}) from {self.fn.__qualname__} at " \
+            f"{_where(self.fn)}"
         made = build(comment, f"def {name}({', '.join(params)}):", self.lines, closure, self.fn.__globals__)
         # Not "lw.grad(...)": lanewise's error summary looks for its own "lw.x: " messages.
         made.__qualname__ = f"{self.plan.transform.removeprefix('lw.')}({self.fn.__qualname__})"
@@ -657,7 +682,7 @@ class _Emitter:
                     self.emit(f"{self.tan(param, j)} = {_number(value)}")
             elif seed is None and param in self.active:  # not differentiated, but reassigned from active values
                 for j in range(self.plan.k):
-                    self.emit(f"{self.tan(param, j)} = {self.pre}ad.zero({param})")
+                    self.emit(f"{self.tan(param, j)} = {self.pre}ad.{self.ZERO_OF}({param})")
 
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%"}
@@ -675,3 +700,7 @@ def _scan_step(made, k: int, xs_active: bool):
              f"    return (p[0], {', '.join(t + '[0]' for t in ts)}), (p[1], {', '.join(t + '[1]' for t in ts)})"]
     return build(f"# lw.scan step of {made.__qualname__}, {k} tangent(s)", "def scan_step(c, x):", lines,
                  {"step": made}, {})
+
+
+#: Emitter classes by ``Plan.mode`` (autodiff.reverse registers "reverse").
+EMITTERS = {"forward": _Emitter}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba.core import types
 from numba.core.errors import TypingError
-from numba.extending import overload
+from numba.extending import overload, register_jitable
 
 from ..errors import LaneTypeError
 
@@ -42,9 +42,9 @@ def require_float(x, name: str, transform: str) -> None:
 
 
 def _shape_message(name: str, kind: str, transform: str) -> str:
-    return (f"{transform}: argument {name} is {kind}; {transform} differentiates scalar arguments (pass "
-            "several scalars with argnums=(0, 1, ...), or use lw.jvp with a tangent of the same structure "
-            "for a directional derivative)")
+    return (f"{transform}: argument {name} is {kind}; {transform} (forward mode) differentiates scalar "
+            "arguments. For the gradient with respect to a 1-D array use lw.jacrev (reverse mode); for a "
+            "directional derivative, lw.jvp with a tangent of the same structure")
 
 
 def _literal(t) -> str:
@@ -209,3 +209,104 @@ def _stop_gradient_overload(x):
 
 
 stop_gradient._lw_spmd_passes = 0  # the value itself, in a vector lane too
+
+
+# ----------------------------------------------------------------------------- reverse mode: the tape
+#
+# A lane's tape is one list of floats, four per node: (parent a, d node / d a,
+# parent b, d node / d b).  Node 0 is the constant (its adjoint is never read);
+# node ids are list positions / 4.  The forward sweep appends a node per active
+# operation, in the order it runs (so loops, branches and early exits need no
+# record of their own); the sweep walks the nodes backwards once.
+
+
+@register_jitable
+def new_tape():
+    """A tape holding node 0, the constant."""
+    return [0.0, 0.0, 0.0, 0.0]
+
+
+@register_jitable
+def push(tape, a, da, b, db):
+    """Append the node ``da * a + db * b`` (a linearised operation); its id."""
+    node = len(tape) // 4
+    tape.append(float(a))
+    tape.append(float(da))
+    tape.append(float(b))
+    tape.append(float(db))
+    return node
+
+
+@register_jitable
+def sweep(tape, outputs, seeds):
+    """The adjoint of every node, given the adjoints ``seeds`` of the nodes ``outputs``."""
+    n = len(tape) // 4
+    adjoint = np.zeros(n)
+    for k in range(len(outputs)):
+        adjoint[outputs[k]] += seeds[k]
+    for node in range(n - 1, 0, -1):
+        g = adjoint[node]
+        if g != 0.0:
+            adjoint[int(tape[4 * node])] += tape[4 * node + 1] * g
+            adjoint[int(tape[4 * node + 2])] += tape[4 * node + 3] * g
+    return adjoint
+
+
+def inputs(tape, x, name: str, transform: str):
+    """Node ids for a differentiated argument: one for a float, an array of them
+    (one per element) for a 1-D float array."""
+    if isinstance(x, _INTEGRAL) or (isinstance(x, np.ndarray) and x.dtype.kind in "biu"):
+        raise LaneTypeError(_float_message(name, type(x).__name__ if not isinstance(x, np.ndarray)
+                                           else f"an array of {x.dtype}", transform))
+    if isinstance(x, np.ndarray):
+        if x.ndim != 1:
+            raise LaneTypeError(_rank_message(name, x.ndim, transform))
+        return np.array([push(tape, 0, 0.0, 0, 0.0) for _ in range(x.shape[0])], dtype=np.int64)
+    if isinstance(x, (tuple, list)):
+        raise LaneTypeError(_shape_message(name, type(x).__name__, transform))
+    return push(tape, 0, 0.0, 0, 0.0)
+
+
+def _rank_message(name: str, ndim: int, transform: str) -> str:
+    return f"{transform}: argument {name} is a {ndim}-D array; reverse mode differentiates floats and 1-D arrays"
+
+
+@overload(inputs, jit_options={"error_model": "numpy"})
+def _inputs_overload(tape, x, name, transform):
+    if isinstance(x, (types.Integer, types.Boolean)) or (isinstance(x, types.Array)
+                                                         and isinstance(x.dtype, (types.Integer, types.Boolean))):
+        raise TypingError(_float_message(_literal(name), str(x), _literal(transform)))
+    if isinstance(x, types.Array):
+        if x.ndim != 1:
+            raise TypingError(_rank_message(_literal(name), x.ndim, _literal(transform)))
+
+        def array_impl(tape, x, name, transform):
+            ids = np.empty(x.shape[0], np.int64)
+            for k in range(x.shape[0]):
+                ids[k] = push(tape, 0, 0.0, 0, 0.0)
+            return ids
+        return array_impl
+    if isinstance(x, (types.BaseTuple, types.List)):
+        raise TypingError(_shape_message(_literal(name), str(x), _literal(transform)))
+    return lambda tape, x, name, transform: push(tape, 0, 0.0, 0, 0.0)
+
+
+def zero_nodes(x):
+    """The node ids of a constant shaped like ``x``: 0, an int array of zeros, a tuple of them."""
+    if isinstance(x, tuple):
+        return tuple(zero_nodes(v) for v in x)
+    if isinstance(x, np.ndarray):
+        return np.zeros(x.shape, np.int64)
+    return 0
+
+
+@overload(zero_nodes, jit_options={"error_model": "numpy"}, inline="always")
+def _zero_nodes_overload(x):
+    if isinstance(x, types.Array):
+        return lambda x: np.zeros(x.shape, np.int64)
+    if isinstance(x, types.BaseTuple):
+        items = "".join(f"zero_nodes(x[{k}]), " for k in range(len(x)))
+        namespace = {"zero_nodes": zero_nodes}
+        exec(f"def impl(x):\n    return ({items})\n", namespace)
+        return namespace["impl"]
+    return lambda x: 0
