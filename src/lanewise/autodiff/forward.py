@@ -108,7 +108,7 @@ _BUILDING = threading.local()
 _SCALAR_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)
 
 
-class _Emitter:
+class Emitter:
     """Writes the transformed function, one statement of the user's at a time."""
 
     #: The derivative of a constant, and the intrinsic giving a value's zero derivative.
@@ -703,4 +703,4 @@ def _scan_step(made, k: int, xs_active: bool):
 
 
 #: Emitter classes by ``Plan.mode`` (autodiff.reverse registers "reverse").
-EMITTERS = {"forward": _Emitter}
+EMITTERS = {"forward": Emitter}

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import ast
 
-from .forward import EMITTERS, Plan, _Emitter, transform
+from .forward import EMITTERS, Plan, Emitter, transform
 
 __all__ = ["Plan", "transform", "ReverseEmitter"]
 
 
-class ReverseEmitter(_Emitter):
+class ReverseEmitter(Emitter):
     """The forward emitter with node ids for tangents, a tape, and a sweep at each return."""
 
     ZERO, ZERO_OF = "0", "zero_nodes"
