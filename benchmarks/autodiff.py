@@ -300,17 +300,9 @@ def main(argv=None) -> None:
 
 def save(rows: list[dict], repeats: int) -> None:
     """benchmarks/results/autodiff.json: the rows, with the run's context."""
-    import datetime
-    import json
-    from pathlib import Path
+    from .report import save_rows
 
-    from .report import machine
-
-    path = Path(__file__).resolve().parent / "results" / "autodiff.json"
-    record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
-              "threads": numba.get_num_threads(), "repeats": repeats, "rows": rows}
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {path}")
+    save_rows("autodiff", rows, repeats, numba.get_num_threads())
 
 
 if __name__ == "__main__":

@@ -601,3 +601,15 @@ def scaling_panel(ax, wl: dict) -> None:
     ax.set_xlabel("n", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=6)
+
+
+def save_rows(name: str, rows: list[dict], repeats: int, threads: int) -> Path:
+    """``benchmarks/results/<name>.json``: a standalone benchmark's rows, with the run's context."""
+    import datetime
+
+    path = harness.RESULTS / f"{name}.json"
+    record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
+              "threads": threads, "repeats": repeats, "rows": rows}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path}")
+    return path

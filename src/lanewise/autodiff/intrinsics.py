@@ -123,16 +123,21 @@ def zero(x):
 zero._lw_spmd_zero = True
 
 
+def _elementwise(fn, n: int):
+    """An implementation of ``fn`` for an ``n``-tuple: ``fn`` of each element (Numba
+    cannot loop over a heterogeneous tuple)."""
+    namespace = {"fn": fn}
+    exec(f"def impl(x):\n    return ({''.join(f'fn(x[{k}]), ' for k in range(n))})\n", namespace)
+    return namespace["impl"]
+
+
 @overload(zero, jit_options={"error_model": "numpy"}, inline="always")
 def _zero_overload(x):
     if isinstance(x, types.Array):
         dtype = x.dtype if isinstance(x.dtype, (types.Float, types.Complex)) else types.float64
         return lambda x: np.zeros(x.shape, dtype)
     if isinstance(x, types.BaseTuple):
-        items = "".join(f"zero(x[{k}]), " for k in range(len(x)))
-        namespace = {"zero": zero}
-        exec(f"def impl(x):\n    return ({items})\n", namespace)
-        return namespace["impl"]
+        return _elementwise(zero, len(x))
     return lambda x: 0.0
 
 
@@ -305,8 +310,5 @@ def _zero_nodes_overload(x):
     if isinstance(x, types.Array):
         return lambda x: np.zeros(x.shape, np.int64)
     if isinstance(x, types.BaseTuple):
-        items = "".join(f"zero_nodes(x[{k}]), " for k in range(len(x)))
-        namespace = {"zero_nodes": zero_nodes}
-        exec(f"def impl(x):\n    return ({items})\n", namespace)
-        return namespace["impl"]
+        return _elementwise(zero_nodes, len(x))
     return lambda x: 0
