@@ -88,7 +88,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
         (0.0, 6.0)
     """
     primals, tangents = _pair(primals, tangents)
-    return _jvp_lane(fun, len(primals))(*primals, *tangents)
+    return jvp_lane(fun, len(primals))(*primals, *tangents)
 
 
 def _pair(primals, tangents):
@@ -101,7 +101,8 @@ def _pair(primals, tangents):
     return tuple(primals), tuple(tangents)
 
 
-def _jvp_lane(fun, n: int):
+def jvp_lane(fun, n: int):
+    """The lane ``(*primals, *tangents) -> (out, tangent_out)`` of ``fun`` (``n`` primals)."""
     return transform(fun, Plan(k=1, seeds=("arg",) * n, finish="jvp", transform="lw.jvp"))
 
 
@@ -248,7 +249,7 @@ def _jvp_overload(fun, primals, tangents):
     if len(primals) != len(tangents):
         raise TypingError(f"lw.jvp: {len(primals)} primals and {len(tangents)} tangents; give one tangent per primal")
     n = len(primals)
-    namespace = {"lane": jit_lane(_jvp_lane(fun.dispatcher.py_func, n))}
+    namespace = {"lane": jit_lane(jvp_lane(fun.dispatcher.py_func, n))}
     args = [f"primals[{i}]" for i in range(n)] + [f"tangents[{i}]" for i in range(n)]
     exec(f"def impl(fun, primals, tangents):\n    return lane({', '.join(args)})\n", namespace)
     return namespace["impl"]

@@ -40,7 +40,7 @@ from ...lane.allocation import allocates
 from ...lane import typing_only
 from ...lane.signedness import check_unsigned_mixing
 from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
-from ...runtime import cache
+from ...runtime import cache, launch_lock
 from .. import host
 from ...lane.numba_errors import compile_error
 
@@ -249,7 +249,7 @@ def interruptible(launch_with: Callable[[np.ndarray], Any]) -> None:
     re-raised once the blocks already running have finished.
     """
     stop = np.zeros(1, np.int64)
-    with PARALLEL:
+    with PARALLEL, launch_lock.Held():  # Held: compiled callers (lanewise.jax ops) launch too
         if threading.current_thread() is not threading.main_thread():
             launch_with(stop)
             return

@@ -1,0 +1,91 @@
+"""lanewise programs inside JAX programs: ``lw.jax.op``.
+
+``lw.jax.op(program)`` turns a ``lw.vmap`` program into a function JAX can
+trace.  Inside ``jax.jit`` it is one XLA FFI custom call on the CPU: XLA calls
+a compiled handler (a Numba ``cfunc``) that runs the program's compiled,
+multithreaded kernel on XLA's buffers, with no Python and no GIL on the way.
+``jax.vmap`` adds a level to the same fused nest; ``jax.jvp``/``jax.grad`` use
+lanewise's own derivatives of the lane (docs/jax.md).
+
+This module imports JAX; ``import lanewise`` does not (``lw.jax`` is loaded on
+first use).
+
+Example:
+    >>> import jax, jax.numpy as jnp, lanewise as lw
+    >>> def escape(cr, ci):
+    ...     zr = zi = 0.0
+    ...     for n in range(50):
+    ...         zr, zi = zr * zr - zi * zi + cr, 2 * zr * zi + ci
+    ...         if zr * zr + zi * zi > 4.0:
+    ...             return n
+    ...     return 50
+    >>> op = lw.jax.op(lw.vmap(escape))
+    >>> jax.jit(lambda c: op(c, c * 0) + 1)(jnp.array([0.0, 1.0, 2.0])).tolist()
+    [51, 3, 2]
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+from .. import pytree
+from ..api import Mapped
+from ..errors import LanewiseError
+from . import primitives
+from .ops import Op
+
+__all__ = ["op"]
+
+
+def op(program: Mapped) -> Callable:
+    """``program`` (made by ``lw.vmap``, nested to any depth) as a JAX-traceable function.
+
+    Args:
+      program: the lanewise program.  It runs on lanewise's CPU backend (its
+        ``backend=`` must be None or ``"cpu"``).
+
+    Returns:
+      A function of the program's positional arguments (JAX arrays, NumPy arrays
+      or Python scalars, in pytrees) returning JAX arrays shaped as ``program``'s
+      results.  It works inside and outside ``jax.jit``, under ``jax.vmap``
+      (one more mapped level of the same kernel), ``jax.jvp`` and ``jax.grad``
+      (float arguments; each differentiated argument one array).  Output dtypes
+      are the lane's, as JAX holds them: without ``jax_enable_x64`` a float64
+      lane result arrives as float32.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, lanewise as lw
+      >>> cube = lw.jax.op(lw.vmap(lambda x: x * x * x))
+      >>> jax.grad(lambda x: cube(x).sum())(jnp.array([1.0, 2.0])).tolist()
+      [3.0, 12.0]
+    """
+    if not isinstance(program, Mapped):
+        raise TypeError(f"lw.jax.op takes a program made by lw.vmap, got {type(program).__name__}")
+    if program.backend not in (None, "cpu"):
+        raise LanewiseError(f"lw.jax.op runs programs on lanewise's CPU backend; {program!r} asks for "
+                            f"backend={program.backend!r}")
+    ops: dict = {}
+
+    @functools.wraps(program)
+    def call(*args, **kwargs):
+        if kwargs:
+            raise TypeError(f"lw.jax.op({program.__name__}) takes positional arguments only, got "
+                            f"{sorted(kwargs)}")
+        leaves, tree = pytree.flatten(tuple(args))
+        leaves = [_as_jax(x) for x in leaves]
+        found = ops.get(tree)
+        if found is None:
+            found = ops[tree] = Op(program, tree, program.__name__)
+        outs = primitives.bind(found, leaves)
+        return pytree.unflatten(found.trace(tuple((tuple(x.shape), x.dtype) for x in leaves)).out_tree, outs)
+
+    call._lw_program = program
+    return call
+
+
+def _as_jax(x):
+    import jax.numpy as jnp
+
+    return x if hasattr(x, "aval") or hasattr(x, "shape") and hasattr(x, "dtype") and type(x).__module__.startswith(
+        "jax") else jnp.asarray(x)
