@@ -37,3 +37,13 @@ __all__ = [
     "LanewiseError", "AxisSpecError", "SizeMismatchError", "UnmappedOutputError",
     "LaneCompileError", "LaneIndexError", "LaneTypeError", "OutputError", "BackendError",
 ]
+
+
+def __getattr__(name: str):
+    """``lw.jax`` and ``lw.torch``, imported on first use: ``import lanewise`` stays free
+    of JAX and PyTorch."""
+    if name in ("jax", "torch"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,8 @@ from .. import pytree
 from ..api import Mapped
 from ..errors import LanewiseError
 from . import primitives
-from .ops import Op
+from ..bridge.signature import Op
+from .ops import trace
 
 __all__ = ["op"]
 
@@ -78,7 +79,7 @@ def op(program: Mapped) -> Callable:
         if found is None:
             found = ops[tree] = Op(program, tree, program.__name__)
         outs = primitives.bind(found, leaves)
-        return pytree.unflatten(found.trace(tuple((tuple(x.shape), x.dtype) for x in leaves)).out_tree, outs)
+        return pytree.unflatten(trace(found, tuple((tuple(x.shape), x.dtype) for x in leaves)).out_tree, outs)
 
     call._lw_program = program
     return call

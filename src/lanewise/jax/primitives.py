@@ -26,8 +26,9 @@ import jax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from . import derive
-from .ops import Op
+from ..bridge import derive
+from ..bridge.signature import Op
+from .ops import trace
 
 call_p = Primitive("lanewise_call")
 call_p.multiple_results = True
@@ -45,7 +46,7 @@ def _types(avals) -> tuple:
 
 
 def _abstract(*avals, op: Op):
-    return [jax.core.ShapedArray(o.shape, o.dtype) for o in op.trace(_types(avals)).out]
+    return [jax.core.ShapedArray(o.shape, o.dtype) for o in trace(op, _types(avals)).out]
 
 
 def _impl(*leaves, op: Op):
@@ -57,7 +58,7 @@ def _impl(*leaves, op: Op):
 
 
 def _lower(ctx, *leaves, op: Op):
-    traced = op.trace(_types(ctx.avals_in))
+    traced = trace(op, _types(ctx.avals_in))
     return jax.ffi.ffi_lowering(traced.target)(ctx, *leaves, plan=traced.plan)
 
 
@@ -93,7 +94,7 @@ def _linear_impl(*leaves, lin):
 
 
 def _linear_lower(ctx, *leaves, lin):
-    traced = lin.forward().trace(_types(ctx.avals_in))
+    traced = trace(lin.forward(), _types(ctx.avals_in))
     return jax.ffi.ffi_lowering(traced.target)(ctx, *leaves, plan=traced.plan)
 
 
@@ -111,7 +112,21 @@ def _linear_transpose(cts, *leaves, lin):
     if any(ad.is_undefined_primal(p) for p in primals):
         raise NotImplementedError("lanewise.jax: an op's tangent map is linear in its tangents only")
     cts = [ad.instantiate_zeros(c) for c in cts]
-    return [None] * n + list(derive.cotangents(lin, primals, cts, bind))
+    return [None] * n + _cotangents(lin, primals, cts)
+
+
+def _cotangents(lin, primals, cts) -> list:
+    """The cotangent of each tangent argument of ``lin``: the cotangent program's
+    results, summed over the levels that do not map their leaf."""
+    op = lin.op
+    inferred = op.infer(*((tuple(p.shape), p.dtype) for p in primals))
+    program = derive.cotangent_program(lin, inferred, [p.ndim for p in primals])
+    results = []
+    for k, r in zip(lin.diff, bind(program, [*primals, *cts]), strict=True):
+        summed = derive.summed_levels(op, k)
+        r = jax.numpy.sum(r, axis=tuple(range(summed))) if summed else r
+        results.append(r.astype(primals[k].dtype))
+    return results
 
 
 call_p.def_impl(_impl)

@@ -9,11 +9,11 @@ levels as the original, so it runs as one fused nest like any other op:
 * cotangent: per lane, the gradient of ``sum(lane(args) * ct)`` with respect to
   the differentiated arguments.  An argument that some level does not map (a
   parameter shared by the lanes) gets one cotangent per lane of that level,
-  summed over those lanes by JAX afterwards.
+  summed over those lanes by the bridge afterwards (:func:`summed_levels`).
 
 Example:
     >>> import numpy as np, lanewise as lw
-    >>> from lanewise.jax.ops import Op
+    >>> from lanewise.bridge.signature import Op
     >>> op = Op.of(lw.vmap(lambda x: x * x), (np.ones(3),))
     >>> batched(op, (1,)).program.in_axes
     (1,)
@@ -31,7 +31,7 @@ from ..api import vmap
 from ..autodiff.source import build
 from ..errors import LanewiseError
 from ..ir.program import unwrap_nest
-from .ops import Op
+from .signature import Op
 
 
 def is_float(dtype) -> bool:
@@ -71,7 +71,7 @@ class Linear:
         """The program ``(args..., tangents of active args...) -> tangents of the outputs``."""
         key = ("tangent", self.active)
         if key not in self.op.derived:
-            self.op.derived[key] = _tangent_program(self.op, self.active)
+            self.op.derived[key] = tangent_program(self.op, self.active)
         return self.op.derived[key]
 
 
@@ -111,7 +111,7 @@ def _arity(op: Op) -> int:
     return len(optree.tree_unflatten(op.in_tree, [0] * op.in_tree.num_leaves))
 
 
-def _tangent_program(op: Op, active: tuple) -> Op:
+def tangent_program(op: Op, active: tuple) -> Op:
     lane, _ = unwrap_nest(op.program)
     n = _arity(op)
     a = [f"a{j}" for j in range(n)]
@@ -126,22 +126,10 @@ def _tangent_program(op: Op, active: tuple) -> Op:
     return Op(program, pytree.flatten(tuple(args))[1], f"tangents of {op.name}")
 
 
-def cotangents(lin: Linear, primals, cts, bind) -> list:
-    """The cotangent of each tangent argument of ``lin`` (its transpose), given the
-    output cotangents ``cts`` (one per output); ``bind(op, leaves)`` runs an op."""
-    import jax.numpy as jnp
-
-    op = lin.op
-    traced = op.trace(tuple((tuple(p.shape), p.dtype) for p in primals))
-    program = _cotangent_program(lin, traced, [p.ndim for p in primals])
-    outs = bind(program, [*primals, *cts])
-    results = []
-    for j, r in zip(lin.active, outs, strict=True):
-        k = arg_leaves(op)[j][0]
-        unmapped = sum(1 for axes in _leaf_axes(op, k) if axes is None)
-        r = jnp.sum(r, axis=tuple(range(unmapped))) if unmapped else r
-        results.append(r.astype(primals[k].dtype))
-    return results
+def summed_levels(op: Op, k: int) -> int:
+    """How many leading axes of leaf ``k``'s cotangent (from :func:`cotangent_program`)
+    are levels that do not map it, to be summed."""
+    return sum(1 for axes in _leaf_axes(op, k) if axes is None)
 
 
 def _leaf_axes(op: Op, k: int) -> list:
@@ -161,35 +149,45 @@ def _out_axes(axes: list, ndim: int) -> list:
     return [0 if a is None else a + sum(1 for b in axes[d + 1:] if b is None) for d, a in enumerate(normal)]
 
 
-def _cotangent_program(lin: Linear, traced, ndims) -> Op:
+def cotangent_program(lin: Linear, inferred, ndims) -> Op:
+    """The program ``(args..., output cotangents) -> cotangent of each active argument``
+    (``inferred``: the op at the arguments' types, ``ndims``: each leaf's rank); leaf
+    ``k``'s result has :func:`summed_levels` leading axes more than the leaf."""
     key = ("cotangent", lin.active, tuple(ndims))
     op = lin.op
-    if key in op.derived:
-        return op.derived[key]
+    if key not in op.derived:
+        op.derived[key] = _cotangent_program(lin, inferred, ndims)
+    return op.derived[key]
+
+
+def _cotangent_program(lin: Linear, inferred, ndims) -> Op:
+    op = lin.op
     lane, nest = unwrap_nest(op.program)
     n = _arity(op)
     leaves = [arg_leaves(op)[j][0] for j in lin.active]
     axes = [_leaf_axes(op, k) for k in leaves]
     lane_ranks = [ndims[k] - sum(a is not None for a in ax) for k, ax in zip(leaves, axes, strict=True)]
-    paths = pytree.leaf_paths(pytree.unflatten(traced.out_tree, list(range(len(traced.out)))))
-    terms = []
-    for path, o in zip(paths, traced.out, strict=True):
-        if not is_float(o.dtype):
-            continue
-        at = "".join(f"[{p!r}]" for p in path)
-        terms.append(f"_lw_np.sum(out{at} * ct{at})" if len(o.shape) > len(nest) else f"out{at} * ct{at}")
     a = [f"a{j}" for j in range(n)]
-    dot = build(f"# lw.jax.op: <output, cotangent> of {op.name}", f"def _lw_dot({', '.join(a)}, ct):",
-                [f"    out = _lw_lane({', '.join(a)})", f"    return {' + '.join(terms) or '0.0'}"],
+    dot = build(f"# lanewise bridge: <output, cotangent> of {op.name}", f"def _lw_dot({', '.join(a)}, ct):",
+                [f"    out = _lw_lane({', '.join(a)})", f"    return {_dot(inferred, len(nest))}"],
                 {}, {"_lw_lane": lane, "_lw_np": np})
+    # Reverse mode for per-lane arrays (one sweep for all their elements), else
+    # forward mode (one tangent per scalar argument, nothing stored).
     transform = autodiff.jacrev if any(lane_ranks) else autodiff.grad
     fun = transform(dot, argnums=tuple(lin.active))
     out_axes = [_out_axes(ax, ndims[k]) for k, ax in zip(leaves, axes, strict=True)]
     program = _renest(op, fun, lambda d, m: tuple(_per_arg(m.in_axes, n) + [m.out_axes]),
                       lambda d, m: tuple(o[d] for o in out_axes))
-    result = Op(program, pytree.flatten(tuple([object()] * n + [traced.out_tree.num_leaves and
-                                                                pytree.unflatten(traced.out_tree,
-                                                                                 [object()] * len(traced.out))]))[1],
-                f"cotangents of {op.name}")
-    op.derived[key] = result
-    return result
+    out_value = pytree.unflatten(inferred.out_tree, [object()] * len(inferred.out))
+    return Op(program, pytree.flatten(tuple([object()] * n + [out_value]))[1], f"cotangents of {op.name}")
+
+
+def _dot(inferred, n_levels: int) -> str:
+    """``sum(out * ct)`` over the float output leaves, as lane source."""
+    paths = pytree.leaf_paths(pytree.unflatten(inferred.out_tree, list(range(len(inferred.out)))))
+    terms = []
+    for path, o in zip(paths, inferred.out, strict=True):
+        if is_float(o.dtype):
+            at = "".join(f"[{p!r}]" for p in path)
+            terms.append(f"_lw_np.sum(out{at} * ct{at})" if len(o.shape) > n_levels else f"out{at} * ct{at}")
+    return " + ".join(terms) or "0.0"
