@@ -101,9 +101,11 @@ def _pair(primals, tangents):
     return tuple(primals), tuple(tangents)
 
 
-def jvp_lane(fun, n: int):
-    """The lane ``(*primals, *tangents) -> (out, tangent_out)`` of ``fun`` (``n`` primals)."""
-    return transform(fun, Plan(k=1, seeds=("arg",) * n, finish="jvp", transform="lw.jvp"))
+def jvp_lane(fun, n: int, active: tuple | None = None):
+    """The lane ``(*primals, *tangents) -> (out, tangent_out)`` of ``fun`` (``n`` primals),
+    with tangents for the ``active`` positions only (default: all)."""
+    seeds = tuple("arg" if active is None or j in active else None for j in range(n))
+    return transform(fun, Plan(k=1, seeds=seeds, finish="jvp", transform="lw.jvp"))
 
 
 def _argnums(fun, argnums, transform_name: str) -> tuple[tuple[int, ...], bool]:

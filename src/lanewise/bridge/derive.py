@@ -114,11 +114,9 @@ def _arity(op: Op) -> int:
 def tangent_program(op: Op, active: tuple) -> Op:
     lane, _ = unwrap_nest(op.program)
     n = _arity(op)
-    a = [f"a{j}" for j in range(n)]
-    t = [f"t{j}" if j in active else "None" for j in range(n)]
-    header = f"def _lw_tangent({', '.join(a + [f't{j}' for j in active])}):"
-    fun = build(f"# lw.jax.op: tangents of {op.name}", header,
-                [f"    return _lw_jvp({', '.join(a + t)})[1]"], {}, {"_lw_jvp": autodiff.jvp_lane(lane, n)})
+    params = ", ".join([f"a{j}" for j in range(n)] + [f"t{j}" for j in active])
+    fun = build(f"# lanewise bridge: tangents of {op.name}", f"def _lw_tangent({params}):",
+                [f"    return _lw_jvp({params})[1]"], {}, {"_lw_jvp": autodiff.jvp_lane(lane, n, active)})
     program = _renest(op, fun, lambda d, m: tuple(_per_arg(m.in_axes, n) + [_per_arg(m.in_axes, n)[j]
                                                                               for j in active]),
                       lambda d, m: m.out_axes)
@@ -169,8 +167,7 @@ def _cotangent_program(lin: Linear, inferred, ndims) -> Op:
     lane_ranks = [ndims[k] - sum(a is not None for a in ax) for k, ax in zip(leaves, axes, strict=True)]
     a = [f"a{j}" for j in range(n)]
     dot = build(f"# lanewise bridge: <output, cotangent> of {op.name}", f"def _lw_dot({', '.join(a)}, ct):",
-                [f"    out = _lw_lane({', '.join(a)})", f"    return {_dot(inferred, len(nest))}"],
-                {}, {"_lw_lane": lane, "_lw_np": np})
+                [f"    out = _lw_lane({', '.join(a)})", *_dot(inferred, len(nest))], {}, {"_lw_lane": lane})
     # Reverse mode for per-lane arrays (one sweep for all their elements), else
     # forward mode (one tangent per scalar argument, nothing stored).
     transform = autodiff.jacrev if any(lane_ranks) else autodiff.grad
@@ -182,12 +179,20 @@ def _cotangent_program(lin: Linear, inferred, ndims) -> Op:
     return Op(program, pytree.flatten(tuple([object()] * n + [out_value]))[1], f"cotangents of {op.name}")
 
 
-def _dot(inferred, n_levels: int) -> str:
-    """``sum(out * ct)`` over the float output leaves, as lane source."""
+def _dot(inferred, n_levels: int) -> list[str]:
+    """Lane source for ``sum(out * ct)`` over the float output leaves.  Per-lane arrays
+    are summed by loops, which reverse mode differentiates (it refuses NumPy
+    reductions of differentiated arrays)."""
     paths = pytree.leaf_paths(pytree.unflatten(inferred.out_tree, list(range(len(inferred.out)))))
-    terms = []
+    lines = ["    _lw_s = 0.0"]
     for path, o in zip(paths, inferred.out, strict=True):
-        if is_float(o.dtype):
-            at = "".join(f"[{p!r}]" for p in path)
-            terms.append(f"_lw_np.sum(out{at} * ct{at})" if len(o.shape) > n_levels else f"out{at} * ct{at}")
-    return " + ".join(terms) or "0.0"
+        if not is_float(o.dtype):
+            continue
+        at = "".join(f"[{p!r}]" for p in path)
+        rank = len(o.shape) - n_levels
+        idx = ", ".join(f"_lw_i{d}" for d in range(rank))
+        for d in range(rank):
+            lines.append("    " * (d + 1) + f"for _lw_i{d} in range(out{at}.shape[{d}]):")
+        item = f"[{idx}]" if rank else ""
+        lines.append("    " * (rank + 1) + f"_lw_s += out{at}{item} * ct{at}{item}")
+    return lines + ["    return _lw_s"]

@@ -150,7 +150,7 @@ def plan_of(exe, call, n_sizes: int, extra: tuple) -> np.ndarray:
 def build(exe, in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes) -> Target:
     """The handler of ``exe`` for these buffer types: from disk if cached, else compiled."""
     lane = exe.program.lane
-    lane_name = f"lane {getattr(lane, '__qualname__', lane)} ({_where(lane)})"
+    lane_name = f"lane {getattr(lane, '__name__', lane)} ({_where(lane)})"
     source = render(in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes, lane_name)
     sizes, n_sizes = _sizes_args(exe)
     source = source.replace("*sizes(plan)", sizes)

@@ -166,7 +166,8 @@ def lane_call_report(exe) -> str:
 def inplace_lane(program: Program, result, returns_array: bool = True):
     """The lane rewritten to fill its output slice (lanewise.lane.inplace), or None."""
     outs = program.outputs
-    if len(outs) != 1 or not outs[0].lane_ndim or outs[0].dtype != result.dtype:
+    # A 1-tuple holding an array is not rewritten: the lane returns a tuple, not the array.
+    if len(outs) != 1 or not outs[0].lane_ndim or not isinstance(result, ResultLeaf) or outs[0].dtype != result.dtype:
         return None
     return rewrite(python_function(program.lane), returns_array)
 

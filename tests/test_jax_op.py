@@ -1,0 +1,274 @@
+"""lw.jax.op: lanewise programs inside JAX programs, against pure-JAX twins.
+
+Each op is an XLA FFI custom call whose handler is a Numba cfunc; these tests
+check the numbers (jit, vmap, jvp, grad against JAX's own twin of the lane, and
+finite differences where JAX cannot follow the lane), the structure (one custom
+call in the compiled program, no Python on the call path: another thread runs
+meanwhile), the ABI offsets against jaxlib's C header, and the errors.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lanewise as lw
+from lanewise.jax import abi
+
+jax.config.update("jax_enable_x64", True)
+
+
+def wave(x, y):
+    r = x * x + y
+    return math.sin(r) * x
+
+
+def wave_jax(x, y):
+    return jnp.sin(x * x + y) * x
+
+
+def escape(cr, ci):
+    zr = zi = 0.0
+    for n in range(60):
+        zr, zi = zr * zr - zi * zi + cr, 2 * zr * zi + ci
+        if zr * zr + zi * zi > 4.0:
+            return n
+    return 60
+
+
+def escape_jax(cr, ci):
+    def body(s):
+        zr, zi, n, done = s
+        zr2, zi2 = zr * zr - zi * zi + cr, 2 * zr * zi + ci
+        out = zr2 * zr2 + zi2 * zi2 > 4.0
+        return (jnp.where(done, zr, zr2), jnp.where(done, zi, zi2), jnp.where(done | out, n, n + 1),
+                done | out)
+
+    zr, zi, n, done = jax.lax.fori_loop(0, 60, lambda i, s: body(s), (0.0, 0.0, 0, False))
+    return n
+
+
+def grow(x, limit):
+    """A while loop with a data-dependent trip count, and an early exit."""
+    s, n = x, 0
+    while s < limit:
+        s = s * 1.5 + 0.25 * math.sin(s)
+        n += 1
+        if n > 50:
+            return s * 2.0
+    return s
+
+
+@pytest.fixture(scope="module")
+def wave_op():
+    return lw.jax.op(lw.vmap(wave, in_axes=(0, None)))
+
+
+@pytest.fixture(scope="module")
+def xs():
+    return jnp.linspace(-1.5, 2.0, 37)
+
+
+def test_jit_matches_jax_and_is_one_custom_call(wave_op, xs):
+    got = jax.jit(wave_op)(xs, 0.5)
+    np.testing.assert_allclose(got, wave_jax(xs, 0.5), rtol=1e-14, atol=1e-15)
+    text = jax.jit(wave_op).lower(xs, 0.5).as_text()
+    assert text.count("stablehlo.custom_call") == 1 and "lanewise_" in text
+    np.testing.assert_allclose(wave_op(xs, 0.5), got, rtol=0, atol=0)  # outside jit: the same call
+
+
+def test_vmap_adds_a_level_not_a_loop(wave_op, xs):
+    ys = jnp.array([0.0, 0.25, 1.0])
+    stacked = jnp.stack([xs, xs * 0.5])
+    cases = [((stacked, 0.5), (0, None)), ((stacked.T, 0.5), (1, None)), ((xs, ys), (None, 0)),
+             ((stacked, ys[:2]), (0, 0))]
+    for args, in_axes in cases:
+        got = jax.jit(jax.vmap(wave_op, in_axes=in_axes))(*args)
+        want = jax.vmap(jax.vmap(wave_jax, in_axes=(0, None)), in_axes=in_axes)(*args)
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+    text = jax.jit(jax.vmap(wave_op, in_axes=(0, None))).lower(stacked, 0.5).as_text()
+    assert text.count("stablehlo.custom_call") == 1 and "while" not in text
+
+
+def test_nested_program_and_divergent_lane():
+    grid = lw.jax.op(lw.vmap(lw.vmap(escape, in_axes=(None, 0)), in_axes=(0, None)))
+    re, im = jnp.linspace(-2.0, 0.6, 23), jnp.linspace(-1.2, 1.2, 19)
+    got = jax.jit(grid)(re, im)
+    want = jax.vmap(jax.vmap(escape_jax, in_axes=(None, 0)), in_axes=(0, None))(re, im)
+    assert got.shape == (23, 19) and np.array_equal(got, want)
+
+
+def test_jvp_and_grad_match_jax(wave_op, xs):
+    tx = jnp.cos(xs)
+    got = jax.jvp(wave_op, (xs, 0.5), (tx, 0.25))
+    want = jax.jvp(wave_jax, (xs, 0.5), (tx, 0.25))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-14)
+
+    def loss(f):
+        return lambda x, y: jnp.sum(f(x, y) ** 2)
+
+    got = jax.jit(jax.grad(loss(wave_op), argnums=(0, 1)))(xs, 0.5)
+    want = jax.grad(loss(wave_jax), argnums=(0, 1))(xs, 0.5)
+    for g, w in zip(got, want, strict=True):  # the shared y: one cotangent per lane, summed
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-13)
+
+
+def test_grad_under_vmap_and_of_nested_program():
+    op = lw.jax.op(lw.vmap(lw.vmap(wave, in_axes=(None, 0)), in_axes=(0, None)))
+    twin = jax.vmap(jax.vmap(wave_jax, in_axes=(None, 0)), in_axes=(0, None))
+    a, b = jnp.linspace(-1, 1, 5), jnp.linspace(0, 2, 4)
+    got = jax.grad(lambda a, b: jnp.sum(op(a, b) * jnp.arange(20.0).reshape(5, 4)), argnums=(0, 1))(a, b)
+    want = jax.grad(lambda a, b: jnp.sum(twin(a, b) * jnp.arange(20.0).reshape(5, 4)), argnums=(0, 1))(a, b)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-13)
+    per_row = jax.vmap(jax.grad(lambda a, b: op(a, b).sum()), in_axes=(0, None))(jnp.stack([a, -a]), b)
+    want = jax.vmap(jax.grad(lambda a, b: twin(a, b).sum()), in_axes=(0, None))(jnp.stack([a, -a]), b)
+    np.testing.assert_allclose(per_row, want, rtol=1e-12, atol=1e-13)
+
+
+def test_grad_through_a_data_dependent_while_loop():
+    """JAX cannot reverse-differentiate lax.while_loop; the op's gradient is lanewise's."""
+    op = lw.jax.op(lw.vmap(grow, in_axes=(0, None)))
+    x = jnp.linspace(0.3, 2.5, 9)
+    g = jax.jit(jax.grad(lambda x: op(x, 10.0).sum()))(x)
+    h = 1e-6
+    fd = [(grow(v + h, 10.0) - grow(v - h, 10.0)) / (2 * h) for v in np.asarray(x)]
+    np.testing.assert_allclose(g, fd, rtol=1e-6)
+
+
+def test_tuple_results_integer_outputs_and_per_lane_arrays():
+    def stats(row, scale):
+        out = np.empty(row.shape[0])
+        s, n = 0.0, 0
+        for i in range(row.shape[0]):
+            s += row[i]
+            out[i] = s * scale
+            n += row[i] > 0
+        return out, n
+
+    op = lw.jax.op(lw.vmap(stats, in_axes=(0, None)))
+    rows = jnp.array([[1.0, -2.0, 3.0], [0.5, 0.5, -1.0]])
+    sums, counts = jax.jit(op)(rows, 2.0)
+    np.testing.assert_allclose(sums, np.cumsum(rows, axis=1) * 2.0)
+    assert counts.tolist() == [2, 2] and counts.dtype == jnp.int64
+    (_, t_counts) = jax.jvp(lambda r: op(r, 2.0), (rows,), (jnp.ones_like(rows),))[1]
+    assert t_counts.dtype == jax.dtypes.float0  # integer results have no tangent, as in JAX
+    g = jax.grad(lambda r: op(r, 2.0)[0].sum())(rows)  # per-lane arrays: reverse mode
+    np.testing.assert_allclose(g, jax.grad(lambda r: (jnp.cumsum(r, axis=1) * 2.0).sum())(rows))
+
+
+def test_float32_without_x64_casts_lane_results():
+    op = lw.jax.op(lw.vmap(lambda x: x * 0.1))  # float32 * a Python float is float64 in a lane
+    jax.config.update("jax_enable_x64", False)
+    try:
+        x = jnp.arange(4, dtype=jnp.float32)
+        got = jax.jit(op)(x)
+        assert got.dtype == jnp.float32
+        np.testing.assert_allclose(got, np.arange(4) * 0.1, rtol=1e-7)
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
+def test_a_failing_lane_names_the_lane():
+    def pick(i):
+        table = np.arange(3.0)
+        return table[i]
+
+    op = lw.jax.op(lw.vmap(pick))
+    with pytest.raises(Exception, match=r"lane pick \(.*test_jax_op.py:\d+\) raised inside a jax.jit op, "
+                                        r"at lane number 2"):
+        jax.block_until_ready(jax.jit(op)(jnp.array([0, 1, 7, 2])))
+
+
+def test_the_call_does_not_hold_the_gil():
+    def slow(x):
+        s = x
+        for _ in range(2_000_000):
+            s = s * 0.999999 + 1e-7
+        return s
+
+    op = jax.jit(lw.jax.op(lw.vmap(slow)))
+    x = jnp.ones(4)
+    jax.block_until_ready(op(x))  # compiled and warm
+    ticks, done = [0], threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks[0] += 1
+            time.sleep(0)
+
+    worker = threading.Thread(target=count)
+    start = time.perf_counter()
+    jax.block_until_ready(op(x))
+    alone = time.perf_counter() - start
+    worker.start()
+    jax.block_until_ready(op(x))
+    done.set()
+    worker.join()
+    assert alone > 1e-3 and ticks[0] > 100  # the other thread ran while the op ran
+
+
+def test_second_trace_reuses_the_compiled_program(wave_op, xs):
+    from lanewise.backends import cpu
+
+    jax.jit(wave_op)(xs, 0.5)
+    before = dict(cpu.stats)
+    jax.jit(lambda x: wave_op(x, 0.25) + 1)(xs)  # a new jit, same types
+    jax.jit(wave_op)(jnp.linspace(0, 1, 100), 0.5)  # a new shape: the same kernel and handler
+    assert cpu.stats == before
+
+
+def test_errors_name_the_argument():
+    with pytest.raises(TypeError, match="lw.vmap"):
+        lw.jax.op(wave)
+    with pytest.raises(lw.LanewiseError, match="CPU backend"):
+        lw.jax.op(lw.vmap(wave, backend="python"))
+    op = lw.jax.op(lw.vmap(wave, in_axes=(0, None)))
+    with pytest.raises(TypeError, match="positional"):
+        op(jnp.ones(3), y=1.0)
+    with pytest.raises(lw.LaneTypeError, match="argument leaf 0 of wave has dtype float16"):
+        jax.jit(op)(jnp.ones(3, jnp.float16), 1.0)
+
+
+def test_abi_offsets_match_jaxlib_header(tmp_path):
+    """The struct offsets abi.py reads, compiled from the header jaxlib ships."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("no C compiler")
+    source = tmp_path / "offsets.c"
+    source.write_text("""
+#include <stddef.h>
+#include <stdio.h>
+#include "xla/ffi/api/c_api.h"
+int main(void) {
+  printf("%zu %zu %zu %zu %zu %zu\\n", offsetof(XLA_FFI_CallFrame, extension_start), offsetof(XLA_FFI_CallFrame, api),
+         offsetof(XLA_FFI_CallFrame, stage), offsetof(XLA_FFI_CallFrame, args) + offsetof(XLA_FFI_Args, args),
+         offsetof(XLA_FFI_CallFrame, rets) + offsetof(XLA_FFI_Rets, rets),
+         offsetof(XLA_FFI_CallFrame, attrs) + offsetof(XLA_FFI_Attrs, attrs));
+  printf("%zu %zu %zu %zu %zu\\n", offsetof(XLA_FFI_Buffer, data), offsetof(XLA_FFI_Buffer, rank),
+         offsetof(XLA_FFI_Buffer, dims), offsetof(XLA_FFI_Array, size), offsetof(XLA_FFI_Array, data));
+  printf("%zu %zu %zu %zu %zu\\n", offsetof(XLA_FFI_Metadata_Extension, metadata),
+         offsetof(XLA_FFI_Metadata, api_version), offsetof(XLA_FFI_Metadata, traits),
+         offsetof(XLA_FFI_Api, XLA_FFI_Error_Create), sizeof(XLA_FFI_Error_Create_Args));
+  printf("%d %d %zu\\n", XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR, sizeof(XLA_FFI_Api_Version));
+  return 0;
+}
+""")
+    exe = tmp_path / "offsets"
+    subprocess.run([gcc, "-I", jax.ffi.include_dir(), str(source), "-o", str(exe)], check=True)
+    lines = [list(map(int, line.split())) for line in subprocess.check_output([str(exe)]).decode().splitlines()]
+    assert lines[0] == [8 * abi.FRAME_EXTENSION, 8 * abi.FRAME_API, abi.FRAME_STAGE_BYTES, 8 * abi.FRAME_ARGS,
+                        8 * abi.FRAME_RETS, 8 * abi.FRAME_ATTRS]
+    assert lines[1] == [8 * abi.BUFFER_DATA, 8 * abi.BUFFER_RANK, 8 * abi.BUFFER_DIMS, 8 * abi.ARRAY_SIZE,
+                        8 * abi.ARRAY_DATA]
+    assert lines[2] == [8 * abi.METADATA_OF_EXTENSION, 8, 32, 8 * abi.API_ERROR_CREATE, 32]
+    assert lines[3][:2] == list(abi.API_VERSION) and lines[3][2] == 24
