@@ -25,6 +25,7 @@ import functools
 from . import backends
 from .errors import AxisSpecError
 from .ir.reduction import OPS, Monoid, Segments, check_op
+from .runtime import interop
 
 __all__ = ["OPS", "Monoid", "Reduced", "reduce"]
 
@@ -101,7 +102,7 @@ class Reduced:
     def __call__(self, *args, **kwargs):
         backend = backends.select(args, kwargs, self.fun.backend)
         call = backend.bind_call(self.fun, args, kwargs)
-        return backend.run_reduce(self.executable(backend, call), call)
+        return interop.to_library(backend.run_reduce(self.executable(backend, call), call), call.library)
 
     def executable(self, backend, call):
         """``backend``'s executable for ``call``'s signature (built once, then kept here)."""

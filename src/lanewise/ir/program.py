@@ -26,6 +26,7 @@ import numpy as np
 from .. import pytree
 from ..dtypes import check_supported, storage_dtype
 from ..errors import AxisSpecError, LaneTypeError, SizeMismatchError
+from ..runtime import interop
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,9 @@ class Call:
     signature: Signature
     values: tuple[Any, ...]  # leaf values in Signature.leaves order
     sizes: tuple[int, ...]  # one per level
+    #: "torch" or "jax" when every array argument came from that library: the
+    #: results go back as its arrays (runtime.interop.to_library); None: NumPy.
+    library: str | None = None
 
 
 # ----------------------------------------------------------------------------- nest
@@ -159,11 +163,11 @@ def bind_call(mapped, args: tuple, kwargs: dict) -> Call:
     args = tuple(_as_value(a) for a in args)
     kwargs = {k: _as_value(v) for k, v in kwargs.items()}
     names = _param_names(lane, len(args))
-    params, leaves_info, values = _flatten_params(args, kwargs, names)
+    params, leaves_info, values, library = _flatten_params(args, kwargs, names)
     per_level = [_level_axes(m, args, kwargs) for m in nest]
     leaves, sizes = _resolve_axes(leaves_info, values, per_level, nest)
     levels = tuple(Level(d, _fun_name(m.fun), m.axis_size, pytree.freeze(m.out_axes)) for d, m in enumerate(nest))
-    return Call(lane, Signature(levels, tuple(params), tuple(leaves)), tuple(values), tuple(sizes))
+    return Call(lane, Signature(levels, tuple(params), tuple(leaves)), tuple(values), tuple(sizes), library)
 
 
 def _as_value(x: Any) -> Any:
@@ -199,7 +203,7 @@ def _param_names(lane: Callable, nargs: int) -> list[tuple[str, str]]:
 
 
 def _flatten_params(args, kwargs, names):
-    params, info, values = [], [], []
+    params, info, values, origins = [], [], [], []
     items = [(None, n, a) for n, a in zip(names, args, strict=True)]
     items += [(k, (k, k), v) for k, v in kwargs.items()]
     for keyword, (name, param), value in items:
@@ -209,7 +213,8 @@ def _flatten_params(args, kwargs, names):
         for path, leaf in zip(paths, leaves, strict=True):
             info.append((pytree.path_name(name, path), param))
             values.append(_as_leaf(leaf, pytree.path_name(name, path)))
-    return params, info, values
+            origins.append(interop.origin(leaf))
+    return params, info, values, interop.library_of(origins)
 
 
 def _as_leaf(leaf: Any, name: str) -> Any:
@@ -217,8 +222,8 @@ def _as_leaf(leaf: Any, name: str) -> Any:
         return leaf  # kept as a 0-d array: lanes get leaf[()], a scalar
     if isinstance(leaf, (bool, int, float, complex, np.ndarray, np.generic)):
         return leaf
-    if hasattr(leaf, "__array__") or hasattr(leaf, "__array_interface__"):
-        return np.asarray(leaf)
+    if interop.is_array_like(leaf):  # torch, JAX, DLPack, array interface: a view, not a copy
+        return interop.as_host_array(leaf, f"argument {name}")
     hint = ("; a function reaches compiled lanes as a global, a closure variable or a bound argument "
             "(functools.partial(lane, f)), not as an argument" if callable(leaf) else "")
     raise LaneTypeError(
