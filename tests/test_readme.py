@@ -53,6 +53,7 @@ CHECKS = {
     "d_cr": lambda ns: _check_escape_gradient(ns),
     "ga": lambda ns: np.testing.assert_allclose(
         [ns["sse"], ns["ga"], ns["gb"], ns["gc"]], _fit_reference(ns["t"], ns["y"]), rtol=1e-11),
+    "capped": lambda ns: _check_capped(ns),
     # Black-Scholes: 8.0214; 200k paths have a standard error of about 0.03
     "price": lambda ns: abs(ns["price"] - 8.0214) < 0.15 or pytest.fail(f"price {ns['price']}"),
 }
@@ -67,6 +68,16 @@ def _fit_reference(t, y):
 
     value, grads = jax.value_and_grad(sse, argnums=(0, 1, 2))(1.5, 0.5, 0.0)
     return [float(value), *map(float, grads)]
+
+
+def _check_capped(ns):
+    """JAX arrays in, JAX arrays out, equal to NumPy's."""
+    import jax
+
+    expected = np.minimum(np.asarray(ns["xs"]) ** 2, 2)
+    assert isinstance(ns["capped"], jax.Array) and ns["capped"].dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(ns["capped"]), expected)
+    np.testing.assert_allclose(float(ns["capped_total"]), expected.sum(), rtol=1e-6)
 
 
 def _check_escape_gradient(ns):
