@@ -272,3 +272,24 @@ int main(void) {
                         8 * abi.ARRAY_DATA]
     assert lines[2] == [8 * abi.METADATA_OF_EXTENSION, 8, 32, 8 * abi.API_ERROR_CREATE, 32]
     assert lines[3][:2] == list(abi.API_VERSION) and lines[3][2] == 24
+
+
+def test_reduce_programs_are_ops():
+    grid = lw.vmap(lw.vmap(wave, in_axes=(None, 0)), in_axes=(0, None))
+    a, b = np.linspace(-1, 1, 301), np.linspace(0, 2, 203)
+    for op_name, axis in [("sum", None), ("mean", 1), ("max", 0), ("argmin", None), ("any", None)]:
+        program = lw.reduce(lw.vmap(lw.vmap(lambda x, y: wave(x, y) > 0.5 if op_name == "any" else wave(x, y),
+                                            in_axes=(None, 0)), in_axes=(0, None)), op_name, axis=axis)
+        got = jax.jit(lw.jax.op(program))(jnp.asarray(a), jnp.asarray(b))
+        want = program(a, b)
+        assert got.shape == np.shape(want) and got.dtype == np.asarray(want).dtype
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)  # sums that cancel to ~0
+    rows = lw.reduce(lw.vmap(lambda x: np.array([x, x * x, 1.0])), "sum")  # per-lane arrays, summed
+    np.testing.assert_allclose(jax.jit(lw.jax.op(rows))(jnp.arange(5.0)), [10.0, 30.0, 5.0])
+    total = lw.jax.op(lw.reduce(grid, "sum"))
+    text = jax.jit(total).lower(jnp.asarray(a), jnp.asarray(b)).as_text()
+    assert "301x203" not in text  # the mapped values are never a buffer: only the partials are
+    with pytest.raises(NotImplementedError, match="jax.vmap of a lw.reduce op"):
+        jax.vmap(total, in_axes=(0, None))(jnp.ones((2, 3)), jnp.ones(4))
+    with pytest.raises(NotImplementedError, match="differentiation of a lw.reduce op"):
+        jax.grad(total)(jnp.ones(3), jnp.ones(4))

@@ -2,7 +2,7 @@
 
 Example:
     >>> import numpy as np, lanewise as lw
-    >>> op = Op.of(lw.vmap(lambda x, y: x * y), (np.ones(3), 2.0))
+    >>> op = Op.of(lw.vmap(lambda x, y: x * y, in_axes=(0, None)), (np.ones(3), 2.0))
     >>> [(o.shape, str(o.dtype)) for o in op.infer(((3,), "float64"), ((), "float64")).out]
     [((3,), 'float64')]
 """

@@ -252,15 +252,17 @@ def index_strides(spec: ReduceSpec, out, sizes) -> list[int]:
     return [strides[lv] for lv in spec.reduced]
 
 
-def place(spec: ReduceSpec, out, flat: np.ndarray, sizes, lane_shape=()):
+def place(spec: ReduceSpec, out, flat, sizes, lane_shape=(), xp=np):
     """Kept results (level order, flat; then the lane's own axes) -> the output leaf
-    ``out``'s own axis order."""
+    ``out``'s own axis order (``xp``: the array module of ``flat``, NumPy or jax.numpy)."""
     kept = list(spec.kept)
     shaped = flat.reshape([sizes[lv] for lv in spec.kept] + list(lane_shape))
     own = [d for d in range(out.ndim) if d not in out.level_dims]  # the lane's axes in the output
     dims = [out.level_dims[lv] for lv in kept] + own[:len(lane_shape)]
     order = sorted(range(len(dims)), key=dims.__getitem__)
-    result = np.ascontiguousarray(np.transpose(shaped, order)) if len(dims) > 1 else shaped
+    result = xp.transpose(shaped, order) if len(dims) > 1 else shaped
+    if len(dims) > 1 and xp is np:  # a C-ordered result, as a NumPy user expects from a reduction
+        result = np.ascontiguousarray(result)
     return result[()] if result.ndim == 0 else result
 
 

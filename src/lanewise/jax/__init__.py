@@ -31,6 +31,7 @@ from typing import Callable
 
 from .. import pytree
 from ..api import Mapped
+from ..reducing import Reduced
 from ..errors import LanewiseError
 from . import primitives
 from ..bridge.signature import Op
@@ -40,11 +41,15 @@ __all__ = ["op"]
 
 
 def op(program: Mapped) -> Callable:
-    """``program`` (made by ``lw.vmap``, nested to any depth) as a JAX-traceable function.
+    """``program`` (made by ``lw.vmap``, nested to any depth, or ``lw.reduce``) as a
+    JAX-traceable function.
 
     Args:
       program: the lanewise program.  It runs on lanewise's CPU backend (its
-        ``backend=`` must be None or ``"cpu"``).
+        ``backend=`` must be None or ``"cpu"``).  A ``lw.reduce`` op runs the fused
+        map-reduce (nothing mapped is stored); it is not yet batched by
+        ``jax.vmap`` or differentiated, and segmented or ``lw.Monoid`` reductions
+        are refused.
 
     Returns:
       A function of the program's positional arguments (JAX arrays, NumPy arrays
@@ -61,11 +66,12 @@ def op(program: Mapped) -> Callable:
       >>> jax.grad(lambda x: cube(x).sum())(jnp.array([1.0, 2.0])).tolist()
       [3.0, 12.0]
     """
-    if not isinstance(program, Mapped):
-        raise TypeError(f"lw.jax.op takes a program made by lw.vmap, got {type(program).__name__}")
-    if program.backend not in (None, "cpu"):
+    if not isinstance(program, (Mapped, Reduced)):
+        raise TypeError(f"lw.jax.op takes a program made by lw.vmap or lw.reduce, got {type(program).__name__}")
+    backend = program.fun.backend if isinstance(program, Reduced) else program.backend
+    if backend not in (None, "cpu"):
         raise LanewiseError(f"lw.jax.op runs programs on lanewise's CPU backend; {program!r} asks for "
-                            f"backend={program.backend!r}")
+                            f"backend={backend!r}")
     ops: dict = {}
 
     @functools.wraps(program)
@@ -79,7 +85,8 @@ def op(program: Mapped) -> Callable:
         if found is None:
             found = ops[tree] = Op(program, tree, program.__name__)
         outs = primitives.bind(found, leaves)
-        return pytree.unflatten(trace(found, tuple((tuple(x.shape), x.dtype) for x in leaves)).out_tree, outs)
+        traced = trace(found, tuple((tuple(x.shape), x.dtype) for x in leaves))
+        return traced.finish(outs) if isinstance(program, Reduced) else pytree.unflatten(traced.out_tree, outs)
 
     call._lw_program = program
     return call

@@ -23,6 +23,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from ..runtime.cache import own_cache
+
 # Fields, in 8-byte words from the start of their struct.
 FRAME_EXTENSION, FRAME_API, FRAME_STAGE_BYTES = 1, 2, 32
 FRAME_ARGS, FRAME_RETS, FRAME_ATTRS = 9, 14, 20  # the void** of XLA_FFI_Args/Rets/Attrs
@@ -91,7 +93,7 @@ def attribute_array(frame, k):
     return pointer(word(word(word(frame, FRAME_ATTRS), k), ARRAY_DATA), numba.int64)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=own_cache(), nogil=True)
 def fill_metadata(extension) -> int:
     """Answer XLA's metadata query: the API version these offsets follow, no traits."""
     metadata = word(extension, METADATA_OF_EXTENSION)
@@ -105,7 +107,7 @@ def fill_metadata(extension) -> int:
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=own_cache(), nogil=True)
 def error(frame, prefix, lane, suffix) -> int:
     """A new XLA_FFI_Error, code INTERNAL: ``prefix`` + the failed lane's number + ``suffix``
     (uint8 arrays).  XLA copies the message and owns the error."""

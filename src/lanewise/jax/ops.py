@@ -18,7 +18,7 @@ import numba
 import numpy as np
 
 from ..bridge.signature import Op, OutType
-from . import handler
+from . import handler, reduce
 
 _REGISTERED: dict[str, Any] = {}  # XLA target name -> its cfunc (kept alive: XLA holds its address)
 
@@ -31,6 +31,7 @@ class Traced:
     out_tree: Any  # lanewise pytree structure of the result
     target: str
     plan: np.ndarray
+    handler: Any  # the cfunc XLA calls (kept alive: XLA holds its address)
 
 
 def trace(op: Op, types: tuple) -> Traced:
@@ -38,7 +39,12 @@ def trace(op: Op, types: tuple) -> Traced:
     key = ("trace", tuple((tuple(s), str(np.dtype(d))) for s, d in types))
     found = op.derived.get(key)
     if found is None:
-        found = op.derived[key] = _trace(op, types)
+        if getattr(op.program, "_lw_reduce_spec", False):
+            found = reduce.trace(op, types)
+        else:
+            found = _trace(op, types)
+        _register(found.target, found.handler)
+        op.derived[key] = found
     return found
 
 
@@ -52,15 +58,14 @@ def _trace(op: Op, types) -> Traced:
         temps.append(o.dtype if want != o.dtype else None)
     target = handler.build(exe, [np.dtype(d) for _, d in types], [len(s) for s, _ in types],
                            [o.dtype for o in outs], [len(o.shape) for o in outs], temps)
-    _register(target)
     extra = tuple(d for k in exe.array_outputs for d in inferred.lane_shapes[k])
     plan = handler.plan_of(exe, call, target.n_sizes, extra)
-    return Traced(tuple(outs), inferred.out_tree, target.name, plan)
+    return Traced(tuple(outs), inferred.out_tree, target.name, plan, target.handler)
 
 
-def _register(target) -> None:
-    if target.name in _REGISTERED:
+def _register(name: str, cfunc) -> None:
+    if name in _REGISTERED:
         return
     numba.get_num_threads()  # starts Numba's thread pool: the handler launches on it
-    jax.ffi.register_ffi_target(target.name, jax.ffi.pycapsule(target.handler.address), platform="cpu")
-    _REGISTERED[target.name] = target.handler
+    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(cfunc.address), platform="cpu")
+    _REGISTERED[name] = cfunc

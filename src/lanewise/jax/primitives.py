@@ -67,13 +67,21 @@ def _axes(dims) -> tuple:
     return tuple(d if isinstance(d, int) else None for d in dims)
 
 
+def _plain(op: Op, what: str) -> None:
+    if getattr(op.program, "_lw_reduce_spec", False):
+        raise NotImplementedError(f"lw.jax.op({op.name}): {what} of a lw.reduce op is not supported yet; use the "
+                                  "op of its lw.vmap program and reduce in JAX")
+
+
 def _batch(leaves, dims, op: Op):
+    _plain(op, "jax.vmap")
     axes = _axes(dims)
     outs = call_p.bind(*leaves, op=derive.batched(op, axes))
     return outs, [0] * len(outs)
 
 
 def _jvp(primals, tangents, op: Op):
+    _plain(op, "differentiation")
     primals = [p if hasattr(p, "dtype") else jax.numpy.asarray(p) for p in primals]  # JAX keeps Python scalars
     outs = call_p.bind(*primals, op=op)
     zeros = [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]

@@ -231,8 +231,11 @@ def _own_relative_dir(py_file: str) -> str | None:
 
 @functools.cache
 def _writable_dir(path: str) -> None:
-    """Create ``path`` and check that a file can be written there (OSError if not)."""
-    os.makedirs(path, exist_ok=True)
+    """Create ``path`` and check that a file can be written there (OSError if not).
+    The cache root is created for this user only, as :func:`private_folder` does:
+    the first of lanewise's own functions to compile may come before any kernel."""
+    Path(config.cache_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.makedirs(path, mode=0o700, exist_ok=True)
     tempfile.TemporaryFile(dir=path).close()
 
 

@@ -36,6 +36,8 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
+from .cache import own_cache
+
 SYMBOL = "lanewise_launch_lock"
 
 _FLAG = ctypes.c_int64(0)
@@ -72,12 +74,12 @@ def release(typingctx):
     return types.none(), codegen
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=own_cache(), nogil=True)
 def _try_acquire() -> bool:
     return try_acquire()
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=own_cache(), nogil=True)
 def _release() -> None:
     release()
 
