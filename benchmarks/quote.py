@@ -58,6 +58,7 @@ SOURCES = {
     "spmd": (RESULTS / "spmd.json", _spmd),
     "w4": (RESULTS / "w4.json", _w4),
     "autodiff": (RESULTS / "autodiff.json", _spmd),  # the same layout: rows of workload and medians
+    "jax_bridge": (RESULTS / "jax_bridge.json", _spmd),
 }
 
 

@@ -291,5 +291,65 @@ def test_reduce_programs_are_ops():
     assert "301x203" not in text  # the mapped values are never a buffer: only the partials are
     with pytest.raises(NotImplementedError, match="jax.vmap of a lw.reduce op"):
         jax.vmap(total, in_axes=(0, None))(jnp.ones((2, 3)), jnp.ones(4))
-    with pytest.raises(NotImplementedError, match="differentiation of a lw.reduce op"):
-        jax.grad(total)(jnp.ones(3), jnp.ones(4))
+    peak = lw.jax.op(lw.reduce(grid, "max"))
+    with pytest.raises(NotImplementedError, match="only sum and mean reductions are differentiated"):
+        jax.grad(peak)(jnp.ones(3), jnp.ones(4))
+    rows_max = lw.jax.op(lw.reduce(grid, "sum", axis=1))
+    with pytest.raises(NotImplementedError, match="reduction over some axes only"):
+        jax.grad(lambda a, b: rows_max(a, b).sum())(jnp.ones(3), jnp.ones(4))
+
+
+def decay_residual(t, a, b):
+    r = a * math.exp(-b * t) - math.cos(t)
+    return r * r
+
+
+def test_gradient_of_a_reduction_stores_no_per_lane_value():
+    """The fitting pattern: the gradient of a fused sum/mean over lanes with respect to
+    parameters shared by the lanes is one more fused reduction."""
+    t = jnp.linspace(0.0, 3.0, 1000)
+
+    def twin(t, a, b):
+        return jnp.sum((a * jnp.exp(-b * t) - jnp.cos(t)) ** 2)
+
+    for name, scale in (("sum", 1.0), ("mean", 1 / t.size)):
+        loss = lw.jax.op(lw.reduce(lw.vmap(decay_residual, in_axes=(0, None, None)), name))
+        got = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(t, 1.5, 0.5)
+        want = jax.grad(twin, argnums=(0, 1, 2))(t, 1.5, 0.5)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, np.asarray(w) * scale, rtol=1e-11, atol=1e-13)
+        tangent = jax.jvp(lambda a: loss(t, a, 0.5), (1.5,), (1.0,))[1]
+        np.testing.assert_allclose(tangent, want[1] * scale, rtol=1e-11)
+    text = jax.jit(jax.grad(loss, argnums=(1, 2))).lower(t, 1.5, 0.5).as_text()
+    calls = [line for line in text.splitlines() if "stablehlo.custom_call" in line]
+    assert len(calls) == 1 and "-> (tensor<1xf64>, tensor<1xf64>)" in calls[0]  # one partial per parameter
+
+
+WARM = """
+import sys, jax, jax.numpy as jnp, lanewise as lw
+from lanewise.backends import cpu
+jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, {root!r})
+from test_jax_op import decay_residual, wave
+op = lw.jax.op(lw.vmap(wave, in_axes=(0, None)))
+loss = lw.jax.op(lw.reduce(lw.vmap(decay_residual, in_axes=(0, None, None)), "mean"))
+x = jnp.linspace(0.0, 1.0, 5000)
+print(float(jax.jit(op)(x, 0.5).sum()), float(jax.jit(jax.grad(loss, argnums=1))(x, 1.5, 0.5)), cpu.stats["typed"])
+"""
+
+
+def test_a_new_process_loads_ops_from_the_disk_cache(tmp_path):
+    """Kernels and handlers come from the disk cache: nothing typed, nothing crashes
+    (a cached handler links against Numba's threading layer, started first)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "LANEWISE_CACHE_DIR": str(tmp_path / "cache")}
+    script = WARM.format(root=str(Path(__file__).parent))
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+            for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    cold, warm = (run.stdout.split() for run in runs)
+    assert cold[:2] == warm[:2] and int(cold[2]) > 0 and int(warm[2]) == 0

@@ -24,6 +24,7 @@ def first_pass_reference(rows, threshold):
 
 #: What each block must compute, by a name it defines.
 CHECKS = {
+    "settle_op": lambda ns: _check_settle(ns),
     "z": lambda ns: np.testing.assert_allclose(ns["z"], grid_reference(ns["x"]), rtol=1e-12, atol=1e-15),
     "counts": lambda ns: (ns["counts"].shape == (200, 300) and ns["counts"].max() == 200) or pytest.fail("counts"),
     "radii": lambda ns: (np.testing.assert_allclose(
@@ -90,6 +91,19 @@ def _check_escape_gradient(ns):
     fd = [(f(ns["cr"][k] + h, ns["ci"][k]) - f(ns["cr"][k] - h, ns["ci"][k])) / (2 * h) for k in same]
     # 1e-2: lanes near the set boundary have derivatives of 1e4 and curvature that skews differences
     np.testing.assert_allclose(ns["d_cr"][same], fd, rtol=1e-2, atol=1e-6)
+
+
+def _check_settle(ns):
+    """lw.jax.op's gradient against central differences of the plain Python lane."""
+    settle, x, h = ns["settle"], np.asarray(ns["x"]), 1e-6
+
+    def loss(x, rate):
+        return np.mean([settle(v, rate) ** 2 for v in x])
+
+    some = range(0, x.size, 37)
+    fd = [(settle(x[k] + h, 1.5) ** 2 - settle(x[k] - h, 1.5) ** 2) / (2 * h) / x.size for k in some]
+    np.testing.assert_allclose(np.asarray(ns["dx"])[list(some)], fd, rtol=1e-5, atol=1e-12)
+    np.testing.assert_allclose(float(ns["drate"]), (loss(x, 1.5 + h) - loss(x, 1.5 - h)) / (2 * h), rtol=1e-4)
 
 
 def _escape_steps(cr, ci):

@@ -7,9 +7,10 @@ levels as the original, so it runs as one fused nest like any other op:
 * batched: ``lw.vmap(program, in_axes=<JAX's batch axes>)``, one more level;
 * tangent: per lane, ``lw.jvp(lane, args, tangents)[1]``;
 * cotangent: per lane, the gradient of ``sum(lane(args) * ct)`` with respect to
-  the differentiated arguments.  An argument that some level does not map (a
-  parameter shared by the lanes) gets one cotangent per lane of that level,
-  summed over those lanes by the bridge afterwards (:func:`summed_levels`).
+  the differentiated arguments.  An argument no level maps (a parameter shared
+  by the lanes) is summed over the lanes by a ``lw.reduce`` (never stored per
+  lane); one that some levels do not map gets a leading axis per such level,
+  summed by the bridge (:func:`cotangent_programs`).
 
 Example:
     >>> import numpy as np, lanewise as lw
@@ -28,6 +29,7 @@ import optree
 
 from .. import autodiff, pytree
 from ..api import vmap
+from ..reducing import reduce
 from ..autodiff.source import build
 from ..errors import LanewiseError
 from ..ir.program import unwrap_nest
@@ -37,6 +39,20 @@ from .signature import Op
 def is_float(dtype) -> bool:
     """Differentiable: a real floating dtype (JAX gives the rest float0 tangents)."""
     return np.issubdtype(np.dtype(dtype), np.floating)
+
+
+def reduced(op: Op) -> bool:
+    """Whether ``op`` is a ``lw.reduce`` program."""
+    return getattr(op.program, "_lw_reduce_spec", False)
+
+
+def mapped(op: Op) -> Op:
+    """The op of ``op``'s ``lw.vmap`` program (itself, unless ``op`` reduces)."""
+    if not reduced(op):
+        return op
+    if "mapped" not in op.derived:
+        op.derived["mapped"] = Op(op.program.fun, op.in_tree, op.name)
+    return op.derived["mapped"]
 
 
 def batched(op: Op, axes: tuple) -> Op:
@@ -99,7 +115,7 @@ def _per_arg(in_axes, n: int) -> list:
 
 def _renest(op: Op, lane, in_axes_at, out_axes_at) -> Op:
     """``lane`` mapped by ``op``'s levels, with each level's axes from the callbacks."""
-    _, nest = unwrap_nest(op.program)
+    _, nest = unwrap_nest(mapped(op).program)
     fun = lane
     for depth in reversed(range(len(nest))):
         fun = vmap(fun, in_axes=in_axes_at(depth, nest[depth]), out_axes=out_axes_at(depth, nest[depth]),
@@ -112,7 +128,9 @@ def _arity(op: Op) -> int:
 
 
 def tangent_program(op: Op, active: tuple) -> Op:
-    lane, _ = unwrap_nest(op.program)
+    """``(args..., tangents of the active args) -> tangents of the results``: per lane
+    ``lw.jvp``; for a sum or mean reduction, the same reduction of the lanes' tangents."""
+    lane, _ = unwrap_nest(mapped(op).program)
     n = _arity(op)
     params = ", ".join([f"a{j}" for j in range(n)] + [f"t{j}" for j in active])
     fun = build(f"# lanewise bridge: tangents of {op.name}", f"def _lw_tangent({params}):",
@@ -120,19 +138,22 @@ def tangent_program(op: Op, active: tuple) -> Op:
     program = _renest(op, fun, lambda d, m: tuple(_per_arg(m.in_axes, n) + [_per_arg(m.in_axes, n)[j]
                                                                               for j in active]),
                       lambda d, m: m.out_axes)
+    if reduced(op):
+        if op.program.op not in LINEAR_REDUCTIONS:
+            raise NotImplementedError(f"lw.jax.op({op.name}): only sum and mean reductions are differentiated, "
+                                      f"not {op.program.op!r}")
+        program = reduce(program, op.program.op, axis=op.program.axis)
     args = [object()] * n + [object()] * len(active)
     return Op(program, pytree.flatten(tuple(args))[1], f"tangents of {op.name}")
 
 
-def summed_levels(op: Op, k: int) -> int:
-    """How many leading axes of leaf ``k``'s cotangent (from :func:`cotangent_program`)
-    are levels that do not map it, to be summed."""
-    return sum(1 for axes in _leaf_axes(op, k) if axes is None)
+#: Reductions that are linear in the lanes' values: their tangent is the reduction of the tangents.
+LINEAR_REDUCTIONS = ("sum", "mean")
 
 
 def _leaf_axes(op: Op, k: int) -> list:
     """Leaf ``k``'s axis at each level (outermost first; None: not mapped there)."""
-    _, nest = unwrap_nest(op.program)
+    _, nest = unwrap_nest(mapped(op).program)
     j = next(j for j, g in enumerate(arg_leaves(op)) if k in g)
     return [_per_arg(m.in_axes, _arity(op))[j] for m in nest]
 
@@ -147,49 +168,92 @@ def _out_axes(axes: list, ndim: int) -> list:
     return [0 if a is None else a + sum(1 for b in axes[d + 1:] if b is None) for d, a in enumerate(normal)]
 
 
-def cotangent_program(lin: Linear, inferred, ndims) -> Op:
-    """The program ``(args..., output cotangents) -> cotangent of each active argument``
-    (``inferred``: the op at the arguments' types, ``ndims``: each leaf's rank); leaf
-    ``k``'s result has :func:`summed_levels` leading axes more than the leaf."""
-    key = ("cotangent", lin.active, tuple(ndims))
+@dataclass(frozen=True)
+class Cotangents:
+    """One program giving the cotangents of some active arguments' leaves."""
+
+    op: Op  # its inputs: the arguments' leaves, then the output cotangents
+    leaves: tuple  # the argument leaf of each of its results
+    summed: tuple  # per result, leading axes to sum (levels that do not map that leaf)
+
+
+def cotangent_programs(lin: Linear, types) -> list[Cotangents]:
+    """The programs giving the cotangent of each active argument (``types``: the
+    (shape, dtype) of each argument leaf): per lane, the gradient of
+    ``sum(lane(args) * ct)``.
+
+    Arguments no level maps (parameters shared by every lane) are summed over the
+    lanes by a ``lw.reduce``: per-lane gradients are never stored.  The others get
+    a ``lw.vmap`` laid out as the argument, with a leading axis per level that does
+    not map them (to be summed by the caller).  A reduction's output cotangent is
+    the same for every lane it reduced (a mean's divided by the count: the caller's
+    part); partial reductions are not transposed."""
+    types = tuple((tuple(shape), str(np.dtype(dtype))) for shape, dtype in types)
+    key = ("cotangents", lin.active, types)
     op = lin.op
     if key not in op.derived:
-        op.derived[key] = _cotangent_program(lin, inferred, ndims)
+        if reduced(op) and op.program.axis is not None:
+            raise NotImplementedError(f"lw.jax.op({op.name}): gradients of a reduction over some axes only "
+                                      "are not supported; reduce every axis, or reduce the lw.vmap op in JAX")
+        leaves = {j: arg_leaves(op)[j][0] for j in lin.active}
+        shared = tuple(j for j in lin.active if all(a is None for a in _leaf_axes(op, leaves[j])))
+        own = tuple(j for j in lin.active if j not in shared)
+        structure = _lane_results(mapped(op).infer(*types))
+        ndims = [len(shape) for shape, _ in types]
+        op.derived[key] = [_cotangent_program(op, group, ndims, structure, reduce_lanes=group == shared)
+                           for group in (own, shared) if group]
     return op.derived[key]
 
 
-def _cotangent_program(lin: Linear, inferred, ndims) -> Op:
-    op = lin.op
-    lane, nest = unwrap_nest(op.program)
+def _cotangent_program(op: Op, group: tuple, ndims, structure, reduce_lanes: bool) -> Cotangents:
+    lane, nest = unwrap_nest(mapped(op).program)
     n = _arity(op)
-    leaves = [arg_leaves(op)[j][0] for j in lin.active]
+    leaves = [arg_leaves(op)[j][0] for j in group]
     axes = [_leaf_axes(op, k) for k in leaves]
     lane_ranks = [ndims[k] - sum(a is not None for a in ax) for k, ax in zip(leaves, axes, strict=True)]
     a = [f"a{j}" for j in range(n)]
     dot = build(f"# lanewise bridge: <output, cotangent> of {op.name}", f"def _lw_dot({', '.join(a)}, ct):",
-                [f"    out = _lw_lane({', '.join(a)})", *_dot(inferred, len(nest))], {}, {"_lw_lane": lane})
+                [f"    out = _lw_lane({', '.join(a)})", *_dot(structure)], {}, {"_lw_lane": lane})
     # Reverse mode for per-lane arrays (one sweep for all their elements), else
     # forward mode (one tangent per scalar argument, nothing stored).
     transform = autodiff.jacrev if any(lane_ranks) else autodiff.grad
-    fun = transform(dot, argnums=tuple(lin.active))
-    out_axes = [_out_axes(ax, ndims[k]) for k, ax in zip(leaves, axes, strict=True)]
-    program = _renest(op, fun, lambda d, m: tuple(_per_arg(m.in_axes, n) + [m.out_axes]),
+    fun = transform(dot, argnums=group)
+    out_axes = [[0] * len(nest) if reduce_lanes else _out_axes(ax, ndims[k])
+                for k, ax in zip(leaves, axes, strict=True)]
+    ct_mapped = not reduced(op)
+    program = _renest(op, fun, lambda d, m: tuple(_per_arg(m.in_axes, n) + [m.out_axes if ct_mapped else None]),
                       lambda d, m: tuple(o[d] for o in out_axes))
-    out_value = pytree.unflatten(inferred.out_tree, [object()] * len(inferred.out))
-    return Op(program, pytree.flatten(tuple([object()] * n + [out_value]))[1], f"cotangents of {op.name}")
+    if reduce_lanes:
+        program = reduce(program, "sum")
+    out_value = pytree.unflatten(structure.tree, [object()] * len(structure.ranks))
+    made = Op(program, pytree.flatten(tuple([object()] * n + [out_value]))[1], f"cotangents of {op.name}")
+    summed = tuple(0 if reduce_lanes else sum(1 for b in ax if b is None) for ax in axes)
+    return Cotangents(made, tuple(leaves), summed)
 
 
-def _dot(inferred, n_levels: int) -> list[str]:
+@dataclass(frozen=True)
+class _Results:
+    tree: object  # the lane's result structure
+    ranks: tuple  # per result leaf: its per-lane rank
+    floats: tuple  # per result leaf: differentiable
+
+
+def _lane_results(inferred) -> _Results:
+    """The lane's result structure, from its program as typed (:meth:`Op.infer`)."""
+    outs = inferred.exe.program.outputs
+    return _Results(inferred.out_tree, tuple(o.lane_ndim for o in outs), tuple(is_float(o.dtype) for o in outs))
+
+
+def _dot(results: _Results) -> list[str]:
     """Lane source for ``sum(out * ct)`` over the float output leaves.  Per-lane arrays
     are summed by loops, which reverse mode differentiates (it refuses NumPy
     reductions of differentiated arrays)."""
-    paths = pytree.leaf_paths(pytree.unflatten(inferred.out_tree, list(range(len(inferred.out)))))
+    paths = pytree.leaf_paths(pytree.unflatten(results.tree, list(range(len(results.ranks)))))
     lines = ["    _lw_s = 0.0"]
-    for path, o in zip(paths, inferred.out, strict=True):
-        if not is_float(o.dtype):
+    for path, rank, differentiable in zip(paths, results.ranks, results.floats, strict=True):
+        if not differentiable:
             continue
         at = "".join(f"[{p!r}]" for p in path)
-        rank = len(o.shape) - n_levels
         idx = ", ".join(f"_lw_i{d}" for d in range(rank))
         for d in range(rank):
             lines.append("    " * (d + 1) + f"for _lw_i{d} in range(out{at}.shape[{d}]):")

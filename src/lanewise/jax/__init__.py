@@ -47,9 +47,10 @@ def op(program: Mapped) -> Callable:
     Args:
       program: the lanewise program.  It runs on lanewise's CPU backend (its
         ``backend=`` must be None or ``"cpu"``).  A ``lw.reduce`` op runs the fused
-        map-reduce (nothing mapped is stored); it is not yet batched by
-        ``jax.vmap`` or differentiated, and segmented or ``lw.Monoid`` reductions
-        are refused.
+        map-reduce (nothing mapped is stored); sum and mean reductions are
+        differentiated (``jax.grad`` for reductions of every axis); it is not
+        yet batched by ``jax.vmap``, and segmented or ``lw.Monoid`` reductions are
+        refused.
 
     Returns:
       A function of the program's positional arguments (JAX arrays, NumPy arrays
@@ -86,7 +87,7 @@ def op(program: Mapped) -> Callable:
             found = ops[tree] = Op(program, tree, program.__name__)
         outs = primitives.bind(found, leaves)
         traced = trace(found, tuple((tuple(x.shape), x.dtype) for x in leaves))
-        return traced.finish(outs) if isinstance(program, Reduced) else pytree.unflatten(traced.out_tree, outs)
+        return pytree.unflatten(traced.out_tree, outs)
 
     call._lw_program = program
     return call

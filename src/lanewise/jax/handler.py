@@ -188,8 +188,16 @@ def build(exe, in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes) -> Targe
     source = source.replace("*sizes(plan)", sizes)
     key = cache.key_of("xla handler", exe.module.__name__, source) if exe.path is not None else None
     inject = {"kernel": exe.module.kernel, "kernel_serial": exe.module.kernel_serial}
-    built = host.build_module("xla handler", key, lambda: (source, None), lambda meta: inject)
+    built = _load(key, source, inject)
     return Target(f"lanewise_{key or id(built.module)}", built.module.handler, n_sizes)
+
+
+def _load(key, source: str, inject: dict):
+    """The handler module, loaded.  Numba's threading layer is started first: a
+    cfunc loaded from the disk cache links against its symbols (allocate_sched...),
+    which exist only once the layer has started ("LLVM ERROR: Symbol not found")."""
+    numba.get_num_threads()
+    return host.build_module("xla handler", key, lambda: (source, None), lambda meta: inject)
 
 
 def _sizes_args(exe) -> tuple[str, int]:
@@ -264,5 +272,5 @@ def build_reduce(exe, types, outs, identities, indexed: bool, n_strides: int, sh
         N_BLOCKS=N_BLOCKS, CHUNK=CHUNK)
     key = cache.key_of("xla reduce handler", exe.module.__name__, source) if exe.path is not None else None
     inject = {"rkernel": exe.module.rkernel, "rkernel_serial": exe.module.rkernel_serial}
-    built = host.build_module("xla handler", key, lambda: (source, None), lambda meta: inject)
+    built = _load(key, source, inject)
     return Target(f"lanewise_{key or id(built.module)}", built.module.handler, 0), jax_dtypes

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
-import numba
 import numpy as np
 
 from ..bridge.signature import Op, OutType
@@ -66,6 +65,5 @@ def _trace(op: Op, types) -> Traced:
 def _register(name: str, cfunc) -> None:
     if name in _REGISTERED:
         return
-    numba.get_num_threads()  # starts Numba's thread pool: the handler launches on it
     jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(cfunc.address), platform="cpu")
     _REGISTERED[name] = cfunc

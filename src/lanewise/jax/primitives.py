@@ -22,6 +22,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+
 import jax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
@@ -59,6 +61,8 @@ def _impl(*leaves, op: Op):
 
 def _lower(ctx, *leaves, op: Op):
     traced = trace(op, _types(ctx.avals_in))
+    if hasattr(traced, "run"):  # a reduction: the custom call, then JAX's combine of its partials
+        return mlir.lower_fun(traced.run, multiple_results=True)(ctx, *leaves)
     return jax.ffi.ffi_lowering(traced.target)(ctx, *leaves, plan=traced.plan)
 
 
@@ -81,7 +85,6 @@ def _batch(leaves, dims, op: Op):
 
 
 def _jvp(primals, tangents, op: Op):
-    _plain(op, "differentiation")
     primals = [p if hasattr(p, "dtype") else jax.numpy.asarray(p) for p in primals]  # JAX keeps Python scalars
     outs = call_p.bind(*primals, op=op)
     zeros = [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
@@ -102,8 +105,7 @@ def _linear_impl(*leaves, lin):
 
 
 def _linear_lower(ctx, *leaves, lin):
-    traced = trace(lin.forward(), _types(ctx.avals_in))
-    return jax.ffi.ffi_lowering(traced.target)(ctx, *leaves, plan=traced.plan)
+    return _lower(ctx, *leaves, op=lin.forward())
 
 
 def _linear_batch(leaves, dims, lin):
@@ -124,17 +126,18 @@ def _linear_transpose(cts, *leaves, lin):
 
 
 def _cotangents(lin, primals, cts) -> list:
-    """The cotangent of each tangent argument of ``lin``: the cotangent program's
+    """The cotangent of each tangent argument of ``lin``: the cotangent programs'
     results, summed over the levels that do not map their leaf."""
-    op = lin.op
-    inferred = op.infer(*((tuple(p.shape), p.dtype) for p in primals))
-    program = derive.cotangent_program(lin, inferred, [p.ndim for p in primals])
-    results = []
-    for k, r in zip(lin.diff, bind(program, [*primals, *cts]), strict=True):
-        summed = derive.summed_levels(op, k)
-        r = jax.numpy.sum(r, axis=tuple(range(summed))) if summed else r
-        results.append(r.astype(primals[k].dtype))
-    return results
+    op, types = lin.op, _types(primals)
+    if derive.reduced(op) and op.program.op == "mean":  # each lane's share of a mean
+        n = math.prod(derive.mapped(op).infer(*types).call.sizes)
+        cts = [c / n for c in cts]
+    found = {}
+    for group in derive.cotangent_programs(lin, types):
+        for k, r, summed in zip(group.leaves, bind(group.op, [*primals, *cts]), group.summed, strict=True):
+            r = jax.numpy.sum(r, axis=tuple(range(summed))) if summed else r
+            found[k] = r.astype(primals[k].dtype)
+    return [found[k] for k in lin.diff]
 
 
 call_p.def_impl(_impl)

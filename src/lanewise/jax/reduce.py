@@ -4,7 +4,8 @@ The reduction's kernel folds every block of lanes into one partial per output
 (lanewise's fixed blocking: the same blocks for any thread count).  Inside
 ``jax.jit`` the handler runs that kernel into partial buffers XLA allocated,
 and the partials are combined by JAX in the same fixed order, then laid out as
-``lw.reduce`` lays them out (``ir.reduction.place``).  The mapped values are
+``lw.reduce`` lays them out (``ir.reduction.place``); the whole is lowered as
+one piece of the JAX program (:meth:`TracedReduce.run`).  The mapped values are
 never stored.  Results equal ``lw.reduce``'s within the rounding of the final
 combine (NumPy's pairwise sum there, XLA's reduction here).
 
@@ -35,11 +36,18 @@ from . import handler
 
 @dataclass(frozen=True)
 class TracedReduce:
-    out: tuple  # OutType per partials buffer
+    out: tuple  # OutType per result leaf, as JAX holds it
+    out_tree: Any  # lanewise pytree structure of the result
     target: str
     plan: np.ndarray
     handler: Any
-    finish: Callable[[list], Any]  # partials -> the results pytree (JAX arrays)
+    partials: tuple  # OutType per partials buffer the handler fills
+    finish: Callable[[list], list]  # partials -> the result leaves (JAX arrays)
+
+    def run(self, *leaves) -> list:
+        """The reduction as JAX code: the custom call, then the combine."""
+        shapes = [jax.ShapeDtypeStruct(o.shape, o.dtype) for o in self.partials]
+        return self.finish(jax.ffi.ffi_call(self.target, shapes)(*leaves, plan=self.plan))
 
 
 def trace(op: Op, types) -> TracedReduce:
@@ -69,8 +77,10 @@ def trace(op: Op, types) -> TracedReduce:
     mode = handler.EMPTY if not plan.n_blocks else handler.SERIAL if cpu.is_small(call.sizes, call.values) \
         else handler.PARALLEL
     attribute = np.array([mode, *words, *call.sizes, *strides, *(d for s in shapes for d in s)], np.int64)
-    return TracedReduce(tuple(outs), target.name, attribute, target.handler,
-                        _finisher(exe, plan, call.sizes, lane_shapes))
+    finish = _finisher(exe, plan, call.sizes, lane_shapes)
+    results = jax.eval_shape(finish, [jax.ShapeDtypeStruct(o.shape, o.dtype) for o in outs])
+    return TracedReduce(tuple(OutType(r.shape, np.dtype(r.dtype)) for r in results), exe.program.out_tree,
+                        target.name, attribute, target.handler, tuple(outs), finish)
 
 
 def _finisher(exe, plan, sizes, lane_shapes):
@@ -93,7 +103,7 @@ def _finisher(exe, plan, sizes, lane_shapes):
                     flat = flat / plan.n_reduced if plan.n_reduced else jnp.full(flat.shape, jnp.nan)
             flat = flat.astype(jax.dtypes.canonicalize_dtype(spec.result_dtypes[m]))
             results.append(reduction.place(spec, out, flat, sizes, shape or (), xp=jnp))
-        return pytree.unflatten(program.out_tree, results)
+        return results
     return finish
 
 
