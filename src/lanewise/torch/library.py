@@ -1,0 +1,220 @@
+"""The ``torch.library`` ops of lanewise programs, and their rules (PyTorch's extension points).
+
+Every bridge :class:`~lanewise.bridge.signature.Op` (the user's program, and
+the programs derived from it) becomes one operator ``lanewise::<name>_<n>``
+per number of outputs, with the schema ``(Tensor a0, ...) -> (Tensor, ...)``:
+
+* CPU kernel: the program run on NumPy views of the tensors (no copy); its
+  results, fresh NumPy arrays, become the output tensors (``torch.from_numpy``,
+  no copy);
+* fake kernel (``torch.compile``, meta tensors): output shapes and dtypes from
+  the program typed without data (``Op.infer``); symbolic sizes stay symbolic;
+* autograd: the op's cotangent program (:mod:`lanewise.bridge.derive`, the
+  lane's derivative by lanewise), run as another such operator, summed over the
+  levels that do not map an argument;
+* vmap (``torch.func.vmap``): the op's batched program, one more ``lw.vmap``
+  level of the same fused nest.
+
+Example:
+    >>> import numpy as np, torch, lanewise as lw
+    >>> from lanewise.bridge.signature import Op
+    >>> op = Op.of(lw.vmap(lambda x: x + 1), (np.ones(2),))
+    >>> [t.tolist() for t in call(op, [torch.zeros(2)])]
+    [[1.0, 1.0]]
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+
+import numpy as np
+import torch
+from torch.fx.experimental.symbolic_shapes import optimization_hint
+
+from .. import pytree
+from ..bridge import derive
+from ..bridge.signature import Op
+from ..ir.program import unwrap_nest
+
+NAMESPACE = "lanewise"
+_LIB = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: dropping it deletes the ops
+_COUNT = itertools.count()
+
+
+#: The tensor dtypes lanes take (lanewise's: no float16/bfloat16).
+DTYPES = frozenset({torch.bool, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, torch.int16,
+                    torch.int32, torch.int64, torch.float32, torch.float64, torch.complex64, torch.complex128})
+# Conversions computed once, here: under torch.compile's fake mode a tensor made to
+# ask torch for a dtype would itself be fake and have no NumPy view.
+_TO_NUMPY = {d: torch.empty(0, dtype=d).numpy().dtype for d in DTYPES}
+_TO_TORCH = {v: k for k, v in _TO_NUMPY.items()}
+
+
+def torch_dtype(dtype: np.dtype) -> torch.dtype:
+    """The torch dtype of a NumPy dtype lanes produce."""
+    return _TO_TORCH[np.dtype(dtype)]
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The NumPy dtype of a torch dtype in :data:`DTYPES`."""
+    return _TO_NUMPY[dtype]
+
+
+def types_of(tensors) -> tuple:
+    """``Op.infer``'s (shape, dtype) of each tensor; a symbolic size (``torch.compile``
+    with dynamic shapes) counts as the size it was traced with."""
+    return tuple((tuple(optimization_hint(s) for s in t.shape), numpy_dtype(t.dtype)) for t in tensors)
+
+
+def call(op: Op, tensors) -> list:
+    """Run ``op`` on its argument tensors (real, fake or batched); its output tensors."""
+    overload, _ = resolve(op, tensors)
+    outs = overload(*tensors)
+    return list(outs) if isinstance(outs, (tuple, list)) else [outs]
+
+
+def resolve(op: Op, tensors) -> tuple:
+    """The operator running ``op`` on tensors like these, and the program's result tree.
+
+    Keyed by dtypes and ranks: the result's structure does not depend on sizes,
+    so a call of new sizes costs a dictionary look-up, not a typing."""
+    key = ("torch", tuple((t.dtype, t.dim()) for t in tensors))
+    found = op.derived.get(key)
+    if found is None:
+        inferred = _typed(op, types_of(tensors))
+        found = op.derived[key] = (define(op, len(inferred.out)), inferred.out_tree)
+    return found
+
+
+def _typed(op: Op, types):
+    """``op.infer``; for a reduction (only ever a cotangent program here: a parameter
+    shared by every lane, its per-lane gradients summed by ``lw.reduce`` and never
+    stored) its ``lw.vmap`` program typed: the sum of every lane has a lane's shape."""
+    if not derive.reduced(op):
+        return op.infer(*types)
+    if op.program.op != "sum" or op.program.axis is not None:  # never made by the bridge
+        raise NotImplementedError(f"lw.torch.op: {op.name}: only full sum reductions run as PyTorch operators")
+    return derive.mapped(op).infer(*types)
+
+
+def template(op: Op, key: tuple):
+    """The program's result structure for tensors of ``key``'s (dtype, rank), with
+    output indices at its leaves (``resolve`` must have seen such tensors)."""
+    tree = op.derived[("torch", key)][1]
+    return pytree.unflatten(tree, list(range(tree.num_leaves)))
+
+
+def define(op: Op, n_out: int):
+    """The operator of ``op`` with ``n_out`` outputs (defined on first use)."""
+    key = ("torch op", n_out)
+    if key not in op.derived:
+        n = op.in_tree.num_leaves
+        name = f"{re.sub(r'[^0-9A-Za-z_]', '_', op.name)[:40]}_{next(_COUNT)}"
+        qualname = f"{NAMESPACE}::{name}"
+        results = "Tensor" if n_out == 1 else f"({', '.join(['Tensor'] * n_out)})"
+        torch.library.define(qualname, f"({', '.join(f'Tensor a{k}' for k in range(n))}) -> {results}", lib=_LIB)
+        torch.library.impl(qualname, "cpu", _runner(op), lib=_LIB)
+        torch.library.register_fake(qualname, functools.partial(_fake, op), lib=_LIB)
+        if not derive.reduced(op):  # a cotangent's sum: no second derivatives of those
+            torch.library.register_autograd(qualname, functools.partial(_backward, op),
+                                            setup_context=_setup, lib=_LIB)
+        torch.library.register_vmap(qualname, functools.partial(_vmap, op), lib=_LIB)
+        op.derived[key] = getattr(getattr(torch.ops, NAMESPACE), name).default
+    return op.derived[key]
+
+
+def _host(t: torch.Tensor):
+    """A tensor as lanewise receives it: a NumPy view of its memory; a 0-d tensor as a
+    NumPy scalar, as ``Op.infer`` types it (a strong scalar of the tensor's dtype)."""
+    if t.requires_grad:  # the autograd kernel hands the tensors on as they are
+        t = t.detach()
+    return t.numpy()[()] if t.dim() == 0 else t.numpy()
+
+
+def _packed(outs: list):
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _runner(op: Op):
+    """The CPU kernel of ``op``'s operator: the program on NumPy views of the tensors.
+    Specialised to flat arguments and one output (a call costs ~2 us of lanewise's
+    fast path plus the views: the tiny-op overhead is the dispatcher's)."""
+    program, tree = op.program, op.in_tree
+    flat = tree.num_nodes == tree.num_leaves + 1  # a tuple of leaves: the user's op, batched ops
+
+    def run(*tensors):
+        values = [_host(t) for t in tensors]
+        result = program(*values) if flat else program(*pytree.unflatten(tree, values))
+        if type(result) is np.ndarray:
+            return torch.from_numpy(result)  # the fresh C array the kernel wrote: no copy
+        return _packed([torch.from_numpy(np.asarray(leaf)) for leaf in pytree.flatten(result)[0]])
+    return run
+
+
+def _fake(op: Op, *tensors):
+    inferred = _typed(op, types_of(tensors))
+    if derive.reduced(op):
+        return _packed([torch.empty(inferred.lane_shapes.get(k, ()), dtype=torch_dtype(o.dtype))
+                        for k, o in enumerate(inferred.out)])
+    if inferred.lane_shapes:
+        # A per-lane array's shape was probed at these sizes and may depend on
+        # them: specialise every size (guards) rather than assume it does not.
+        for t in tensors:
+            [int(s) for s in t.shape]
+    sizes = level_sizes(inferred, [t.shape for t in tensors])
+    return _packed([torch.empty(o.shape(sizes, inferred.lane_shapes.get(k, ())), dtype=torch_dtype(t.dtype))
+                    for k, (o, t) in enumerate(zip(inferred.exe.program.outputs, inferred.out, strict=True))])
+
+
+def level_sizes(inferred, shapes) -> list:
+    """Each level's number of lanes, from the arguments' (possibly symbolic) ``shapes``:
+    the size of the first leaf mapped there (the others must agree), else ``axis_size``."""
+    sig, sizes = inferred.call.signature, []
+    for d in range(len(sig.levels)):
+        mapped = [shapes[k][sig.leaves[k].axes[d]] for k in sig.mapped_at(d)]
+        for other in mapped[1:]:
+            torch._check(other == mapped[0])  # the kernel checks it too; this tells the compiler
+        sizes.append(mapped[0] if mapped else inferred.call.sizes[d])
+    return sizes
+
+
+def _setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+    ctx.out_types = [(o.shape, o.dtype) for o in (output if isinstance(output, tuple) else (output,))]
+
+
+def _backward(op: Op, ctx, *grads):
+    primals = ctx.saved_tensors
+    active = tuple(j for j, t in enumerate(primals) if ctx.needs_input_grad[j] and derive.is_float(
+        numpy_dtype(t.dtype)))
+    result = [None] * len(primals)
+    if not active:
+        return tuple(result)
+    lin = derive.Linear(op, active)
+    # Integer outputs have no gradient; the cotangent program still takes a leaf for them.
+    cts = [torch.zeros(shape, dtype=dtype) if g is None else g for g, (shape, dtype) in
+           zip(grads, ctx.out_types, strict=True)]
+    found = {}
+    for group in derive.cotangent_programs(lin, types_of(primals)):
+        for k, r, summed in zip(group.leaves, call(group.op, [*primals, *cts]), group.summed, strict=True):
+            found[k] = (r.sum(dim=tuple(range(summed))) if summed else r).to(primals[k].dtype)
+    for j, k in zip(active, lin.diff, strict=True):
+        result[j] = found[k]
+    return tuple(result)
+
+
+def _vmap(op: Op, info, in_dims, *tensors):
+    if all(d is None for d in in_dims):
+        outs = call(op, tensors)
+        return _packed(outs), _packed([None] * len(outs))
+    if derive.reduced(op):
+        # A cotangent's sum over every lane (levels laid out first), batched: the
+        # batched lanes' values, summed here over the levels after the batch axis.
+        levels = len(unwrap_nest(op.program.fun)[1])
+        outs = [o.sum(dim=tuple(range(1, levels + 1)))
+                for o in call(derive.batched(derive.mapped(op), tuple(in_dims)), tensors)]
+    else:
+        outs = call(derive.batched(op, tuple(in_dims)), tensors)
+    return _packed(outs), _packed([0] * len(outs))
