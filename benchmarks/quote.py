@@ -59,6 +59,7 @@ SOURCES = {
     "w4": (RESULTS / "w4.json", _w4),
     "autodiff": (RESULTS / "autodiff.json", _spmd),  # the same layout: rows of workload and medians
     "jax_bridge": (RESULTS / "jax_bridge.json", _spmd),
+    "torch_bridge": (RESULTS / "torch_bridge.json", _spmd),
 }
 
 

@@ -1,0 +1,154 @@
+"""lanewise programs inside ``torch.compile`` (``lw.torch.op``) against the same program in PyTorch.
+
+Two rows, the bars of the bridge issue (docs/jax.md, section PyTorch):
+
+* the escape-time fractal (W2: 1500², 500 iterations) as an op inside a
+  ``torch.compile``d function, against the pure-PyTorch twin compiled the same
+  way: a masked loop over every pixel (``torch.where``), written with
+  PyTorch's ``while_loop`` (the counterpart of ``lax.while_loop``; a Python
+  ``for`` loop of 500 steps is unrolled by Dynamo and Inductor had not
+  finished compiling it for 300² after 17 minutes);
+* the per-call cost of a tiny op (8 lanes of ``x + 1``) inside a compiled
+  function, against the same compiled function with ``x + 1`` written in
+  PyTorch: the difference is what the operator adds.  PyTorch's floor for any
+  such operator is timed too (``x + 1`` by torch inside a Python custom op
+  registered the same way), and eager calls.
+
+Each compiled function is compiled and checked once, then the tools are timed
+in ``--repeats`` interleaved rounds; medians are reported.  ``lanewise-direct``
+is the program called on NumPy views outside PyTorch.  The machine's load at
+the start is recorded: PyTorch's OpenMP threads slow down badly when another
+process holds a core.
+
+    python -m benchmarks.torch_bridge            # documented sizes (writes results/torch_bridge.json)
+    python -m benchmarks.torch_bridge --quick    # small sizes, nothing written
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numba
+import numpy as np
+
+import lanewise as lw
+
+from . import w2_fractal
+from .report import save_rows
+
+
+def _compare(name: str, size: str, tools: dict, args, repeats: int, check) -> dict:
+    """Median seconds of each tool (after one checked warm-up call each)."""
+    results = {k: f(*args) for k, f in tools.items()}
+    check(*results.values())
+    times = {k: [] for k in tools}
+    for _ in range(repeats):
+        for k, f in tools.items():
+            start = time.perf_counter()
+            f(*args)
+            times[k].append(time.perf_counter() - start)
+    return {"workload": name, "size": size, "median_s": {k: statistics.median(v) for k, v in times.items()}}
+
+
+def _twin(torch):
+    """W2 in PyTorch: every pixel iterated in lockstep, escaped ones masked."""
+    from torch._higher_order_ops import while_loop
+
+    def fractal(cre, cim):
+        cr, ci = cre[:, None], cim[None, :]
+        zr = torch.zeros(cre.shape[0], cim.shape[0], dtype=cre.dtype)
+        res = torch.full(zr.shape, w2_fractal.MAX_ITER, dtype=torch.int64)
+
+        def cond(k, zr, zi, res):
+            return k < w2_fractal.MAX_ITER
+
+        def body(k, zr, zi, res):
+            zr, zi = zr * zr - zi * zi + cr, 2 * zr * zi + ci
+            return k + 1, zr, zi, torch.where((zr * zr + zi * zi > 4.0) & (res == w2_fractal.MAX_ITER), k, res)
+
+        return while_loop(cond, body, (torch.tensor(0), zr, torch.zeros_like(zr), res))[3]
+    return fractal
+
+
+def fractal(torch, n: int, repeats: int) -> dict:
+    program = w2_fractal._lanewise(lw)
+    grid = lw.torch.op(program)
+    twin = _twin(torch)
+    tools = {"lanewise-op": torch.compile(lambda re, im: grid(re, im) + 0, fullgraph=True),
+             "torch-compile-while_loop": torch.compile(lambda re, im: twin(re, im) + 0, fullgraph=True),
+             "lanewise-direct": lambda re, im: program(re.numpy(), im.numpy())}
+    re, im = (torch.from_numpy(a) for a in w2_fractal.setup(n))
+
+    def check(a, b, direct):  # Inductor may contract a*b+c into FMA: boundary points move by one step
+        assert np.mean(a.numpy() != b.numpy()) <= 1e-4 and np.array_equal(a.numpy(), direct)
+
+    row = _compare("fractal", f"{n}x{n}, {w2_fractal.MAX_ITER} iterations", tools, (re, im), repeats, check)
+    row["ratio"] = row["median_s"]["lanewise-op"] / row["median_s"]["torch-compile-while_loop"]
+    row["bar"] = "<= 0.1x the PyTorch twin in torch.compile"
+    return row
+
+
+def _python_op(torch):
+    """PyTorch's own floor for such an operator: ``x + 1`` computed by torch inside a
+    Python custom op registered as lanewise's are (kernel, fake, autograd)."""
+    lib = torch.library.Library("lanewise_bench", "FRAGMENT")
+    torch.library.define("lanewise_bench::plus_one", "(Tensor a0) -> Tensor", lib=lib)
+    torch.library.impl("lanewise_bench::plus_one", "cpu", lambda x: x + 1.0, lib=lib)
+    torch.library.register_fake("lanewise_bench::plus_one", lambda x: torch.empty_like(x), lib=lib)
+    torch.library.register_autograd("lanewise_bench::plus_one", lambda ctx, g: g, lib=lib)
+    _python_op.lib = lib  # kept alive: dropping the library removes the operator
+    return torch.ops.lanewise_bench.plus_one.default
+
+
+def overhead(torch, repeats: int) -> dict:
+    op = lw.torch.op(lw.vmap(lambda x: x + 1.0))
+    plus_one = _python_op(torch)
+    tools = {"lanewise-op": torch.compile(lambda x: op(x) * 2.0, fullgraph=True),
+             "torch": torch.compile(lambda x: (x + 1.0) * 2.0, fullgraph=True),
+             "torch-python-custom-op": torch.compile(lambda x: plus_one(x) * 2.0, fullgraph=True),
+             "lanewise-op-eager": lambda x: op(x) * 2.0, "torch-eager": lambda x: (x + 1.0) * 2.0}
+    x = torch.arange(8.0, dtype=torch.float64)
+    want = (x + 1.0) * 2.0
+    for f in tools.values():
+        torch.testing.assert_close(f(x), want)
+    calls = 2000  # per round: one call is ~10-50 µs, below the timer's useful resolution
+    # Rounds are cheap here, and a 2-core machine shared with other work is noisy: 4x the rounds.
+    row = _compare("tiny op", "8 lanes of x + 1", {k: _loop(f, calls) for k, f in tools.items()}, (x,),
+                   4 * repeats, lambda *outs: None)
+    row["median_s"] = {k: v / calls for k, v in row["median_s"].items()}
+    row["overhead_us"] = (row["median_s"]["lanewise-op"] - row["median_s"]["torch"]) * 1e6
+    row["overhead_eager_us"] = (row["median_s"]["lanewise-op-eager"] - row["median_s"]["torch-eager"]) * 1e6
+    row["python_custom_op_overhead_us"] = (row["median_s"]["torch-python-custom-op"] - row["median_s"]["torch"]) * 1e6
+    row["bar"] = "<= 20 us per call"
+    return row
+
+
+def _loop(f, calls: int):
+    def run(x):
+        for _ in range(calls):
+            out = f(x)
+        return out
+    return run
+
+
+def main(argv=None) -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes; nothing written")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
+    rows = [fractal(torch, 300 if args.quick else 1500, args.repeats), overhead(torch, args.repeats)]
+    for row in rows:
+        row["load_average_at_start"] = round(load, 2)
+        row["torch_threads"] = torch.get_num_threads()
+        print(row)
+    if not args.quick:
+        save_rows("torch_bridge", rows, args.repeats, numba.get_num_threads())
+
+
+if __name__ == "__main__":
+    main()
