@@ -216,6 +216,20 @@ def test_grad_per_lane_and_shared_parameter(scaled_op, compiled):
     close(_grads(f, x, a), _grads(loss(scaled_twin), x, a))
 
 
+def test_compiled_backward_dynamic_sizes(scaled_op):
+    def loss(op):
+        return lambda x, a: (op(x, a)[0] ** 2).sum()
+
+    compiled, counter = _counted(loss(scaled_op), dynamic=True)
+    a = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    counts = []
+    for n in (5, 11):
+        x = _x(n, grad=True)
+        close(_grads(compiled, x, a), _grads(loss(scaled_twin), x, a))
+        counts.append(counter.frame_count)
+    assert counts[0] == counts[-1]
+
+
 def test_grad_two_levels(bump_op):
     def loss(op):
         return lambda x, y, w: (op(x, y, w) ** 2).sum()
