@@ -40,7 +40,7 @@ def _timed(fn, *args) -> float:
     return time.perf_counter() - start
 
 
-def _compare(name: str, size: str, tools: dict, args, repeats: int, check) -> dict:
+def compare(name: str, size: str, tools: dict, args, repeats: int, check) -> dict:
     """Median seconds of each tool (after one checked warm-up call each)."""
     results = {k: f(*args) for k, f in tools.items()}
     check(*results.values())
@@ -62,7 +62,7 @@ def fractal(jax, n: int, repeats: int) -> dict:
     def check(a, b, direct):  # XLA contracts a*b+c into FMA: a few boundary points move by one step
         assert np.mean(np.asarray(a) != np.asarray(b)) <= 1e-4 and np.array_equal(np.asarray(a), direct)
 
-    row = _compare("fractal", f"{n}x{n}, {w2_fractal.MAX_ITER} iterations", tools, (re, im), repeats, check)
+    row = compare("fractal", f"{n}x{n}, {w2_fractal.MAX_ITER} iterations", tools, (re, im), repeats, check)
     row["ratio"] = row["median_s"]["lanewise-op"] / row["median_s"]["jax-vmap-while_loop"]
     row["bar"] = "<= 0.1x jax.vmap(lax.while_loop)"
     return row
@@ -80,7 +80,7 @@ def backtest(jax, n: int, repeats: int) -> dict:
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-9)
         np.testing.assert_array_equal(np.asarray(a), direct)
 
-    row = _compare("backtest", f"{n} series x {w3_backtest.STEPS} steps", tools, (jax.numpy.asarray(prices),),
+    row = compare("backtest", f"{n} series x {w3_backtest.STEPS} steps", tools, (jax.numpy.asarray(prices),),
                    repeats, check)
     row["ratio"] = row["median_s"]["lanewise-op"] / row["median_s"]["jax-vmap-scan"]
     row["bar"] = "<= 0.2x jax.vmap(lax.scan)"
@@ -96,7 +96,7 @@ def overhead(jax, repeats: int) -> dict:
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
     calls = 2000  # per round: one call is ~10 µs, below the timer's useful resolution
-    row = _compare("tiny op", "8 lanes of x + 1", {k: _loop(f, calls) for k, f in tools.items()}, (x,),
+    row = compare("tiny op", "8 lanes of x + 1", {k: loop(f, calls) for k, f in tools.items()}, (x,),
                    repeats, lambda a, b: check(tools["lanewise-op"](x), tools["jax"](x)))
     row["median_s"] = {k: v / calls for k, v in row["median_s"].items()}
     row["overhead_us"] = (row["median_s"]["lanewise-op"] - row["median_s"]["jax"]) * 1e6
@@ -104,11 +104,12 @@ def overhead(jax, repeats: int) -> dict:
     return row
 
 
-def _loop(f, calls: int):
+def loop(f, calls: int):
+    """``f`` called ``calls`` times on one argument (a call is too short to time alone)."""
     def run(x):
         for _ in range(calls):
             out = f(x)
-        return out.block_until_ready()
+        return getattr(out, "block_until_ready", lambda: out)()
     return run
 
 

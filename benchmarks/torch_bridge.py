@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 import numba
 import numpy as np
@@ -36,20 +34,8 @@ import numpy as np
 import lanewise as lw
 
 from . import w2_fractal
+from .jax_bridge import compare, loop
 from .report import save_rows
-
-
-def _compare(name: str, size: str, tools: dict, args, repeats: int, check) -> dict:
-    """Median seconds of each tool (after one checked warm-up call each)."""
-    results = {k: f(*args) for k, f in tools.items()}
-    check(*results.values())
-    times = {k: [] for k in tools}
-    for _ in range(repeats):
-        for k, f in tools.items():
-            start = time.perf_counter()
-            f(*args)
-            times[k].append(time.perf_counter() - start)
-    return {"workload": name, "size": size, "median_s": {k: statistics.median(v) for k, v in times.items()}}
 
 
 def _twin(torch):
@@ -84,7 +70,7 @@ def fractal(torch, n: int, repeats: int) -> dict:
     def check(a, b, direct):  # Inductor may contract a*b+c into FMA: boundary points move by one step
         assert np.mean(a.numpy() != b.numpy()) <= 1e-4 and np.array_equal(a.numpy(), direct)
 
-    row = _compare("fractal", f"{n}x{n}, {w2_fractal.MAX_ITER} iterations", tools, (re, im), repeats, check)
+    row = compare("fractal", f"{n}x{n}, {w2_fractal.MAX_ITER} iterations", tools, (re, im), repeats, check)
     row["ratio"] = row["median_s"]["lanewise-op"] / row["median_s"]["torch-compile-while_loop"]
     row["bar"] = "<= 0.1x the PyTorch twin in torch.compile"
     return row
@@ -115,7 +101,7 @@ def overhead(torch, repeats: int) -> dict:
         torch.testing.assert_close(f(x), want)
     calls = 2000  # per round: one call is ~10-50 µs, below the timer's useful resolution
     # Rounds are cheap here, and a 2-core machine shared with other work is noisy: 4x the rounds.
-    row = _compare("tiny op", "8 lanes of x + 1", {k: _loop(f, calls) for k, f in tools.items()}, (x,),
+    row = compare("tiny op", "8 lanes of x + 1", {k: loop(f, calls) for k, f in tools.items()}, (x,),
                    4 * repeats, lambda *outs: None)
     row["median_s"] = {k: v / calls for k, v in row["median_s"].items()}
     row["overhead_us"] = (row["median_s"]["lanewise-op"] - row["median_s"]["torch"]) * 1e6
@@ -123,14 +109,6 @@ def overhead(torch, repeats: int) -> dict:
     row["python_custom_op_overhead_us"] = (row["median_s"]["torch-python-custom-op"] - row["median_s"]["torch"]) * 1e6
     row["bar"] = "<= 20 us per call"
     return row
-
-
-def _loop(f, calls: int):
-    def run(x):
-        for _ in range(calls):
-            out = f(x)
-        return out
-    return run
 
 
 def main(argv=None) -> None:

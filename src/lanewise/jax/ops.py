@@ -3,7 +3,7 @@
 Example:
     >>> import numpy as np, lanewise as lw
     >>> from lanewise.bridge.signature import Op
-    >>> op = Op.of(lw.vmap(lambda x, y: x * y), (np.ones(3), 2.0))
+    >>> op = Op.of(lw.vmap(lambda x, y: x * y, in_axes=(0, None)), (np.ones(3), 2.0))
     >>> trace(op, (((3,), "float64"), ((), "float64"))).target.startswith("lanewise_")
     True
 """
