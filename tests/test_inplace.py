@@ -77,3 +77,11 @@ def test_code_whose_file_shows_other_source_is_not_rewritten():
     assert rewrite(ns["filled"]) is None
     np.testing.assert_array_equal(lw.vmap(ns["filled"])(np.array([2.0, 3.0])),
                                   [[2.0, 1, 1, 1, 1], [3.0, 1, 1, 1, 1]])
+
+
+def test_a_one_tuple_holding_an_array_is_not_rewritten():
+    """The lane returns a tuple, not its array: the ordinary path (it crashed typing the
+    result as one array)."""
+    rows = np.arange(6.0).reshape(2, 3)
+    (doubled,) = lw.vmap(lambda r: (r * 2.0,))(rows)
+    np.testing.assert_array_equal(doubled, rows * 2.0)

@@ -65,9 +65,11 @@ def batched(op: Op, axes: tuple) -> Op:
 
 
 def arg_leaves(op: Op) -> list[list[int]]:
-    """The leaf indices of each positional argument."""
-    index_tree = optree.tree_unflatten(op.in_tree, list(range(op.in_tree.num_leaves)))
-    return [pytree.flatten(arg)[0] for arg in index_tree]
+    """The leaf indices of each positional argument (computed once per op)."""
+    if "arg_leaves" not in op.derived:
+        index_tree = optree.tree_unflatten(op.in_tree, list(range(op.in_tree.num_leaves)))
+        op.derived["arg_leaves"] = [pytree.flatten(arg)[0] for arg in index_tree]
+    return op.derived["arg_leaves"]
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def _renest(op: Op, lane, in_axes_at, out_axes_at) -> Op:
 
 
 def _arity(op: Op) -> int:
-    return len(optree.tree_unflatten(op.in_tree, [0] * op.in_tree.num_leaves))
+    return len(arg_leaves(op))
 
 
 def tangent_program(op: Op, active: tuple) -> Op:
@@ -135,9 +137,11 @@ def tangent_program(op: Op, active: tuple) -> Op:
     params = ", ".join([f"a{j}" for j in range(n)] + [f"t{j}" for j in active])
     fun = build(f"# lanewise bridge: tangents of {op.name}", f"def _lw_tangent({params}):",
                 [f"    return _lw_jvp({params})[1]"], {}, {"_lw_jvp": autodiff.jvp_lane(lane, n, active)})
-    program = _renest(op, fun, lambda d, m: tuple(_per_arg(m.in_axes, n) + [_per_arg(m.in_axes, n)[j]
-                                                                              for j in active]),
-                      lambda d, m: m.out_axes)
+    def in_axes(depth, level):  # a tangent is mapped as its primal
+        axes = _per_arg(level.in_axes, n)
+        return tuple(axes + [axes[j] for j in active])
+
+    program = _renest(op, fun, in_axes, lambda d, m: m.out_axes)
     if reduced(op):
         if op.program.op not in LINEAR_REDUCTIONS:
             raise NotImplementedError(f"lw.jax.op({op.name}): only sum and mean reductions are differentiated, "

@@ -94,7 +94,7 @@ def op(program: Mapped) -> Callable:
 
 
 def _as_jax(x):
-    import jax.numpy as jnp
+    """A JAX array or tracer as it is; NumPy arrays and Python scalars converted."""
+    import jax
 
-    return x if hasattr(x, "aval") or hasattr(x, "shape") and hasattr(x, "dtype") and type(x).__module__.startswith(
-        "jax") else jnp.asarray(x)
+    return x if isinstance(x, jax.Array) else jax.numpy.asarray(x)

@@ -49,6 +49,14 @@ def render(in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes, lane_name: s
         N_INNER=N_INNER)
 
 
+def held_by_jax(dtypes) -> tuple[list, list]:
+    """The dtype JAX holds each buffer in, and the dtype the kernel must write it in
+    where the two differ (JAX without x64 holds float64 as float32: the handler
+    writes a temporary and casts), else None."""
+    held = [np.dtype(jax.dtypes.canonicalize_dtype(d)) for d in dtypes]
+    return held, [np.dtype(d) if h != d else None for d, h in zip(dtypes, held, strict=True)]
+
+
 def _message(lane_name: str) -> bytes:
     return f"lanewise: {lane_name} raised inside a jax.jit op, at lane number ".encode()
 
@@ -255,8 +263,7 @@ def build_reduce(exe, types, outs, identities, indexed: bool, n_strides: int, sh
     width = 2 if indexed else 1
     fills = [(identities[k // width] if k % width == 0 else -1) if identities[k // width] is not None else None
              for k in range(len(outs))]
-    jax_dtypes = [np.dtype(jax.dtypes.canonicalize_dtype(o.dtype)) for o in outs]
-    temps = [o.dtype if j != o.dtype else None for o, j in zip(outs, jax_dtypes, strict=True)]
+    jax_dtypes, temps = held_by_jax([o.dtype for o in outs])
     reads, casts, values = _buffers([np.dtype(d) for _, d in types], [len(s) for s, _ in types], jax_dtypes,
                                     [len(o.shape) for o in outs], temps, fills)
     words = [f"plan[{REDUCE_SIZES + j}]" for j in range(len(exe.program.signature.levels) + n_strides)]

@@ -50,11 +50,8 @@ def trace(op: Op, types: tuple) -> Traced:
 def _trace(op: Op, types) -> Traced:
     inferred = op.infer(*types)
     exe, call = inferred.exe, inferred.call
-    outs, temps = [], []
-    for o in inferred.out:  # without x64, JAX holds a float64 result as float32: the handler casts
-        want = np.dtype(jax.dtypes.canonicalize_dtype(o.dtype))
-        outs.append(OutType(o.shape, want))
-        temps.append(o.dtype if want != o.dtype else None)
+    held, temps = handler.held_by_jax([o.dtype for o in inferred.out])
+    outs = [OutType(o.shape, d) for o, d in zip(inferred.out, held, strict=True)]
     target = handler.build(exe, [np.dtype(d) for _, d in types], [len(s) for s, _ in types],
                            [o.dtype for o in outs], [len(o.shape) for o in outs], temps)
     extra = tuple(d for k in exe.array_outputs for d in inferred.lane_shapes[k])
