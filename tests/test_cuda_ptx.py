@@ -133,7 +133,8 @@ MONOID = lw.Monoid(bigger_abs, 0.0)
 
 
 @pytest.mark.parametrize("op, axis", [(op, None) for op in ["sum", "mean", "max", "argmin", "any", MONOID]]
-                         + [("sum", 1), ("argmax", 0), (MONOID, 1)], ids=str)
+                         + [("sum", 1), ("argmax", 0), (MONOID, 1)],
+                         ids=lambda v: "bigger_abs" if v is MONOID else str(v))  # the same ids in every process (xdist)
 def test_reduce_kernels_compile_without_float_atomics(op, axis):
     x, y = np.linspace(-1, 1, 4), np.linspace(-2, 2, 5)
     grid = lw.vmap(lw.vmap(wave, in_axes=(None, 0)), in_axes=(0, None), backend="cuda")
