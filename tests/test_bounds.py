@@ -113,6 +113,37 @@ def test_the_failing_lane_is_found_inside_an_spmd_group(spmd, monkeypatch):
     np.testing.assert_array_equal(f(x), lw.vmap(data_dependent, backend="python")(x))
 
 
+def table_walk(x, table):
+    s, k = 0.0, 0
+    while s < x:  # a uniform index (the same k in every live lane): a scalar load
+        s += table[k]
+        k += 1
+    return s + table[int(x) - 2]  # an index that differs between lanes: a gather
+
+
+@pytest.mark.parametrize("spmd", [True, False])
+@pytest.mark.parametrize("x, index, lane, needle", [
+    (6.5, 4, "i0=5", "s += table[k]"),  # lane 5 walks past the table's end
+    (-3.5, -5, "i0=5", "table[int(x) - 2]"),  # lane 5 gathers below -len
+])
+def test_a_table_every_lane_shares_is_bounds_checked(spmd, x, index, lane, needle, monkeypatch):
+    """A 1-D array passed whole is read on the SPMD path as one table (a scalar load
+    at a uniform index, a gather at a lane-dependent one): an index out of bounds in
+    a live lane raises the same error as on the scalar path, and nothing is read."""
+    monkeypatch.setattr(lw.config, "spmd", spmd)
+    table = np.ones(4)
+    xs = np.full(11, 2.5)
+    xs[5] = x
+    f = lw.vmap(table_walk, in_axes=(0, None))
+    if spmd:
+        assert "v_table(" in lw.explain(f, xs, table).source
+    with pytest.raises(lw.LaneIndexError) as info:
+        f(xs, table)
+    check_error(info, index, 4, lane, line_of(table_walk, needle))
+    xs[5] = 1.5
+    np.testing.assert_array_equal(f(xs, table), lw.vmap(table_walk, in_axes=(0, None), backend="python")(xs, table))
+
+
 def test_reductions_raise_the_same_error():
     def lane(row):
         return row[int(row[0]) + 4]

@@ -35,6 +35,7 @@ from lanewise import spmd
 from lanewise.spmd.syntax import Unsupported
 from lanewise.spmd.transform import transform
 from corpus import ema_step, examples
+from raising_lanes import checked_halving
 
 # ============================================================================ lanes
 
@@ -344,6 +345,31 @@ def row_scan(row, t):
     return -1
 
 
+def sources(x, y, sx, sy, mass):
+    """Every lane sums over the same sources (tables passed whole, read at a uniform
+    index: one scalar load per vector step), a tuple sliced, ``table.size``."""
+    s = 0.0
+    here = (x, y)
+    for k in range(sx.size):
+        px, py = here[:]
+        dx, dy = px - sx[k], py - sy[k]
+        r2 = dx * dx + dy * dy + 0.25
+        if r2 < 4.0:  # near sources only: lanes diverge
+            s = s + mass[k] * dx / (r2 * r2)
+    return s
+
+
+def table_lookup(x, coef):
+    """A table read at an index that differs between lanes (a gather from one base)
+    and at uniform ones (Horner over the table), with negative indices."""
+    r = coef[int(x * 3.0) % len(coef)] - coef[-1]
+    k = 0
+    while k < coef.shape[0] and r < 50.0:
+        r = r * x + coef[k]
+        k += 1
+    return r, k
+
+
 def _walks(rng, n, steps, dtype=np.float64):
     """``n`` random walks of ``steps`` prices from 100, one per row."""
     return (100.0 * np.exp(np.cumsum(rng.standard_normal((max(n, 1), steps)) * 0.01, axis=1))).astype(dtype)
@@ -402,6 +428,12 @@ CASES = [
     Case("first_above_f32", first_above, lambda r, n: (_walks(r, n, 9, np.float32), 100.5), in_axes=(0, None),
          light=True),
     Case("row_scan", row_scan, lambda r, n: (r.integers(0, 9, (max(n, 1), 6)), 6), in_axes=(0, None), light=True),
+    Case("sources", sources, lambda r, n: (_u(r, n, -3, 3), _u(r, n, -3, 3), *_u(r, (3, 40), -3, 3)),
+         in_axes=(0, 0, None, None, None)),
+    Case("table_lookup", table_lookup, lambda r, n: (_u(r, n, 0, 3), _u(r, 9, -2, 2)), in_axes=(0, None)),
+    Case("table_lookup_f32", table_lookup, lambda r, n: (_u(r, n, 0, 3).astype(np.float32),
+                                                         _u(r, 17, -2, 2).astype(np.float32)[::2]),
+         in_axes=(0, None)),
     Case("narrow", narrow, lambda r, n: (_u(r, n, -2, 20).astype(np.float32),
                                          r.integers(0, 12, n).astype(np.int32))),
 ]
@@ -662,16 +694,6 @@ def unknown_call(x):
     return n
 
 
-def raising(x):
-    n = 0
-    while x > 1.0:
-        x = x / 2
-        n += 1
-    if n > 1000:
-        raise ValueError("too many")
-    return n
-
-
 def while_else(x):
     n = 0
     while x > 1.0:
@@ -719,6 +741,13 @@ def via_helper(p):
     return _row_total(p) * 2.0
 
 
+def csr_node(start, stop, indices, w, x):
+    s = 0.0
+    for k in range(start, stop):  # tables read at indices that differ between lanes
+        s += w[k] * x[indices[k]]
+    return s
+
+
 def guarded_read(p, t):
     i = 0
     while i < len(p) and p[i] <= t:
@@ -729,13 +758,14 @@ def guarded_read(p, t):
 FALLBACKS = [
     (allocates, (np.linspace(0, 9, 7),), 0, "np.zeros(3)"),
     (unknown_call, (np.linspace(0, 9, 7),), 0, "complex(2.0, 0.0)"),
-    (raising, (np.linspace(0, 9, 7),), 0, "`raise"),
-    (row_scan, (np.arange(12.0) % 5, np.linspace(0, 5, 7)), (None, 0), "operation(s) per row element"),
+    (row_scan, (np.arange(36.0).reshape(3, 12) % 5, 2.5), (0, None), "operation(s) per row element"),
     (stacked_ys, (np.arange(12.0).reshape(3, 4),), 0, "stacked ys"),
     (writes_row, (np.arange(12.0).reshape(3, 4),), 0, "writing into the array 'p'"),
     (grid_total, (np.arange(24.0).reshape(2, 3, 4),), 0, "2-D views"),
     (via_helper, (np.arange(12.0).reshape(3, 4),), 0, "'p' passed to _row_total"),
     (guarded_read, (np.arange(12.0).reshape(3, 4), 5.5), (0, None), "Python may not evaluate"),
+    (csr_node, (np.array([0, 2, 2]), np.array([2, 2, 5]), np.array([1, 0, 2, 2, 1]), np.linspace(0, 1, 5),
+                np.array([1.0, 2.0, 3.0])), (0, 0, None, None, None), "operation(s) per row element"),
     (while_else, (np.linspace(0, 9, 7),), 0, "while ... else"),
 ]
 
@@ -748,9 +778,10 @@ def test_unsupported_constructs_fall_back_with_reason(lane, args, in_axes, why):
     np.testing.assert_array_equal(f(*args), lw.vmap(lane, in_axes=in_axes, backend="python")(*args))
 
 
-def test_a_shared_array_is_read_as_a_row_by_every_lane():
-    """A 1-D array passed whole (a table, sample times) runs on the SPMD path: W equal
-    data pointers, read at uniform indices (blocks) and at lane-dependent ones (gathers)."""
+def test_a_shared_array_is_read_as_a_table_by_every_lane():
+    """A 1-D array passed whole (a table, sample times) runs on the SPMD path: one
+    data pointer, read at uniform indices (a scalar load) and at lane-dependent ones
+    (gathers); as rows of a 2-D array mapped at the outer level only."""
     def lookup(x, table):
         s, i = 0.0, 0
         while s < x:
@@ -762,12 +793,99 @@ def test_a_shared_array_is_read_as_a_row_by_every_lane():
     for table in (np.linspace(0.5, 2.0, 13), np.linspace(0.5, 2.0, 26)[::2]):  # contiguous, strided
         f = lw.vmap(lookup, in_axes=(0, None))
         assert lane_path(f, x, table).startswith("lane path: SPMD")
+        assert "v_table(" in lw.explain(f, x, table).source
         np.testing.assert_array_equal(f(x, table), lw.vmap(lookup, in_axes=(0, None), backend="python")(x, table))
     tables = np.linspace(0.5, 2.0, 26).reshape(2, 13)  # shared by the inner level, mapped by the outer
     nested = lw.vmap(lw.vmap(lookup, in_axes=(0, None)), in_axes=(None, 0))
     assert lane_path(nested, x, tables).startswith("lane path: SPMD")
     np.testing.assert_array_equal(nested(x, tables), lw.vmap(lw.vmap(lookup, in_axes=(0, None)), in_axes=(None, 0),
                                                              backend="python")(x, tables))
+
+
+def test_uniform_table_reads_keep_the_full_width():
+    """Reads of a shared table at a uniform index are one scalar load per vector step,
+    not W loads: the lane keeps the width of lanes without rows (per-lane rows and
+    gathered tables take one register's worth, :func:`spmd.width_for`)."""
+    args = BY_NAME["sources"].make(np.random.default_rng(0), 64)
+    f = BY_NAME["sources"].mapped()
+    assert f"{spmd.width_for(8)} lanes per vector step" in lane_path(f, *args), lane_path(f, *args)
+    args = BY_NAME["table_lookup"].make(np.random.default_rng(0), 64)
+    path = lane_path(BY_NAME["table_lookup"].mapped(), *args)
+    assert f"{spmd.width_for(8, rows=True)} lanes per vector step" in path, path
+
+
+def powers(x, k):
+    s = x ** 0 + x ** 1
+    for _ in range(k):
+        s = s + x ** 2 - x ** 3 * 0.5 + (x * 0.5) ** 7 - s ** 2 * 0.001
+    return s + (k + 2) ** 3
+
+
+def test_integer_powers_are_the_scalar_paths_multiplications():
+    """``x ** k`` for a literal k >= 0 is Numba's unrolled multiplications on whole
+    vectors (no call per lane): the SPMD path gives the scalar path's bits."""
+    x = np.random.default_rng(4).uniform(-3, 3, 203)
+    f = lw.vmap(powers, in_axes=(0, None))
+    assert "SPMD" in lane_path(f, x, 3)
+    with lw.config.overridden(spmd=False):
+        want = lw.vmap(powers, in_axes=(0, None))(x, 3)
+    assert_bitwise(f(x, 3), want, "SPMD vs scalar path")
+    np.testing.assert_allclose(want, lw.vmap(powers, in_axes=(0, None), backend="python")(x, 3), rtol=1e-13)
+    w = spmd.width_for(8)
+    body = transform(powers, ("varying", "uniform"), (((), "float64"),), w)
+    out = np.empty(w)
+    asm = _compiled(spmd.module_text(body), "lane_spmd", np.ones(w, np.bool_), x[:w].copy(), 3, out)
+    assert_bitwise(out, want[:w])
+    assert not re.search(r"call\w*\s+.*pow", asm), "x ** k should be multiplications, not pow calls"
+    assert _vector_instruction_count(asm) >= 5
+
+
+@pytest.mark.parametrize("spmd", [True, False])
+def test_raise_and_assert_fail_the_group_and_the_host_replays_the_lane(spmd, monkeypatch):
+    """``raise`` and ``assert`` keep a lane on the SPMD path: a live lane that reaches
+    them fails its group, and the host replays the group's lanes for Python's
+    exception (class, message, lane, line); lanes that do not reach them run as usual."""
+    monkeypatch.setattr(lw.config, "spmd", spmd)
+    f = lw.vmap(checked_halving, in_axes=(0, None))
+    x = np.linspace(0.0, 1e6, 41)
+    if spmd:
+        assert "SPMD" in lane_path(f, x, 30)
+        assert "m_raise(" in lw.explain(f, x, 30).source
+    np.testing.assert_array_equal(f(x, 30), lw.vmap(checked_halving, in_axes=(0, None), backend="python")(x, 30))
+    with pytest.raises(ValueError, match=r"too many halvings") as info:
+        f(x, 10)
+    assert "i0=" in str(info.value) or "i0=" in "".join(getattr(info.value, "__notes__", []))
+    x[23] = -1.0
+    with pytest.raises(AssertionError, match="must not be negative") as info:
+        f(x, 30)
+    assert "i0=23" in str(info.value) + "".join(getattr(info.value, "__notes__", []))
+
+
+def elliptic_or_not(e, m):
+    if e < 1.0:
+        x = m
+        while abs(x - e * math.sin(x) - m) > 1e-12:
+            x = x - (x - e * math.sin(x) - m) / (1.0 - e * math.cos(x))
+    else:
+        x = m
+        for _ in range(int(m * 10) % 7 + 3):
+            x = x - (e * math.sinh(x) - x - m) / (e * math.cosh(x) - 1.0)
+    return x
+
+
+def test_auto_keeps_lanes_whose_branches_each_loop_scalar(restore_config):
+    """Lanes that take different branches, each with its own loop, run both loops one
+    after the other on the SPMD path; auto mode keeps them scalar (saying why), and
+    spmd=True still runs them there with the same results."""
+    e = np.where(np.arange(64) % 3 == 0, 1.5, 0.5)
+    m = np.linspace(0.1, 3.0, 64)
+    f = lw.vmap(elliptic_or_not)
+    path = lane_path(f, e, m)
+    assert path.startswith("lane path: scalar") and "branches each run a loop" in path, path
+    restore_config.spmd = True
+    g = lw.vmap(elliptic_or_not)
+    assert "SPMD" in lane_path(g, e, m)
+    np.testing.assert_allclose(g(e, m), f(e, m), rtol=1e-13)
 
 
 def test_transform_reports_unsupported_directly():

@@ -110,6 +110,12 @@ def _lane_block_spmd(program: Program, names: Names, order, plan) -> str:
             gathers += [f"_lw_view{k} = {leaf_expr(leaf, name)}", f"_lw_x{k}[_lw_w] = _lw_view{k}.ctypes.data",
                         f"_lw_len{k} = _lw_view{k}.shape[0]", f"_lw_stride{k} = _lw_view{k}.strides[0]"]
             args += [f"_lw_x{k}", f"_lw_len{k}", f"_lw_stride{k}"]
+        elif kind == "table":  # the same view in every lane of the group: read once
+            body += [f"    _lw_view{k} = {leaf_expr(leaf, name)}",
+                     f"    _lw_x{k} = uint64(_lw_view{k}.ctypes.data)",
+                     f"    _lw_len{k} = int64(_lw_view{k}.shape[0])",
+                     f"    _lw_stride{k} = int64(_lw_view{k}.strides[0])"]
+            args += [f"_lw_x{k}", f"_lw_len{k}", f"_lw_stride{k}"]
         elif kind == "varying":
             body.append(f"    _lw_x{k} = stack_empty({w}, np.{leaf.element_dtype.name})")
             gathers.append(f"_lw_x{k}[_lw_w] = {leaf_expr(leaf, name)}")

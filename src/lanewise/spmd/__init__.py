@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import config
+from .failure import LANE_RAISED
 from .rows import OUT_OF_BOUNDS
 from .stream import STREAM, transform_stream
 from .syntax import Desugar, Unsupported, function_ast, resolve
@@ -64,7 +65,7 @@ RUNTIME = ("stack_empty", "vload", "vstore", "v_undef", "v_select", "v_as", "v_r
            "m_and", "m_or", "m_andnot", "m_truth", "m_uniform", "m_not", "m_any")
 
 #: ... and from :mod:`.rows`, for lanes that index a per-lane row.
-ROW_RUNTIME = ("v_row", "v_gather")
+ROW_RUNTIME = ("v_row", "v_gather", "v_table")
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ class Plan:
     """How the kernel calls the W-wide lane."""
 
     width: int
-    kinds: tuple  # per lane parameter: "varying", "uniform", "row" (a per-lane 1-D view) or "default"
+    kinds: tuple  # per lane parameter: "varying", "uniform", "row" (a per-lane 1-D view), "table" (one 1-D
+    #               array every lane shares) or "default"
     leaves: tuple  # per lane parameter: the signature leaf passed (None for "default")
     results: tuple  # ((path, numba result dtype name), ...) in program.outputs order
     source: str  # the module text defining lane_spmd (or lane_stream)
@@ -181,6 +183,10 @@ def choose(program, call, result, inplace: bool = False) -> Choice:
         if why is None:
             return Choice(None, "no divergent control flow (no while loop, no break, no early return, "
                                 "no for loop with a variable trip count): the scalar nest, which LLVM may vectorise")
+        arms = branch_loops(lane)
+        if arms is not None:
+            return Choice(None, f"{why}, but {arms}: W lanes that take different branches run every branch's "
+                                "loop, one after the other, on the SPMD path (lw.config.spmd = True forces it)")
     else:
         why = "lw.config.spmd = True"
     try:
@@ -201,12 +207,15 @@ def choose(program, call, result, inplace: bool = False) -> Choice:
 
 def _too_little_work(plan, program, lane, why) -> "Choice | None":
     """Auto mode's refusal of a lane whose loops do too little per row element read
-    (see MIN_OPS_PER_ROW_READ), or None."""
-    if "row" in plan.kinds:
-        rows = {a.arg for a, kind in zip(function_ast(lane).args.args, plan.kinds) if kind == "row"}
+    (see MIN_OPS_PER_ROW_READ), or None.  Tables count when some read of one is a
+    gather (W loads, as for a row: W7's CSR rows ran 12x slower on the SPMD path)."""
+    gathered = gathers_tables(lane, plan.kinds)
+    if "row" in plan.kinds or gathered:
+        counted = ("row", "table") if gathered else ("row",)
+        rows = {a.arg for a, kind in zip(function_ast(lane).args.args, plan.kinds) if kind in counted}
         work = row_work(lane, rows)
         contiguous = all(b is True for b in row_blocks(program.signature, plan.kinds, plan.leaves))
-        blocks = contiguous and block_reads(lane, plan.kinds)
+        blocks = contiguous and not gathered and block_reads(lane, plan.kinds)
         least = MIN_OPS_PER_BLOCK_READ if blocks else MIN_OPS_PER_ROW_READ
         if work is not None and work < least:
             how = "a block read" if blocks else "W loads (its rows may be strided)" if not contiguous \
@@ -302,6 +311,12 @@ def divergence(lane) -> str | None:
 
 
 def _divergence(fn, seen) -> str | None:
+    return _first_in_helpers(fn, seen, _own_divergence)
+
+
+def _first_in_helpers(fn, seen, find) -> str | None:
+    """``find(fn, fdef)`` for ``fn``, else for the helpers it calls by name (depth
+    first): the first answer that is not None."""
     if fn in seen or not isinstance(fn, types.FunctionType):
         return None
     seen.add(fn)
@@ -309,27 +324,83 @@ def _divergence(fn, seen) -> str | None:
         fdef = function_ast(fn)
     except Unsupported:
         return None
-    name = fn.__qualname__
-    scan = _row_scan(fn, fdef)
-    if scan is not None:
-        return (f"{name} runs lw.scan (line {_line(fn, scan)}): a carried loop over a per-lane row: "
-                "LLVM cannot vectorise it across lanes")
-    for node in ast.walk(fdef):
-        if isinstance(node, ast.While):
-            return f"{name} has a while loop (line {_line(fn, node)})"
-        if isinstance(node, ast.For):
-            exits = [n for n in ast.walk(node) if isinstance(n, (ast.Break, ast.Continue, ast.Return))]
-            if exits:
-                return f"{name} leaves a for loop early (line {_line(fn, exits[0])})"
-            it = node.iter
-            if not (isinstance(it, ast.Call) and all(_fixed(fn, a) for a in it.args)):
-                return (f"{name} has a for loop whose trip count is not a constant "
-                        f"(line {_line(fn, node)})")
+    found = find(fn, fdef)
+    if found:
+        return found
     for node in ast.walk(fdef):
         if isinstance(node, ast.Call):
-            why = _divergence(_callee(fn, node.func), seen)
-            if why:
-                return why
+            found = _first_in_helpers(_callee(fn, node.func), seen, find)
+            if found:
+                return found
+    return None
+
+
+def _own_divergence(fn, fdef) -> str | None:
+    scan = _row_scan(fn, fdef)
+    if scan is not None:
+        return (f"{fn.__qualname__} runs lw.scan (line {_line(fn, scan)}): a carried loop over a per-lane "
+                "row: LLVM cannot vectorise it across lanes")
+    for node in ast.walk(fdef):
+        why = _loop_divergence(fn, node)
+        if why:
+            return f"{fn.__qualname__} {why}"
+    return None
+
+
+def _loop_divergence(fn, node) -> str | None:
+    """Why the loop ``node`` of ``fn`` is divergent, or None (not a loop, or a fixed ``for``)."""
+    if isinstance(node, ast.While):
+        return f"has a while loop (line {_line(fn, node)})"
+    if not isinstance(node, ast.For):
+        return None
+    exits = [n for n in ast.walk(node) if isinstance(n, (ast.Break, ast.Continue, ast.Return))]
+    if exits:
+        return f"leaves a for loop early (line {_line(fn, exits[0])})"
+    it = node.iter
+    if not (isinstance(it, ast.Call) and all(_fixed(fn, a) for a in it.args)):
+        return f"has a for loop whose trip count is not a constant (line {_line(fn, node)})"
+    return None
+
+
+def branch_loops(lane) -> str | None:
+    """Auto mode: where two or more branches of one ``if``/``elif`` chain in ``lane``
+    (or a helper it calls) each run a divergent loop, or None.  Lanes are W to a
+    vector step, so when they take different branches the SPMD path runs each
+    branch's loop in turn with the lanes that took it: Kepler propagation with
+    70% elliptic and 30% near-parabolic or hyperbolic orbits, mixed at random,
+    ran 1.9x slower than the scalar path (1.8x faster with one kind of orbit)."""
+    return _branch_loops(lane, set())
+
+
+def _branch_loops(fn, seen) -> str | None:
+    return _first_in_helpers(fn, seen, _own_branch_loops)
+
+
+def _own_branch_loops(fn, fdef) -> str | None:
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.If):
+            lines = [line for line in (_arm_loop(fn, arm) for arm in _arms(node)) if line is not None]
+            if len(lines) >= 2:
+                return f"{fn.__qualname__}'s branches each run a loop (lines {', '.join(map(str, lines))})"
+    return None
+
+
+def _arms(node: ast.If) -> list:
+    """The statement lists of an ``if``/``elif``/``else`` chain."""
+    arms = [node.body]
+    while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+        node = node.orelse[0]
+        arms.append(node.body)
+    return arms + ([node.orelse] if node.orelse else [])
+
+
+def _arm_loop(fn, stmts) -> int | None:
+    """The line of a divergent loop in ``stmts``, or of a call there to a helper with one."""
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if _loop_divergence(fn, node) is not None or (
+                    isinstance(node, ast.Call) and _divergence(_callee(fn, node.func), set()) is not None):
+                return _line(fn, node)
     return None
 
 
@@ -420,33 +491,44 @@ def make_plan(program, call, result, lane) -> Plan:
             raise Unsupported(f"the {leaf.dtype} output {out.name}")
         results.append((tuple(path), np.dtype(leaf.dtype).name))
     itemsizes = [np.dtype(d).itemsize for _, d in results]
-    itemsizes += [sig.leaves[leaves[i]].dtype.itemsize for i, k in enumerate(kinds) if k in ("varying", "row")]
+    itemsizes += [sig.leaves[leaves[i]].dtype.itemsize for i, k in enumerate(kinds)
+                  if k in ("varying", "row", "table")]
     varying_dtypes = tuple(sig.leaves[leaves[i]].element_dtype.name for i, k in enumerate(kinds) if k == "varying")
     row_dtypes = tuple(sig.leaves[leaves[i]].dtype.name for i, k in enumerate(kinds) if k == "row")
-    width = width_for(max(itemsizes), rows=bool(row_dtypes))
-    # Rows run in groups only: every lane of a group shares the row length, and
-    # the streamed form would have to refill pointers slot by slot.
-    if STREAMING and any(k == "varying" for k in kinds) and not row_dtypes:
+    table_dtypes = {names[i]: sig.leaves[leaves[i]].dtype.name for i, k in enumerate(kinds) if k == "table"}
+    width = width_for(max(itemsizes), rows=bool(row_dtypes) or gathers_tables(lane, kinds))
+    # Rows and tables run in groups only: every lane of a group shares the row
+    # length, and the streamed form would have to refill pointers slot by slot.
+    if STREAMING and any(k == "varying" for k in kinds) and not row_dtypes and not table_dtypes:
         try:
             body = transform_stream(lane, tuple(kinds), varying_dtypes, tuple(results), width, refill(width))
             return Plan(width, tuple(kinds), tuple(leaves), tuple(results), module_text(body), True)
         except Unsupported:
             pass  # not of the form prologue; loop; epilogue: groups of W lanes
     body = transform(lane, tuple(kinds), tuple(results), width, row_dtypes=row_dtypes,
-                     row_blocks=row_blocks(sig, kinds, leaves))
+                     row_blocks=row_blocks(sig, kinds, leaves), table_dtypes=table_dtypes)
     return Plan(width, tuple(kinds), tuple(leaves), tuple(results), module_text(body))
 
 
 def _row_kind(leaf, inner: int) -> str:
-    """``"row"`` for an array argument whose lanes each receive a 1-D view: their
-    own along the innermost level, or the same 1-D array shared by the level's lanes
-    (a table, sample times: W equal data pointers, read like any row), else refused."""
+    """``"row"`` for an array argument whose lanes each receive their own 1-D view
+    along the innermost level, ``"table"`` for the same 1-D array shared by the
+    level's lanes (passed whole or mapped at outer levels only: coefficients,
+    sources, sample times: one data pointer, see :func:`.rows.v_table`), else refused."""
     if leaf.lane_ndim != 1:
         raise Unsupported(f"the array argument {leaf.name}: its lanes receive {leaf.lane_ndim}-D views "
-                          "(only per-lane 1-D rows are supported)")
+                          "(only 1-D rows are supported)")
     if leaf.dtype.kind not in "iuf":
         raise Unsupported(f"the {leaf.dtype} array argument {leaf.name} (rows of integers or floats only)")
-    return "row"
+    return "table" if leaf.axes[inner] is None else "row"
+
+
+def gathers_tables(lane, kinds) -> bool:
+    """Whether the lane reads a table at an index that differs between lanes (a
+    gather: W scalar loads, which cap W as rows do; :func:`width_for`)."""
+    if "table" not in kinds:
+        return False
+    return not _uniform_reads_of(lane, kinds, "table")
 
 
 def row_blocks(sig, kinds, leaves) -> tuple:
@@ -466,10 +548,17 @@ def row_blocks(sig, kinds, leaves) -> tuple:
 
 def block_reads(lane, kinds) -> bool:
     """Whether the lane reads its rows only at uniform indices (block reads)."""
+    return _uniform_reads_of(lane, kinds, "row")
+
+
+def _uniform_reads_of(lane, kinds, kind: str) -> bool:
+    """Whether the lane reads its parameters of ``kind`` ("row" or "table") only at
+    uniform indices."""
     fdef = Desugar(lane).visit(copy.deepcopy(function_ast(lane)))
     names = [a.arg for a in fdef.args.args]
     pick = {n for n, k in zip(names, kinds) if k in ("uniform", "default")}
-    return uniform_reads(fdef, pick, {n for n, k in zip(names, kinds) if k == "row"})
+    arrays = {n for n, k in zip(names, kinds) if k in ("row", "table")}
+    return uniform_reads(fdef, pick, arrays, {n for n, k in zip(names, kinds) if k == kind})
 
 
 def refill(width: int) -> int:
@@ -512,6 +601,7 @@ def module_text(body: str) -> str:
         f"from lanewise.spmd.vector import ({', '.join(RUNTIME)})",
         *([f"from lanewise.spmd.rows import ({', '.join(ROW_RUNTIME)},)"]
           if any(f"{name}(" in body for name in ROW_RUNTIME) else []),
+        *(["from lanewise.spmd.failure import m_raise"] if "m_raise(" in body else []),
         "",
         "",
         f"@{jit}",
@@ -528,7 +618,7 @@ def argument_types(plan: Plan, program, call) -> tuple:
     sig = program.signature
     uniform, varying = [], []
     for kind, leaf_index in zip(plan.kinds, plan.leaves):
-        if kind in ("default", "row"):  # rows: see below
+        if kind in ("default", "row", "table"):  # rows and tables: see below
             continue
         leaf = sig.leaves[leaf_index]
         dtype = numba.from_dtype(leaf.element_dtype)
@@ -546,6 +636,8 @@ def argument_types(plan: Plan, program, call) -> tuple:
     for kind, leaf_index in zip(plan.kinds, plan.leaves):
         if kind == "row":  # data pointers, length, stride (bytes)
             args += [nt.Array(nt.uint64, 1, "C"), nt.int64, nt.int64]
+        elif kind == "table":  # one data pointer, length, stride (bytes)
+            args += [nt.uint64, nt.int64, nt.int64]
         elif kind == "varying":
             args.append(next(params))
         elif kind == "uniform":
@@ -594,22 +686,24 @@ def check_compiled(plan: Plan, program, call) -> None:
         raise Unsupported(f"a construct Numba rejects in the W-wide form: {_numba_reason(e)}") from None
     llvm = dispatcher.inspect_llvm(argtypes)
     for body in _numba_functions(llvm):
-        if any(not _is_row_bounds_error(store, llvm) for store in re.findall(r"store [^\n]*, ptr %excinfo", body)):
+        if any(not _is_replayed_error(store, llvm) for store in re.findall(r"store [^\n]*, ptr %excinfo", body)):
             raise Unsupported("an operation that may raise inside the W-wide lane")
         if "NRT_MemInfo_alloc" in body or "NRT_Allocate" in body:
             raise Unsupported("an allocation inside the W-wide lane")
 
 
-def _is_row_bounds_error(store: str, llvm: str) -> bool:
+def _is_replayed_error(store: str, llvm: str) -> bool:
     """Whether an exception store of the W-wide lane raises a row read's bounds
-    error (:data:`.rows.OUT_OF_BOUNDS`): the one exception it may raise, since
-    the host replays the failed group's lanes on the scalar path for the
-    exception Python raises."""
+    error (:data:`.rows.OUT_OF_BOUNDS`) or a lane's ``raise``/``assert``
+    (:data:`.failure.LANE_RAISED`): the exceptions it may raise, since the host
+    replays the failed group's lanes on the scalar path for the exception Python
+    raises."""
     buf = re.match(r"store ptr (@\.const\.picklebuf\.\w+), ptr %excinfo", store)
     if buf is None:
         return False
     data = buf.group(1).replace("picklebuf", "pickledata")
-    return re.search(re.escape(data) + r" = [^\n]*" + re.escape(OUT_OF_BOUNDS), llvm) is not None
+    return any(re.search(re.escape(data) + r" = [^\n]*" + re.escape(text), llvm) is not None
+               for text in (OUT_OF_BOUNDS, LANE_RAISED))
 
 
 #: Mangled-name marks of lanewise's own vector math: its rare slow paths (trig

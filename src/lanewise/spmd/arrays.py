@@ -6,7 +6,7 @@ emitter in :mod:`.transform`).
   share their length and stride.  The W-wide lane takes its W data pointers,
   the length and the stride (bytes).  ``p[i]`` is a masked read
   (:func:`~lanewise.spmd.rows.v_row`: a block of the rows for a uniform index,
-  else a gather), ``len(p)`` and ``p.shape[0]`` the length; any other use of
+  else a gather), ``len(p)``, ``p.shape[0]`` and ``p.size`` the length; any other use of
   the array is refused.
 * Tuple values may be bound to names at a function's top level, passed to
   helpers and indexed with constants (``lw.scan(...)[0][3]``); ``None`` is a
@@ -43,6 +43,7 @@ class Row:
     dtype: str
     block: str | None = None  # None: the rows are strided, every read is a gather
     state: str | None = None
+    shared: bool = False  # a table: every lane's view is the same array, ``ptrs`` is one pointer
 
     def declare(self, width: int) -> list[str]:
         """Lines that make the block's storage, at the top of the W-wide lane:
@@ -53,7 +54,7 @@ class Row:
                 f"{self.state} = stack_empty(2, np.int64)", f"{self.state}[0] = -1", f"{self.state}[1] = 0"]
 
 
-_ROW_USES = "a per-lane row supports row[i], len(row), row.shape[0] and lw.scan over it"
+_ROW_USES = "a per-lane row supports row[i], len(row), row.shape[0], row.size and lw.scan over it"
 
 
 def _scan_function():
@@ -86,6 +87,9 @@ class RowsAndScans:
                 isinstance(base, ast.Name) and base.id in ctx.frame.tuples):
             value = self.value(base, ctx, allow_tuple=True, guarded=guarded)
             k = int_literal(node.slice)
+            part = _tuple_slice(node.slice)
+            if isinstance(value, Tup) and part is not None:  # t[:], t[1:]: a tuple of the same values
+                return Tup(value.items[part])
             if isinstance(value, Tup) and k is not None and -len(value.items) <= k < len(value.items):
                 item = value.items[k]
                 if isinstance(item, Tup) and not allow_tuple:
@@ -93,7 +97,7 @@ class RowsAndScans:
                 return item
             if isinstance(value, Tup):
                 raise Unsupported(f"`{ast.unparse(node)}` at {where}: a tuple indexed with anything but "
-                                  "an integer literal in range")
+                                  "an integer literal in range or a slice of integer literals")
         raise Unsupported(f"indexing ({ast.unparse(node)}) at {where}: only per-lane 1-D rows and "
                           "tuples (with integer literals) can be indexed inside SPMD lanes")
 
@@ -109,6 +113,8 @@ class RowsAndScans:
     @staticmethod
     def row_load(row: Row, index: str, mask: str) -> str:
         args = f"{row.ptrs}, {row.length}, {row.stride}, {index}, {mask}, np.{row.dtype}"
+        if row.shared:
+            return f"v_table({args})"
         return f"v_row({args}, {row.block}, {row.state})" if row.block else f"v_gather({args})"
 
     def refuse_row(self, node, ctx, what: str) -> None:
@@ -213,6 +219,17 @@ class RowsAndScans:
         if args.get("length") is not None:
             raise Unsupported(f"lw.scan at {where} with both xs and length")
         return row, row.length
+
+
+def _tuple_slice(node) -> slice | None:
+    """``node`` as a Python slice when it is one with integer-literal (or no) bounds."""
+    if not isinstance(node, ast.Slice):
+        return None
+    bounds = [None if b is None else int_literal(b) for b in (node.lower, node.upper, node.step)]
+    if any(b is None and part is not None for b, part in zip(bounds, (node.lower, node.upper, node.step),
+                                                             strict=True)) or bounds[2] == 0:
+        return None
+    return slice(*bounds)
 
 
 _SCAN_PARAMS = ("f", "init", "xs", "length", "reverse")

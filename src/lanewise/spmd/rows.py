@@ -9,7 +9,12 @@ loop that stopped, a tail lane) cannot fault.  Negative indices wrap as in
 Numba (``i + len``); an index out of bounds in a lane of the mask raises
 IndexError before anything is read (docs/safety.md, "Indexing").
 
-Two ways to read (:func:`v_row` picks per access):
+A 1-D array that every lane of a group shares (passed whole, or mapped only at
+an outer level: a table of coefficients, source positions, sample times) is a
+*table*: one data pointer, and ``t[i]`` (:func:`v_table`) is one scalar load for
+an index that is the same in every lane, else a gather from the one base.
+
+Two ways to read a per-lane row (:func:`v_row` picks per access):
 
 * a **gather** (:func:`v_gather`): W scalar loads put into a vector, for an
   index that differs between lanes, a strided row or a bool row;
@@ -143,6 +148,60 @@ def v_gather(typingctx, ptrs, length, stride, index, mask, dtype):
         return _gather(context, builder, (*sig.args[:5], dt), args[:5])
 
     return Vec(dt, ptrs.count)(ptrs, length, stride, index, mask, dtype), codegen
+
+
+def _table_types(ptr, length, stride, index, mask, dtype):
+    """The type of a table read (a scalar for a uniform index and mask, else a
+    Vec), or None when the arguments do not type."""
+    dt = getattr(dtype, "dtype", None)
+    idx_dtype = index.dtype if isinstance(index, Vec) else types.unliteral(index)
+    counts = {t.count for t in (index, mask) if isinstance(t, Vec)}
+    if not (isinstance(ptr, types.Integer) and ptr.bitwidth == 64 and isinstance(length, types.Integer)
+            and isinstance(stride, types.Integer) and isinstance(idx_dtype, types.Integer)
+            and dt is not None and is_scalar(dt) and not isinstance(dt, types.Boolean) and len(counts) <= 1):
+        return None
+    if not isinstance(mask.dtype if isinstance(mask, Vec) else mask, types.Boolean):
+        return None
+    return Vec(dt, index.count) if isinstance(index, Vec) else dt
+
+
+@intrinsic
+def v_table(typingctx, ptr, length, stride, index, mask, dtype):
+    """``table[index]`` of a 1-D array every lane shares (one data pointer ``ptr``):
+    for a uniform ``index``, one scalar load when a lane of ``mask`` is live (the
+    value is the same in every lane; no lane live reads nothing and gives zero),
+    else a gather from the one base.  An index out of bounds in a live lane
+    raises, as :func:`v_gather` does."""
+    out = _table_types(ptr, length, stride, index, mask, dtype)
+    if out is None:
+        return None
+    sig = out(ptr, length, stride, index, mask, dtype)
+    if isinstance(out, Vec):
+        def gather(context, builder, s, args):
+            vptrs = splat(context, builder, Vec(types.uint64, out.count),
+                          context.cast(builder, args[0], ptr, types.uint64))
+            return _gather(context, builder, (Vec(types.uint64, out.count), *s.args[1:5], out.dtype),
+                           (vptrs, *args[1:5]))
+
+        return sig, gather
+
+    def codegen(context, builder, s, args):
+        vptr, vlen, vstride, vidx, vmask = args[:5]
+        n = context.cast(builder, vlen, length, types.int64)
+        idx = _index_scalar(context, builder, index, vidx, n)
+        live = vmask if not isinstance(mask, Vec) else builder.icmp_unsigned(
+            "!=", builder.bitcast(vmask, ir.IntType(mask.count)), ir.Constant(ir.IntType(mask.count), 0))
+        inside = builder.icmp_unsigned("<", idx, n)
+        with builder.if_then(builder.and_(live, builder.not_(inside)), likely=False):
+            context.call_conv.return_user_exc(builder, RowIndexError, (OUT_OF_BOUNDS,))
+        elem = element(context.data_model_manager, out)
+        at = builder.add(context.cast(builder, vptr, ptr, types.int64),
+                         builder.mul(idx, context.cast(builder, vstride, stride, types.int64)))
+        dummy = cgutils.alloca_once_value(builder, ir.Constant(elem, None))  # no lane live: read a zero
+        safe = builder.select(builder.and_(live, inside), builder.inttoptr(at, elem.as_pointer()), dummy)
+        return builder.load(safe)
+
+    return sig, codegen
 
 
 def blocked(dtype, count: int) -> bool:

@@ -197,6 +197,13 @@ class _Emitter(RowsAndScans):
                 raise Unsupported(f"continue outside a loop at {where}")
             self.exit(ctx, ctx.loop[1])
             return True
+        elif isinstance(stmt, ast.Raise):  # the group fails; the host replays it (spmd.failure)
+            self.emit(f"m_raise({ctx.mask})  # raise at {where}")
+            self.exit(ctx, ctx.frame.base)
+            return True
+        elif isinstance(stmt, ast.Assert):  # the message is built by the replay, never here
+            test = self.value(stmt.test, ctx)
+            self.emit(f"m_raise(m_andnot({ctx.mask}, m_truth({test})))  # assert at {where}")
         elif isinstance(stmt, ast.Pass):
             pass
         elif isinstance(stmt, ast.Expr):
@@ -386,6 +393,9 @@ class _Emitter(RowsAndScans):
                 raise Unsupported(f"the tuple {node.id!r} used as a value at {where}")
             return out
         if isinstance(node, ast.Attribute):
+            row = self.row(node.value, ctx)
+            if row is not None and node.attr == "size":  # a 1-D row: its size is its length
+                return row.length
             if isinstance(node.value, ast.Name):
                 self.refuse_row(node.value, ctx, f"used as `{ast.unparse(node)}`")
             return self.constant(self.resolve(node, ctx), where)
@@ -674,16 +684,17 @@ def finish(frame, results, names):
 
 
 def transform(fn, params, results, width: int, vector_math: bool | None = None, row_dtypes=(),
-              row_blocks=None) -> str:
+              row_blocks=None, table_dtypes=None) -> str:
     """Source of ``lane_spmd``, the W-wide version of the lane ``fn``.
 
     Args:
       fn: the lane (a plain Python function).
       params: per parameter of ``fn``, in order: ``"varying"`` (a W-array of lane
         values is passed), ``"uniform"`` (one scalar for all lanes) or
-        ``"default"`` (not passed: its default value) or ``"row"`` (a per-lane
+        ``"default"`` (not passed: its default value), ``"row"`` (a per-lane
         1-D array: W data pointers as a W-array of uint64, its length and its
-        stride in bytes are passed).
+        stride in bytes are passed) or ``"table"`` (a 1-D array every lane
+        shares: one data pointer, its length and its stride in bytes).
       results: the lane's result leaves: ``(path, dtype name)`` in the order of
         the output arrays; path ``()`` for a scalar result.
       width: W, the number of lanes per call.
@@ -691,12 +702,14 @@ def transform(fn, params, results, width: int, vector_math: bool | None = None, 
       row_dtypes: the dtype name of each ``"row"`` parameter, in order.
       row_blocks: per ``"row"`` parameter, False when its rows are strided (every
         read gathers), else reads at a uniform index go through a block; default all.
+      table_dtypes: the dtype name of each ``"table"`` parameter, by name.
 
     The function is ``lane_spmd(mask, *args, *outs)``: ``mask`` a W-array of
     bool (lanes to compute), varying args W-arrays, uniform args scalars, and
     one W-array per result leaf to receive the lanes' results.
     """
     em, fdef, names, frame = start(fn, params, width, vector_math)
+    table_dtypes = table_dtypes or {}
     head = [f"    _lw_alive = vload(_lw_mask, {width})"]
     args = ["_lw_mask"]
     dtypes = iter(row_dtypes)
@@ -710,6 +723,9 @@ def transform(fn, params, results, width: int, vector_math: bool | None = None, 
                       f"_lw_rb{k}" if block else None, f"_lw_rt{k}" if block else None)
             head += [f"    {line}" for line in row.declare(width)]
             frame.rows[name] = row
+        elif kind == "table":  # one data pointer for every lane: reads are scalar loads or gathers
+            args += [f"_lw_p{k}", f"_lw_n{k}", f"_lw_s{k}"]
+            frame.rows[name] = Row(f"_lw_p{k}", f"_lw_n{k}", f"_lw_s{k}", table_dtypes[name], shared=True)
         elif kind == "varying":
             args.append(f"_lw_a{k}")
             head.append(f"    {frame.name(name)} = vload(_lw_a{k}, {width})")

@@ -10,7 +10,7 @@ dependency (``s = select(m, s + x, s)`` waited for the previous comparison).
 
 A local is uniform when every store of it is plain (at the frame's top level
 or in such a loop) and stores a uniform value: constants, uniform parameters,
-globals, ``len(row)``, ``row.shape[0]``, and arithmetic, comparisons and
+globals, ``len(row)``, ``row.shape[0]``, ``row.size``, and arithmetic, comparisons and
 scalar builtins of uniform values.  The greatest fixed point is taken (a loop
 counter ``k = k + 1`` stays uniform).  Numba's typing is the judge: the
 emitter marks each such loop test with ``m_uniform``, which does not type for
@@ -105,7 +105,11 @@ def _name(node, names, local, rows) -> bool:
 
 
 def _attribute(node, names, local, rows) -> bool:
-    return isinstance(node.value, ast.Name) and node.value.id not in local and node.value.id not in rows
+    if not isinstance(node.value, ast.Name):
+        return False
+    if node.value.id in rows:  # row.size: every lane's row has the same length
+        return node.attr == "size"
+    return node.value.id not in local
 
 
 def _subscript(node, names, local, rows) -> bool:
@@ -137,9 +141,12 @@ _RULES = {
 }
 
 
-def uniform_reads(fdef: ast.FunctionDef, params: set, rows: set) -> bool:
+def uniform_reads(fdef: ast.FunctionDef, params: set, rows: set, checked: set | None = None) -> bool:
     """Whether every ``row[i]`` in the desugared ``fdef`` has a uniform index (a
-    block read of a contiguous row, :func:`.rows.v_row`, rather than a gather)."""
+    block read of a contiguous row, :func:`.rows.v_row`, rather than a gather).
+    ``rows``: every array parameter (rows and tables, whose lengths are uniform);
+    ``checked``: those whose reads are asked about (default: all of ``rows``)."""
     names, local = uniform_names(fdef, params, rows), local_names(fdef)
+    checked = rows if checked is None else checked
     return all(is_uniform(n.slice, names, local, rows) for n in ast.walk(fdef)
-               if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in rows)
+               if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in checked)

@@ -386,6 +386,28 @@ def _power_of_two(builder, fn, sig, args, vals):
     return builder.ashr(vals[0], shift) if dt.signed else builder.lshr(vals[0], shift)
 
 
+def _static_power(builder, fn, sig, args, vals):
+    """``x ** k`` for a literal ``0 <= k <= 64``: the multiplications Numba's scalar
+    ``static_power_impl`` unrolls, on whole vectors, so every lane gets the scalar
+    path's bits without a call per lane.  ``k < 0`` stays a call per lane: ``0.0 **
+    -2`` raises ZeroDivisionError in Python, and in the lanes."""
+    k = _literal_int(args[1]) if fn is operator.pow and len(args) == 2 else None
+    dt = sig.return_type
+    if k is None or not 0 <= k <= 64 or sig.args[0] != dt or not isinstance(dt, (types.Float, types.Integer)):
+        return None
+    mul = builder.fmul if isinstance(dt, types.Float) else builder.mul
+    val, res, e = vals[0], None, abs(k)
+    while e:
+        if e & 1:
+            res = val if res is None else mul(res, val)  # Numba's 1 * val folds to val
+        e >>= 1
+        val = mul(val, val)
+    vt = vals[0].type
+    if res is None:  # x ** 0
+        return ir.Constant(vt, [ir.Constant(vt.element, 1.0 if isinstance(dt, types.Float) else 1)] * vt.count)
+    return res
+
+
 def _lanewise(fn, nargs):
     """An intrinsic applying the scalar function ``fn`` lane by lane."""
 
@@ -413,6 +435,8 @@ def _lanewise(fn, nargs):
             if len(sig.args) == nargs:
                 vecs = [_as_vec(context, builder, v, a, b, count) for v, a, b in zip(vals, args, targets)]
                 res = _power_of_two(builder, fn, sig, args, vecs)
+                if res is None:
+                    res = _static_power(builder, fn, sig, args, vecs)
                 if res is not None:
                     return res
                 res = _native(context, builder, fn, sig, vecs)
