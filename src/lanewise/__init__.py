@@ -17,7 +17,6 @@ from . import random
 from .reducing import Monoid, reduce
 from .lane.scanning import scan
 from .fuse import fuse
-from .autodiff import custom_jvp, grad, hessian, jacfwd, jacrev, jvp, stop_gradient, value_and_grad, vjp
 from .errors import (
     AxisSpecError,
     BackendError,
@@ -39,11 +38,26 @@ __all__ = [
 ]
 
 
+#: Public names imported on first use: a process that only maps lanes does not pay
+#: for the autodiff transformation (and the SPMD transformation it imports) in
+#: ``import lanewise``: 0.18 of 1.06 s, measured on a busy machine.
+_LAZY = dict.fromkeys(("custom_jvp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "stop_gradient",
+                       "value_and_grad", "vjp"), ".autodiff")
+
+
 def __getattr__(name: str):
     """``lw.jax`` and ``lw.torch``, imported on first use: ``import lanewise`` stays free
-    of JAX and PyTorch."""
-    if name in ("jax", "torch"):
-        import importlib
+    of JAX and PyTorch; and the names of :data:`_LAZY`."""
+    import importlib
 
+    if name in ("jax", "torch"):
         return importlib.import_module(f"{__name__}.{name}")
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value  # looked up once
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | {"jax", "torch"})
