@@ -741,6 +741,23 @@ def via_helper(p):
     return _row_total(p) * 2.0
 
 
+def _check_positive(x):
+    if x < 0.0:
+        raise ValueError("negative")
+    return x * 2.0
+
+
+def _doubled_plus_one(x):
+    return _check_positive(x) + 1.0
+
+
+def guarded_raise(x):
+    i = 0
+    while i < 3:
+        i += 1
+    return x > 0.0 and _doubled_plus_one(x) > 3.0  # Python calls the raising helper for x > 0 only
+
+
 def csr_node(start, stop, indices, w, x):
     s = 0.0
     for k in range(start, stop):  # tables read at indices that differ between lanes
@@ -764,6 +781,7 @@ FALLBACKS = [
     (grid_total, (np.arange(24.0).reshape(2, 3, 4),), 0, "2-D views"),
     (via_helper, (np.arange(12.0).reshape(3, 4),), 0, "'p' passed to _row_total"),
     (guarded_read, (np.arange(12.0).reshape(3, 4), 5.5), (0, None), "Python may not evaluate"),
+    (guarded_raise, (np.linspace(-4, 4, 9),), 0, "_doubled_plus_one, which may raise"),
     (csr_node, (np.array([0, 2, 2]), np.array([2, 2, 5]), np.array([1, 0, 2, 2, 1]), np.linspace(0, 1, 5),
                 np.array([1.0, 2.0, 3.0])), (0, 0, None, None, None), "operation(s) per row element"),
     (while_else, (np.linspace(0, 9, 7),), 0, "while ... else"),

@@ -43,6 +43,7 @@ import copy
 import functools
 import platform
 import re
+import sys
 import types
 from dataclasses import dataclass
 
@@ -52,7 +53,7 @@ from ..config import config
 from .failure import LANE_RAISED
 from .rows import OUT_OF_BOUNDS
 from .stream import STREAM, transform_stream
-from .syntax import Desugar, Unsupported, function_ast, resolve
+from .syntax import Desugar, Unsupported, callee, first_in_helpers, function_ast
 from .transform import FUNCTION, transform
 from .uniform import uniform_reads
 
@@ -152,7 +153,8 @@ STREAMING = True
 
 def cache_key() -> tuple:
     """What of the SPMD settings the generated code depends on."""
-    return ("spmd", _mode(), config.spmd_width or vector_bits(), STREAMING)
+    # python -O drops the lanes' asserts, and the W-wide lane's with them
+    return ("spmd", _mode(), config.spmd_width or vector_bits(), STREAMING, sys.flags.optimize)
 
 
 def _mode():
@@ -311,28 +313,7 @@ def divergence(lane) -> str | None:
 
 
 def _divergence(fn, seen) -> str | None:
-    return _first_in_helpers(fn, seen, _own_divergence)
-
-
-def _first_in_helpers(fn, seen, find) -> str | None:
-    """``find(fn, fdef)`` for ``fn``, else for the helpers it calls by name (depth
-    first): the first answer that is not None."""
-    if fn in seen or not isinstance(fn, types.FunctionType):
-        return None
-    seen.add(fn)
-    try:
-        fdef = function_ast(fn)
-    except Unsupported:
-        return None
-    found = find(fn, fdef)
-    if found:
-        return found
-    for node in ast.walk(fdef):
-        if isinstance(node, ast.Call):
-            found = _first_in_helpers(_callee(fn, node.func), seen, find)
-            if found:
-                return found
-    return None
+    return first_in_helpers(fn, seen, _own_divergence)
 
 
 def _own_divergence(fn, fdef) -> str | None:
@@ -373,7 +354,7 @@ def branch_loops(lane) -> str | None:
 
 
 def _branch_loops(fn, seen) -> str | None:
-    return _first_in_helpers(fn, seen, _own_branch_loops)
+    return first_in_helpers(fn, seen, _own_branch_loops)
 
 
 def _own_branch_loops(fn, fdef) -> str | None:
@@ -399,18 +380,9 @@ def _arm_loop(fn, stmts) -> int | None:
     for stmt in stmts:
         for node in ast.walk(stmt):
             if _loop_divergence(fn, node) is not None or (
-                    isinstance(node, ast.Call) and _divergence(_callee(fn, node.func), set()) is not None):
+                    isinstance(node, ast.Call) and _divergence(callee(fn, node.func), set()) is not None):
                 return _line(fn, node)
     return None
-
-
-def _callee(fn, func: ast.expr):
-    """The function a call in ``fn`` names: ``helper(...)`` (a global or closure
-    variable) or ``module.helper(...)``; None when it is neither."""
-    if isinstance(func, ast.Attribute) and not isinstance(func.value, ast.Name):
-        return None
-    target = resolve(fn, func) if isinstance(func, (ast.Name, ast.Attribute)) else None
-    return getattr(target, "py_func", target)
 
 
 def _row_scan(fn, fdef):

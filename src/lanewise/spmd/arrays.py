@@ -89,6 +89,8 @@ class RowsAndScans:
             k = int_literal(node.slice)
             part = _tuple_slice(node.slice)
             if isinstance(value, Tup) and part is not None:  # t[:], t[1:]: a tuple of the same values
+                if not allow_tuple:
+                    raise Unsupported(f"a tuple used as a value at {where}")
                 return Tup(value.items[part])
             if isinstance(value, Tup) and k is not None and -len(value.items) <= k < len(value.items):
                 item = value.items[k]

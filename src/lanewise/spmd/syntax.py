@@ -260,6 +260,36 @@ def flat_branch(stmts) -> bool:
         for t in s.targets) for s in stmts)
 
 
+def first_in_helpers(fn, seen, find) -> str | None:
+    """``find(fn, fdef)`` for ``fn``, else for the helpers it calls by name (depth
+    first): the first answer that is not None."""
+    if fn in seen or not isinstance(fn, types.FunctionType):
+        return None
+    seen.add(fn)
+    try:
+        fdef = function_ast(fn)
+    except Unsupported:
+        return None
+    found = find(fn, fdef)
+    if found:
+        return found
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Call):
+            found = first_in_helpers(callee(fn, node.func), seen, find)
+            if found:
+                return found
+    return None
+
+
+def callee(fn, func: ast.expr):
+    """The function a call in ``fn`` names: ``helper(...)`` (a global or closure
+    variable) or ``module.helper(...)``; None when it is neither."""
+    if isinstance(func, ast.Attribute) and not isinstance(func.value, ast.Name):
+        return None
+    target = resolve(fn, func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+    return getattr(target, "py_func", target)
+
+
 def has_loop(fdef) -> bool:
     return any(isinstance(n, (ast.While, ast.For)) for n in ast.walk(fdef))
 

@@ -45,6 +45,7 @@ import ast
 import builtins
 import copy
 import math
+import sys
 import types
 from dataclasses import dataclass, field
 
@@ -52,13 +53,24 @@ import numpy as np
 
 from ..config import config
 from .arrays import Row, RowsAndScans, is_scan
-from .syntax import (Desugar, Tup, Unsupported, block_temps, cheap_branch, flat_branch, function_ast, has_loop,
-                     helper_function, leaf_paths, leaves_of, local_names, rebuild, result_shape, shape_of, source_line)
+from .syntax import (Desugar, Tup, Unsupported, block_temps, cheap_branch, first_in_helpers, flat_branch,
+                     function_ast, helper_function, leaf_paths, leaves_of, local_names, rebuild, result_shape,
+                     shape_of, source_line)
 from .uniform import lockstep_loop, uniform_names
 
 
 #: Name of the generated function.
 FUNCTION = "lane_spmd"
+
+
+def _unsafe_unevaluated(fn, fdef) -> str | None:
+    """What of ``fn``'s own body must not run for lanes Python would not call it for."""
+    for node in ast.walk(fdef):
+        if isinstance(node, (ast.While, ast.For)):
+            return "loops"
+        if isinstance(node, (ast.Raise, ast.Assert)):
+            return "may raise"
+    return None
 
 _MAX_INLINE_DEPTH = 8
 
@@ -202,8 +214,9 @@ class _Emitter(RowsAndScans):
             self.exit(ctx, ctx.frame.base)
             return True
         elif isinstance(stmt, ast.Assert):  # the message is built by the replay, never here
-            test = self.value(stmt.test, ctx)
-            self.emit(f"m_raise(m_andnot({ctx.mask}, m_truth({test})))  # assert at {where}")
+            if not sys.flags.optimize:  # python -O: Numba's lane has no assert either
+                test = self.value(stmt.test, ctx)
+                self.emit(f"m_raise(m_andnot({ctx.mask}, m_truth({test})))  # assert at {where}")
         elif isinstance(stmt, ast.Pass):
             pass
         elif isinstance(stmt, ast.Expr):
@@ -565,8 +578,9 @@ class _Emitter(RowsAndScans):
     def inline(self, fn, node: ast.Call, ctx: Ctx, allow_tuple: bool, guarded: bool):
         where = source_line(ctx.frame.fn, node)
         fdef = self.prepare(fn, function_ast(fn))
-        if guarded and has_loop(fdef):
-            raise Unsupported(f"{fn.__qualname__}, which loops, is called at {where} in a position "
+        what = first_in_helpers(fn, set(), _unsafe_unevaluated) if guarded else None
+        if what:  # its body runs in every lane of the mask, not only those Python would call it for
+            raise Unsupported(f"{fn.__qualname__}, which {what}, is called at {where} in a position "
                               "Python may not evaluate (after and/or, in a conditional expression)")
         # arguments, evaluated in the caller
         params = [a.arg for a in fdef.args.args]
