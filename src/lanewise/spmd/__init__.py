@@ -80,6 +80,7 @@ class Plan:
     results: tuple  # ((path, numba result dtype name), ...) in program.outputs order
     source: str  # the module text defining lane_spmd (or lane_stream)
     stream: bool = False  # lane_stream: slots refilled as lanes finish
+    gathered: bool = False  # a table is read at an index that differs between lanes (gathers_tables)
 
 
 @dataclass(frozen=True)
@@ -211,13 +212,12 @@ def _too_little_work(plan, program, lane, why) -> "Choice | None":
     """Auto mode's refusal of a lane whose loops do too little per row element read
     (see MIN_OPS_PER_ROW_READ), or None.  Tables count when some read of one is a
     gather (W loads, as for a row: W7's CSR rows ran 12x slower on the SPMD path)."""
-    gathered = gathers_tables(lane, plan.kinds)
-    if "row" in plan.kinds or gathered:
-        counted = ("row", "table") if gathered else ("row",)
+    if "row" in plan.kinds or plan.gathered:
+        counted = ("row", "table") if plan.gathered else ("row",)
         rows = {a.arg for a, kind in zip(function_ast(lane).args.args, plan.kinds) if kind in counted}
         work = row_work(lane, rows)
         contiguous = all(b is True for b in row_blocks(program.signature, plan.kinds, plan.leaves))
-        blocks = contiguous and not gathered and block_reads(lane, plan.kinds)
+        blocks = contiguous and not plan.gathered and block_reads(lane, plan.kinds)
         least = MIN_OPS_PER_BLOCK_READ if blocks else MIN_OPS_PER_ROW_READ
         if work is not None and work < least:
             how = "a block read" if blocks else "W loads (its rows may be strided)" if not contiguous \
@@ -468,7 +468,8 @@ def make_plan(program, call, result, lane) -> Plan:
     varying_dtypes = tuple(sig.leaves[leaves[i]].element_dtype.name for i, k in enumerate(kinds) if k == "varying")
     row_dtypes = tuple(sig.leaves[leaves[i]].dtype.name for i, k in enumerate(kinds) if k == "row")
     table_dtypes = {names[i]: sig.leaves[leaves[i]].dtype.name for i, k in enumerate(kinds) if k == "table"}
-    width = width_for(max(itemsizes), rows=bool(row_dtypes) or gathers_tables(lane, kinds))
+    gathered = gathers_tables(lane, kinds)
+    width = width_for(max(itemsizes), rows=bool(row_dtypes) or gathered)
     # Rows and tables run in groups only: every lane of a group shares the row
     # length, and the streamed form would have to refill pointers slot by slot.
     if STREAMING and any(k == "varying" for k in kinds) and not row_dtypes and not table_dtypes:
@@ -479,7 +480,7 @@ def make_plan(program, call, result, lane) -> Plan:
             pass  # not of the form prologue; loop; epilogue: groups of W lanes
     body = transform(lane, tuple(kinds), tuple(results), width, row_dtypes=row_dtypes,
                      row_blocks=row_blocks(sig, kinds, leaves), table_dtypes=table_dtypes)
-    return Plan(width, tuple(kinds), tuple(leaves), tuple(results), module_text(body))
+    return Plan(width, tuple(kinds), tuple(leaves), tuple(results), module_text(body), gathered=gathered)
 
 
 def _row_kind(leaf, inner: int) -> str:

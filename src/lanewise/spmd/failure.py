@@ -26,11 +26,10 @@ Example:
 
 from __future__ import annotations
 
-from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from .vector import Vec
+from .vector import Vec, any_lane
 
 #: The message :func:`m_raise` raises with; :func:`lanewise.spmd.check_compiled`
 #: accepts an exception of the W-wide lane by this text (and the row bounds one).
@@ -48,11 +47,7 @@ def m_raise(typingctx, mask):
         return None
 
     def codegen(context, builder, sig, args):
-        hit = args[0]
-        if isinstance(mask, Vec):
-            bits = builder.bitcast(hit, ir.IntType(mask.count))
-            hit = builder.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(mask.count), 0))
-        with builder.if_then(hit, likely=False):
+        with builder.if_then(any_lane(builder, args[0]), likely=False):
             context.call_conv.return_user_exc(builder, LaneRaised, (LANE_RAISED,))
         return context.get_dummy_value()
 

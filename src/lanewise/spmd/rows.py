@@ -43,7 +43,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from .vector import Vec, element, is_scalar, splat, vector_cast
+from .vector import Vec, any_lane, element, is_scalar, splat, vector_cast
 
 _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
@@ -116,8 +116,7 @@ def _gather(context, builder, tys, args):
     # lanes for Python's message) and is never dereferenced.
     inside = builder.icmp_unsigned("<", idx, splat(context, builder, Vec(types.int64, count), n))
     outside = builder.and_(bits, builder.not_(inside))
-    with builder.if_then(builder.icmp_unsigned("!=", builder.bitcast(outside, ir.IntType(count)),
-                                               ir.Constant(ir.IntType(count), 0)), likely=False):
+    with builder.if_then(any_lane(builder, outside), likely=False):
         context.call_conv.return_user_exc(builder, RowIndexError, (OUT_OF_BOUNDS,))
     bits = builder.and_(bits, inside)
     offsets = builder.mul(idx, step)
@@ -189,8 +188,7 @@ def v_table(typingctx, ptr, length, stride, index, mask, dtype):
         vptr, vlen, vstride, vidx, vmask = args[:5]
         n = context.cast(builder, vlen, length, types.int64)
         idx = _index_scalar(context, builder, index, vidx, n)
-        live = vmask if not isinstance(mask, Vec) else builder.icmp_unsigned(
-            "!=", builder.bitcast(vmask, ir.IntType(mask.count)), ir.Constant(ir.IntType(mask.count), 0))
+        live = any_lane(builder, vmask)
         inside = builder.icmp_unsigned("<", idx, n)
         with builder.if_then(builder.and_(live, builder.not_(inside)), likely=False):
             context.call_conv.return_user_exc(builder, RowIndexError, (OUT_OF_BOUNDS,))

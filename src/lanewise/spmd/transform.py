@@ -62,16 +62,6 @@ from .uniform import lockstep_loop, uniform_names
 #: Name of the generated function.
 FUNCTION = "lane_spmd"
 
-
-def _unsafe_unevaluated(fn, fdef) -> str | None:
-    """What of ``fn``'s own body must not run for lanes Python would not call it for."""
-    for node in ast.walk(fdef):
-        if isinstance(node, (ast.While, ast.For)):
-            return "loops"
-        if isinstance(node, (ast.Raise, ast.Assert)):
-            return "may raise"
-    return None
-
 _MAX_INLINE_DEPTH = 8
 
 #: Loop counters of desugared ``for`` loops: only the loop reads them, so lanes that
@@ -136,6 +126,16 @@ class Ctx:
 
 
 # ----------------------------------------------------------------------------- emitter
+
+
+def _unsafe_unevaluated(fn, fdef) -> str | None:
+    """What of ``fn``'s own body must not run for lanes Python would not call it for."""
+    for node in ast.walk(fdef):
+        if isinstance(node, (ast.While, ast.For)):
+            return "loops"
+        if isinstance(node, (ast.Raise, ast.Assert)):
+            return "may raise"
+    return None
 
 
 class _Emitter(RowsAndScans):

@@ -687,16 +687,18 @@ def m_not(typingctx, value):
 @intrinsic
 def m_any(typingctx, mask):
     """Is any lane of the mask set (a scalar bool as itself)."""
-    if isinstance(mask, types.Boolean):
-        return types.boolean(mask), lambda context, builder, sig, args: args[0]
-    if not (isinstance(mask, Vec) and isinstance(mask.dtype, types.Boolean)):
+    if not (isinstance(mask, types.Boolean) or (isinstance(mask, Vec) and isinstance(mask.dtype, types.Boolean))):
         return None
+    return types.boolean(mask), lambda context, builder, sig, args: any_lane(builder, args[0])
 
-    def codegen(context, builder, sig, args):
-        bits = builder.bitcast(args[0], ir.IntType(mask.count))
-        return builder.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(mask.count), 0))
 
-    return types.boolean(mask), codegen
+def any_lane(builder, bits):
+    """An ``i1``: whether any lane of the LLVM mask ``bits`` (``<N x i1>``) is set;
+    a scalar ``i1`` as itself."""
+    if not isinstance(bits.type, ir.VectorType):
+        return bits
+    n = ir.IntType(bits.type.count)
+    return builder.icmp_unsigned("!=", builder.bitcast(bits, n), ir.Constant(n, 0))
 
 
 @intrinsic
