@@ -19,9 +19,14 @@
 from __future__ import annotations
 
 import math
+import os
 import platform
 import re
+import subprocess
+import sys
+import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numba
@@ -1080,3 +1085,23 @@ def test_disk_cache_separates_paths(cache_dir, restore_config):
     assert re.search(r"def lane_(spmd|stream)\(", spmd_exe.source)
     assert not re.search(r"lane_(spmd|stream)", scalar_exe.source)
     assert_bitwise(f(x), g(x))
+
+
+def test_python_O_drops_asserts_on_the_spmd_path_too(tmp_path):
+    """Under ``python -O`` the scalar path (bytecode) has no assert; the W-wide lane,
+    made from the source, must drop it too (it failed every group with an assert
+    that no replay could raise)."""
+    code = textwrap.dedent("""
+        import numpy as np, lanewise as lw
+        from raising_lanes import checked_halving
+        lw.config.spmd = True
+        x = np.array([-1.0, 2.0, 8.0, 3.0])
+        f = lw.vmap(checked_halving, in_axes=(0, None))
+        assert "SPMD" in str(lw.explain(f, x, 30))
+        print(f(x, 30).tolist())
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+               LANEWISE_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[0, 1, 3, 2]", out.stdout
