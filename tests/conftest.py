@@ -13,11 +13,17 @@ import shutil
 import sys
 import tempfile
 
-_CACHE_DIR = tempfile.mkdtemp(prefix="lanewise-test-cache-")
+# One cache for the whole run: pytest-xdist's workers inherit the controller's
+# environment, so they share the directory it made (the corpus lanes are compiled
+# once per run, not once per worker), and only the process that made it deletes it.
+_CACHE_DIR = os.environ.get("LANEWISE_TEST_RUN_CACHE")
+if _CACHE_DIR is None:
+    _CACHE_DIR = tempfile.mkdtemp(prefix="lanewise-test-cache-")
+    os.environ["LANEWISE_TEST_RUN_CACHE"] = _CACHE_DIR
+    atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 os.environ["LANEWISE_CACHE_DIR"] = _CACHE_DIR
 # test_structure counts the allocations made inside compiled kernels.
 os.environ.setdefault("NUMBA_NRT_STATS", "1")
-atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 _IMPORTED_EARLY = "lanewise" in sys.modules
 

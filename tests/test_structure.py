@@ -35,6 +35,14 @@ def modules(cache_dir) -> set[Path]:
     return set(Path(cache_dir).rglob("lw_*.py"))
 
 
+@pytest.fixture
+def own_cache(tmp_path, restore_config) -> Path:
+    """A cache directory only this test writes to: the run's shared one also
+    receives the modules that other pytest-xdist workers build meanwhile."""
+    restore_config.cache_dir = str(tmp_path)
+    return tmp_path
+
+
 def kernel_functions(source: str) -> list[str]:
     return re.findall(r"^def (\w+)\(", source, flags=re.M)
 
@@ -49,7 +57,7 @@ def lane_block(source: str) -> str:
 # ----------------------------------------------------------------------------- one kernel
 
 
-def test_depth2_nest_is_one_kernel(cache_dir):
+def test_depth2_nest_is_one_kernel(own_cache):
     def lane2(x, y):  # defined here: no other test compiles it
         r = x * x + y * y
         return math.cos(r) / (1 + r)
@@ -57,9 +65,9 @@ def test_depth2_nest_is_one_kernel(cache_dir):
     inner = lw.vmap(lane2, in_axes=(None, 0))
     outer = lw.vmap(inner, in_axes=(0, None))
     x, y = np.linspace(-1, 1, 7), np.linspace(-2, 2, 9)
-    before = modules(cache_dir)
+    before = modules(own_cache)
     z = outer(x, y)
-    new = modules(cache_dir) - before
+    new = modules(own_cache) - before
     assert len(new) == 1, new
     np.testing.assert_allclose(z, np.cos(x[:, None] ** 2 + y ** 2) / (1 + x[:, None] ** 2 + y ** 2), rtol=1e-14)
     assert inner._executables == {}, "the inner vmap was built on its own"
@@ -74,7 +82,7 @@ def test_depth2_nest_is_one_kernel(cache_dir):
     assert not re.search(r"\b(np|numpy)\.\w+\(|\b(empty|zeros|ones|full)\w*\(", source), "kernel allocates"
 
 
-def test_depth3_nest_is_one_kernel(cache_dir):
+def test_depth3_nest_is_one_kernel(own_cache):
     def lane3(x, y, z):
         if x > y:
             return x * z, y
@@ -83,9 +91,9 @@ def test_depth3_nest_is_one_kernel(cache_dir):
     nest = lw.vmap(lw.vmap(lw.vmap(lane3, in_axes=(None, None, 0)), in_axes=(None, 0, None)),
                    in_axes=(0, None, None), out_axes=(0, 2))
     x, y, z = np.arange(3.0), np.arange(4.0) - 1, np.arange(5.0) + 1
-    before = modules(cache_dir)
+    before = modules(own_cache)
     a, b = nest(x, y, z)
-    new = modules(cache_dir) - before
+    new = modules(own_cache) - before
     assert len(new) == 1, new
     assert a.shape == (3, 4, 5) and b.shape == (4, 5, 3)
     want = lw.vmap(lw.vmap(lw.vmap(lane3, in_axes=(None, None, 0)), in_axes=(None, 0, None)),

@@ -47,7 +47,7 @@ def kernel(a0, a1, o0, n0, s0, nib, blk, err, stop):
 def kernel_serial(a0, a1, o0, n0, s0):
     """Every lane on the calling thread; -1, or outer * n_inner + lane of the first failure."""
     for outer in range(1):
-        e = lane_block(a0, a1, o0, n0, s0, outer, 0, n0)
+        e = lane_block(a0, a1, o0, n0, s0, outer, int64(0), n0)
         if e >= 0:
             return outer * n0 + e
     return -1

@@ -47,7 +47,7 @@ def kernel(a0, a1, o0, n0, n1, nib, blk, err, stop):
 def kernel_serial(a0, a1, o0, n0, n1):
     """Every lane on the calling thread; -1, or outer * n_inner + lane of the first failure."""
     for outer in range(n0):
-        e = lane_block(a0, a1, o0, n0, n1, outer, 0, n1)
+        e = lane_block(a0, a1, o0, n0, n1, outer, int64(0), n1)
         if e >= 0:
             return outer * n1 + e
     return -1

@@ -48,7 +48,7 @@ def kernel(a0, a1, a2, o0, o1, n0, n1, nib, blk, err, stop):
 def kernel_serial(a0, a1, a2, o0, o1, n0, n1):
     """Every lane on the calling thread; -1, or outer * n_inner + lane of the first failure."""
     for outer in range(n1):
-        e = lane_block(a0, a1, a2, o0, o1, n0, n1, outer, 0, n0)
+        e = lane_block(a0, a1, a2, o0, o1, n0, n1, outer, int64(0), n0)
         if e >= 0:
             return outer * n0 + e
     return -1

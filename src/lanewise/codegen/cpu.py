@@ -224,7 +224,9 @@ def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
         f"def kernel_serial({names.params()}):",
         '    """Every lane on the calling thread; -1, or outer * n_inner + lane of the first failure."""',
         f"    for outer in range({outer}):",
-        f"        e = lane_block({names.params('outer', '0', n_inner)})",
+        # int64(0), not 0: a literal argument types as Literal[int](0), a second
+        # lane_block specialisation (the probe and the parallel kernel pass int64).
+        f"        e = lane_block({names.params('outer', 'int64(0)', n_inner)})",
         "        if e >= 0:",
         f"            return outer * {n_inner} + e",
         "    return -1"])
