@@ -359,3 +359,22 @@ def test_packed_instructions_are_counted_not_scalar_ones():
     scalar = "vaddsd %xmm1, %xmm0, %xmm0\nvandpd .LCPI0_0(%rip), %xmm0, %xmm0\nvxorps %xmm0, %xmm0, %xmm0"
     vector = "vfmadd213pd %zmm2, %zmm1, %zmm0\nvaddpd %ymm1, %ymm0, %ymm0\nfmla v0.2d, v1.2d, v2.2d"
     assert packed_arithmetic(scalar) == 0 and packed_arithmetic(vector) == 3
+
+
+def test_a_small_call_of_a_looping_lane_compiles_lane_block_once(own_cache):
+    """A lane that loops is timed on its first lanes (``lane_block`` called from
+    Python) before the serial kernel runs the rest; both must use one
+    specialisation (a literal ``0`` from ``kernel_serial`` once typed as
+    ``Literal[int](0)`` and compiled the whole block a second time)."""
+    def lane_loops_once(x, n):  # defined here: compiled by this test only
+        s = 0.0
+        for k in range(n):
+            s += x / (k + 1)
+        return s
+
+    f = lw.vmap(lane_loops_once, in_axes=(0, None))
+    x = np.linspace(0.0, 1.0, 5)
+    np.testing.assert_array_equal(f(x, 3), lw.vmap(lane_loops_once, in_axes=(0, None), backend="python")(x, 3))
+    (exe,) = f._executables.values()
+    assert exe.may_be_heavy and exe.module.kernel_serial.signatures, "the call did not take the serial kernel"
+    assert len(exe.module.lane_block.signatures) == 1, exe.module.lane_block.signatures
