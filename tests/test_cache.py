@@ -21,7 +21,7 @@ CHILD = textwrap.dedent('''
     grid = lw.vmap(lw.vmap(lanes.f, in_axes=(None, 0)), in_axes=(0, None))
     z = grid(x, x)
     exe = next(iter(grid._executables.values()))
-    misses = sum(d.stats.cache_misses[k] for d in (exe.module.kernel, exe.module.kernel_serial)
+    misses = sum(d.stats.cache_misses[k] for d in (exe.module.kernel_blocks,)
                  for k in d.stats.cache_misses)
     print(json.dumps({"typed": cpu.stats["typed"], "disk": cpu.stats["disk"], "misses": misses,
                       "checksum": float(z.sum()), "path": str(exe.path),

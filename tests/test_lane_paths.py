@@ -116,17 +116,16 @@ def test_explain_says_how_the_lane_is_called_and_which_math_it_uses():
         assert "vector math" in line(newton, np.full(8, 2.0))
 
 
-def test_near_the_threshold_the_already_compiled_kernel_is_kept():
-    """A run timed near PARALLEL_ABOVE_S picked the other kernel in the next process
-    and compiled it there; the threshold now leans towards the one available."""
-    from types import SimpleNamespace
-
-    compiled = SimpleNamespace(overloads={"sig": object()})
-    missing = SimpleNamespace(overloads={})
-    for serial, parallel, factor in ((compiled, missing, 4), (missing, compiled, 0.25), (compiled, compiled, 1),
-                                     (missing, missing, 1)):
-        exe = SimpleNamespace(module=SimpleNamespace(kernel_serial=serial, kernel=parallel))
-        assert cpu._parallel_above(exe) == pytest.approx(cpu.PARALLEL_ABOVE_S * factor)
+def test_serial_and_parallel_runs_share_one_compiled_kernel():
+    """A Numba prange kernel cost 0.5-2 s to compile per signature, on top of the
+    serial one: now both runs call kernel_blocks (threads: lanewise.runtime.pool)."""
+    f = lw.vmap(lambda x: x * 2.0 + 1.0)
+    small, big = np.arange(10.0), np.arange(float(lw.config.serial_below) + 10)
+    np.testing.assert_array_equal(f(small), small * 2.0 + 1.0)
+    np.testing.assert_array_equal(f(big), big * 2.0 + 1.0)
+    (exe,) = f._executables.values()
+    assert len(exe.module.kernel_blocks.signatures) == 1
+    assert not exe.module.kernel.signatures and not exe.module.kernel_serial.signatures
 
 
 def window_range(w, k):  # a loop over the lane's row

@@ -3,6 +3,7 @@
 import threading
 
 import numpy as np
+import pytest
 
 import lanewise as lw
 
@@ -32,8 +33,6 @@ def test_lane_error_in_a_parallel_launch_names_the_lowest_failing_lane():
             raise ValueError("bad lane")
         return x * 2
 
-    import pytest
-
     with pytest.raises(ValueError, match="bad lane") as info:
         lw.vmap(lane)(np.arange(1e6))
     assert "i0=700000" in info.value.__notes__[0]
@@ -56,8 +55,8 @@ def test_few_heavy_lanes_run_in_parallel_and_light_ones_serially(monkeypatch):
     from lanewise.backends.cpu import map as cpu_map
 
     launches = []
-    real = cpu_map.interruptible
-    monkeypatch.setattr(cpu_map, "interruptible", lambda fn: (launches.append(1), real(fn)))
+    real = cpu_map.run_parallel
+    monkeypatch.setattr(cpu_map, "run_parallel", lambda *a: (launches.append(1), real(*a))[1])
     table, ks = np.linspace(0.0, 1.0, 10_000), np.arange(1000.0)
     for call in range(2):  # the second call takes the fast launcher
         got = lw.vmap(dot_with_table, in_axes=(0, None))(ks, table)
@@ -79,3 +78,27 @@ def test_uneven_lanes_match_the_reference_under_dynamic_scheduling():
     n[:500] = 20_000  # the costly lanes all in one thread's static share
     small, big = (sum(i % 7 for i in range(k)) for k in (3, 20_000))
     np.testing.assert_array_equal(lw.vmap(spin)(n), np.where(n == 3, small, big))
+
+
+def test_worker_pool_reports_the_first_failure_and_reraises_errors():
+    """lanewise.runtime.pool: the smallest failure code wins whichever thread
+    found it, and an exception inside a chunk reaches the caller."""
+    from lanewise.runtime import pool
+
+    def failing_at(bad):
+        def run_chunk(first, last):
+            hits = [b for b in range(first, last) if b in bad]
+            return min(hits) if hits else -1
+        return run_chunk
+
+    for threads in (1, 2, 7):
+        assert pool.run_blocks(failing_at({90, 37, 200}), 256, threads) == 37
+        assert pool.run_blocks(failing_at(set()), 256, threads) == -1
+
+    def raising(first, last):
+        if first <= 50 < last:
+            raise ValueError("chunk failed")
+        return -1
+
+    with pytest.raises(ValueError, match="chunk failed"):
+        pool.run_blocks(raising, 256, 2)

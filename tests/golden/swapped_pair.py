@@ -7,6 +7,7 @@
 # 'lane' and the _nt* classes are injected by lanewise before this runs.
 import numba
 from numba import int64, prange, uint64
+from lanewise.runtime.borrow import borrowed
 from lanewise.runtime.interrupt import stopped
 
 @numba.njit(error_model="numpy", nogil=True, cache=True)
@@ -26,6 +27,26 @@ def lane_block(a0, a1, a2, o0, o1, n0, n1, outer, lo, hi):
     except Exception:
         return int64(failed)
     return int64(-1)
+
+@numba.njit(error_model="numpy", nogil=True, cache=True)
+def kernel_blocks(a0, a1, a2, o0, o1, n0, n1, nib, blk, first, last, stop):
+    """Blocks [first, last) on the calling thread (block b: outer index b // nib, lanes
+    [(b % nib) * blk, + blk)); -1, outer * n_inner + lane of the first failure, or -2 when
+    stop[0] != 0 (Ctrl-C) before a block."""
+    a0 = borrowed(a0)
+    a1 = borrowed(a1)
+    o0 = borrowed(o0)
+    o1 = borrowed(o1)
+    for b in range(first, last):
+        if stopped(stop):
+            return -2
+        outer = b // nib
+        lo = (b - outer * nib) * blk
+        hi = min(lo + blk, n0)
+        e = lane_block(a0, a1, a2, o0, o1, n0, n1, outer, lo, hi)
+        if e >= 0:
+            return outer * n0 + e
+    return -1
 
 @numba.njit(error_model="numpy", nogil=True, cache=True, parallel=True)
 def kernel(a0, a1, a2, o0, o1, n0, n1, nib, blk, err, stop):
@@ -47,6 +68,10 @@ def kernel(a0, a1, a2, o0, o1, n0, n1, nib, blk, err, stop):
 @numba.njit(error_model="numpy", nogil=True, cache=True)
 def kernel_serial(a0, a1, a2, o0, o1, n0, n1):
     """Every lane on the calling thread; -1, or outer * n_inner + lane of the first failure."""
+    a0 = borrowed(a0)
+    a1 = borrowed(a1)
+    o0 = borrowed(o0)
+    o1 = borrowed(o1)
     for outer in range(n1):
         e = lane_block(a0, a1, a2, o0, o1, n0, n1, outer, int64(0), n0)
         if e >= 0:

@@ -1,13 +1,17 @@
 """Render a lane program as a Python module that Numba compiles for the CPU.
 
-The module holds four functions (all ``cache=True``, so Numba keeps their
-object code next to the module on disk):
+The module holds five functions (all ``cache=True``, so Numba keeps their
+object code next to the module on disk; each is compiled only when called):
 
 * ``lane_block`` runs one block — one outer index, a run of the innermost
   level — inside ``try`` so a lane's exception becomes a returned lane index
   (``raise`` inside ``prange`` would serialise the loop: docs/architecture.md);
-* ``kernel`` runs every block under ``prange``; ``kernel_serial`` the same on
-  the calling thread for small problems;
+* ``kernel_blocks`` runs a range of blocks on the calling thread: ``lw.vmap``
+  runs every call through it, serially or from several threads at once
+  (:mod:`lanewise.runtime.pool`), so a signature compiles one kernel;
+* ``kernel`` runs every block under ``prange`` and ``kernel_serial`` every lane
+  on the calling thread, for compiled callers (the XLA handler of
+  :mod:`lanewise.jax`, Dask's worker threads);
 * ``probe`` runs lane 0 only: per-lane array outputs learn their shape from it.
 
 Example:
@@ -44,7 +48,7 @@ def render(program: Program, inplace: bool = False, spmd=None) -> str:
         block = "\n\n".join([spmd.source, _lane_block_stream(program, names, order, spmd)])
     else:
         block = "\n\n".join([spmd.source, _lane_block_spmd(program, names, order, spmd)])
-    parts = [header(program, order), block,
+    parts = [header(program, order), block, _kernel_blocks(program, names, order),
              _kernel(program, names, order, parallel=True),
              _kernel(program, names, order, parallel=False), _probe(program, names)]
     return "\n\n".join(parts) + "\n"
@@ -57,6 +61,7 @@ def header(program: Program, order) -> str:
              f"# loop order: {' > '.join(f'i{lv}' for lv in order)} (innermost last)",
              "# 'lane' and the _nt* classes are injected by lanewise before this runs.",
              "import numba", "from numba import int64, prange, uint64",
+             "from lanewise.runtime.borrow import borrowed",
              "from lanewise.runtime.interrupt import stopped"]
     return "\n".join(lines)
 
@@ -223,10 +228,39 @@ def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
         f"@{JIT.format('')}",
         f"def kernel_serial({names.params()}):",
         '    """Every lane on the calling thread; -1, or outer * n_inner + lane of the first failure."""',
+        *_borrow(program, names),
         f"    for outer in range({outer}):",
         # int64(0), not 0: a literal argument types as Literal[int](0), a second
         # lane_block specialisation (the probe and the parallel kernel pass int64).
         f"        e = lane_block({names.params('outer', 'int64(0)', n_inner)})",
+        "        if e >= 0:",
+        f"            return outer * {n_inner} + e",
+        "    return -1"])
+
+
+def _borrow(program: Program, names: Names) -> list[str]:
+    """Lines that detach the reference counts of a kernel's array arguments
+    (:mod:`lanewise.runtime.borrow`): no atomic increment per lane."""
+    arrays = [n for leaf, n in zip(program.signature.leaves, names.leaves, strict=True) if leaf.is_array]
+    return [f"    {a} = borrowed({a})" for a in arrays + list(names.outputs)]
+
+
+def _kernel_blocks(program: Program, names: Names, order) -> str:
+    n_inner = names.sizes[order[-1]]
+    return "\n".join([
+        f"@{JIT.format('')}",
+        f"def kernel_blocks({names.params('nib', 'blk', 'first', 'last', 'stop')}):",
+        '    """Blocks [first, last) on the calling thread (block b: outer index b // nib, lanes',
+        '    [(b % nib) * blk, + blk)); -1, outer * n_inner + lane of the first failure, or -2 when',
+        '    stop[0] != 0 (Ctrl-C) before a block."""',
+        *_borrow(program, names),
+        "    for b in range(first, last):",
+        "        if stopped(stop):",
+        "            return -2",
+        "        outer = b // nib",
+        "        lo = (b - outer * nib) * blk",
+        f"        hi = min(lo + blk, {n_inner})",
+        f"        e = lane_block({names.params('outer', 'lo', 'hi')})",
         "        if e >= 0:",
         f"            return outer * {n_inner} + e",
         "    return -1"])
@@ -285,11 +319,14 @@ def render_launcher(program: Program, values) -> tuple[str, dict]:
         lines.append(f"    {oname} = np.empty(({', '.join(shape)}{',' if len(shape) == 1 else ''}), O{m})")
     lanes = " * ".join(names.sizes)
     args = ", ".join(names.leaves + names.outputs + names.sizes)
+    order = loop_order(program)
+    n_outer = " * ".join(names.sizes[lv] for lv in order[:-1]) or "1"
+    blocks = f"1, {names.sizes[order[-1]]}, 0, {n_outer}, NO_STOP"  # one block per row: kernel_serial's
     work = " + ".join(["lanes"] + [f"{n}.size" for leaf, n in zip(sig.leaves, names.leaves, strict=True)
                                    if leaf.is_array])
     lines += [f"    lanes = {lanes}",
               f"    if 0 < lanes and {work} < SERIAL_BELOW:  # as backends.cpu.is_small",
-              f"        if serial({args}) >= 0:", "            return MISS",
+              f"        if serial({args}, {blocks}) >= 0:", "            return MISS",
               f"    elif lanes and parallel(({args},), ({sizes},)):", "        return MISS"]
     if program.out_tree.num_nodes == 1 and program.outputs:  # one array (a lane returning None has none)
         lines.append(f"    return {names.outputs[0]}")

@@ -2,7 +2,7 @@
 
 Numba's default threading layer here ("workqueue") aborts the process when two
 parallel kernels launch at once.  Python threads are serialised by a
-``threading.Lock`` (backends.cpu.map.PARALLEL), but an XLA custom call
+``threading.Lock`` (backends.cpu.reduce.PARALLEL), but an XLA custom call
 (:mod:`lanewise.jax`) launches kernels from compiled code on XLA's own threads,
 where no Python lock can be taken without the GIL.  So every launch also holds
 this flag: one 64-bit word in process memory, taken by compare-and-swap.  The

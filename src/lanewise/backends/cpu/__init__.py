@@ -22,7 +22,7 @@ from ...ir.program import bind_call
 # that forks after a parallel run then dies ("fork() called from a process already
 # using GNU OpenMP"; a multiprocessing Pool hangs).  Unless the user chose a layer,
 # lanewise asks for a fork-safe one (TBB if installed, else Numba's workqueue).
-# Parallel launches are serialised (map.PARALLEL), so workqueue's lack of thread
+# Parallel launches are serialised (reduce.PARALLEL), so workqueue's lack of thread
 # safety is never exercised.  It must be set before the first parallel launch.
 if os.environ.get("NUMBA_THREADING_LAYER") is None and numba.config.THREADING_LAYER == "default":
     numba.config.THREADING_LAYER = "forksafe"
@@ -54,7 +54,7 @@ def explain(exe, call) -> list[str]:
     program, lines = exe.program, []
     if all(call.sizes):
         plan = blocking(call.sizes, exe.order, lane_work(program.signature.leaves, call.values, call.sizes))
-        mode = "parallel (prange, blocks handed to threads one at a time)"
+        mode = "parallel (threads take runs of blocks, shorter as the work runs out)"
         if is_small(call.sizes, call.values):
             mode = ("serial (small problem), unless its first lanes, timed, predict more than "
                     f"{PARALLEL_ABOVE_S * 1e6:.0f} µs of work" if exe.may_be_heavy else "serial (small problem)")

@@ -2,9 +2,10 @@
 
 Flow for a call (each step cached): type the lane with a one-lane ``probe`` ->
 program -> render the module (codegen.cpu) -> store it in the disk cache and
-import it -> launch ``kernel`` (``prange`` over blocks) or, for small problems,
-``kernel_serial``.  A warm process finds module and result type on disk and
-Numba finds the object code beside it: no typing, no compile.
+import it -> run ``kernel_blocks`` over every block, from all threads
+(:mod:`lanewise.runtime.pool`) or, for small problems, on the calling thread.
+A warm process finds module and result type on disk and Numba finds the object
+code beside it: no typing, no compile.
 
 Example:
     >>> import numpy as np, lanewise as lw
@@ -14,13 +15,10 @@ Example:
 
 from __future__ import annotations
 
-import os
-import queue
-import threading
 import time
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import numba
 import numpy as np
@@ -40,7 +38,7 @@ from ...lane.allocation import allocates
 from ...lane import typing_only
 from ...lane.signedness import check_unsigned_mixing
 from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
-from ...runtime import cache, launch_lock
+from ...runtime import cache, pool
 from .. import host
 from ...lane.numba_errors import compile_error
 
@@ -233,74 +231,6 @@ def run(exe: Executable, call: Call, out=None):
     return pytree.unflatten(program.out_tree, outs)
 
 
-#: One parallel launch at a time: Numba's default "workqueue" threading layer
-#: aborts the process on concurrent launches from two Python threads, and a
-#: launch already uses every core, so waiting costs nothing.
-PARALLEL = threading.Lock()
-
-
-def interruptible(launch_with: Callable[[np.ndarray], Any]) -> None:
-    """``launch_with(stop)``, a parallel launch, such that Ctrl-C stops it between blocks.
-
-    Python runs a signal handler only in the main thread, between bytecodes:
-    never while that thread is inside a compiled kernel.  So from the main
-    thread the kernel runs in a helper thread (one, kept: starting a thread
-    per launch cost 100 us) while the main thread waits; a KeyboardInterrupt
-    sets ``stop[0]``, which the kernel checks before each block, and is
-    re-raised once the blocks already running have finished.
-    """
-    stop = np.zeros(1, np.int64)
-    with PARALLEL, launch_lock.Held():  # Held: compiled callers (lanewise.jax ops) launch too
-        if threading.current_thread() is not threading.main_thread():
-            launch_with(stop)
-            return
-        job = _Job(launch_with, stop)
-        _helper().put(job)
-        try:
-            while not job.done.wait(0.25):
-                pass
-        except BaseException:  # Ctrl-C (or any exception a signal handler raises)
-            stop[0] = 1
-            job.done.wait()  # the lock is held until the kernel is done: no concurrent launch
-            raise
-    if job.failure is not None:
-        raise job.failure
-
-
-class _Job:
-    __slots__ = ("launch_with", "stop", "done", "failure")
-
-    def __init__(self, launch_with, stop):
-        self.launch_with, self.stop = launch_with, stop
-        self.done, self.failure = threading.Event(), None
-
-    def run(self) -> None:
-        try:
-            self.launch_with(self.stop)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
-            self.failure = e
-        finally:
-            self.done.set()
-
-
-_jobs: "queue.SimpleQueue[_Job] | None" = None
-_jobs_pid = 0
-
-
-def _helper() -> "queue.SimpleQueue[_Job]":
-    """The kernel thread's job queue (started on first use, and again in a forked child)."""
-    global _jobs, _jobs_pid
-    if _jobs is None or _jobs_pid != os.getpid():
-        _jobs, _jobs_pid = queue.SimpleQueue(), os.getpid()
-        threading.Thread(target=_serve, args=(_jobs,), name="lanewise-kernel", daemon=True).start()
-    return _jobs
-
-
-def _serve(jobs) -> None:
-    while True:
-        jobs.get().run()
-
-
 def measured_work(exe: Executable, n_inner: int, n_lanes: int, args: tuple) -> int | None:
     """For a run that looks small (few lanes, few elements) but would still take
     long on one thread, the measured work of one lane in :func:`lane_work`'s
@@ -311,46 +241,14 @@ def measured_work(exe: Executable, n_inner: int, n_lanes: int, args: tuple) -> i
     if not exe.may_be_heavy or not n_lanes:
         return None
     k = min(n_inner, PROBE_LANES)
-    for _ in range(2):  # twice when the first call compiled lane_block for these types
-        compiled = len(exe.module.lane_block.overloads)
+    for _ in range(2):  # twice when the first call compiled the kernel for these types
+        compiled = len(exe.module.kernel_blocks.overloads)
         start = time.perf_counter()
-        exe.call("lane_block", *args, 0, 0, k)
+        exe.call("kernel_blocks", *args, 1, k, 0, 1, NO_STOP)  # lanes [0, k) of outer index 0
         per_lane = (time.perf_counter() - start) / k
-        if len(exe.module.lane_block.overloads) == compiled:
+        if len(exe.module.kernel_blocks.overloads) == compiled:
             break
-    return int(per_lane * 1e9) if per_lane * n_lanes > _parallel_above(exe) else None
-
-
-def _parallel_above(exe: Executable) -> float:
-    """:data:`PARALLEL_ABOVE_S`, moved 4x towards the kernel that is already compiled
-    or in the disk cache when only one of the two is: a run timed near the threshold
-    would otherwise pick the other in the next process and compile it there
-    (a "warm" start that compiled for 1.3 s)."""
-    serial, parallel = (_available(getattr(exe.module, k)) for k in ("kernel_serial", "kernel"))
-    if serial and not parallel:
-        return PARALLEL_ABOVE_S * 4
-    if parallel and not serial:
-        return PARALLEL_ABOVE_S / 4
-    return PARALLEL_ABOVE_S
-
-
-def _available(dispatcher) -> bool:
-    """Compiled in this process, or (as far as Numba's cache index shows) on disk."""
-    if dispatcher.overloads:
-        return True
-    index = getattr(getattr(getattr(dispatcher, "_cache", None), "_cache_file", None), "_index_path", None)
-    return bool(index) and os.path.exists(index)
-
-
-def dynamic(call, *args):
-    """``call(*args)`` with Numba handing blocks to threads one at a time: lanes
-    whose cost differs a thousandfold still keep every core busy (by default
-    each thread takes one contiguous share of the blocks)."""
-    previous = numba.set_parallel_chunksize(1)
-    try:
-        return call(*args)
-    finally:
-        numba.set_parallel_chunksize(previous)
+    return int(per_lane * 1e9) if per_lane * n_lanes > PARALLEL_ABOVE_S else None
 
 
 def is_small(sizes, values) -> bool:
@@ -367,24 +265,51 @@ PARALLEL_ABOVE_S = 200e-6
 PROBE_LANES = 8
 
 
+#: The stop flag of serial runs, which nothing sets (a serial run is not interrupted).
+NO_STOP = np.zeros(1, np.int64)
+
+
 def launch(exe: Executable, plan, args: tuple, serial: bool):
     """Run the kernel over ``plan``'s blocks; None, or (plan, block, lane) that failed."""
     if serial:
         work = measured_work(exe, plan.n_inner, plan.n_lanes, args)
         if work is None:
-            flat = exe.call("kernel_serial", *args)
-            if flat < 0:
-                return None
-            outer, lane = divmod(flat, plan.n_inner)
-            return Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner), outer, lane
+            whole_rows = Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner)
+            return _failure(whole_rows, exe.call("kernel_blocks", *args, 1, plan.n_inner, 0, plan.n_outer, NO_STOP))
         plan = reblocked(plan.n_outer, plan.n_inner, work)  # heavy lanes: blocks sized by their cost
-    err = np.full((numba.config.NUMBA_NUM_THREADS, 2), -1, np.int64)
-    interruptible(lambda stop: dynamic(exe.call, "kernel", *args, plan.inner_blocks, plan.block, err, stop))
-    failed = err[err[:, 0] >= 0]
-    if not failed.size:
+    return _failure(plan, run_parallel(exe, plan, args))
+
+
+def run_parallel(exe: Executable, plan: Blocking, args: tuple) -> int:
+    """Every block of ``plan``, from all threads (:mod:`lanewise.runtime.pool`);
+    -1, or the flat lane index (outer * n_inner + lane) of the first failure."""
+    stop = np.zeros(1, np.int64)
+    # No blocks, on this thread: compiles (or loads) the kernel once, and survives
+    # cache faults (host.call_kernel) before the threads call it.
+    exe.call("kernel_blocks", *args, plan.inner_blocks, plan.block, 0, 0, stop)
+    kernel = exe.module.kernel_blocks
+
+    def run_chunk(first: int, last: int) -> int:
+        return kernel(*args, plan.inner_blocks, plan.block, first, last, stop)
+
+    return pool.run_blocks(run_chunk, plan.n_blocks, threads(), lambda: stop.fill(1))
+
+
+def threads() -> int:
+    """Worker threads for a parallel run: ``numba.get_num_threads()`` (a user's
+    ``numba.set_num_threads`` counts), without starting Numba's threading layer
+    just to ask (its default size, ``NUMBA_NUM_THREADS``, until something has)."""
+    from numba.np.ufunc import parallel
+
+    return numba.get_num_threads() if parallel._is_initialized else numba.config.NUMBA_NUM_THREADS
+
+
+def _failure(plan: Blocking, flat: int):
+    """None for a run that did not fail, else (plan, block, lane) of its flat lane index."""
+    if flat < 0:
         return None
-    block, lane = failed[np.argmin(failed[:, 0])]
-    return plan, int(block), int(lane)
+    outer, lane = divmod(int(flat), plan.n_inner)
+    return plan, outer * plan.inner_blocks + lane // plan.block, lane
 
 
 def fast_launcher(exe: Executable, call: Call, miss):
@@ -397,7 +322,7 @@ def fast_launcher(exe: Executable, call: Call, miss):
     if exe.array_outputs or any(p.keyword is not None or p.tree.num_nodes != 1 for p in sig.params):
         return None
     source, names = render_cpu.render_launcher(exe.program, call.values)
-    namespace = {"np": np, "MISS": miss, "serial": _serial(exe),
+    namespace = {"np": np, "MISS": miss, "serial": _serial(exe), "NO_STOP": NO_STOP,
                  "SERIAL_BELOW": config.serial_below, "parallel": _parallel(exe),
                  "unflatten": pytree.unflatten, "TREE": exe.program.out_tree, **names}
     exec(compile(source, f"<lanewise launcher {exe.module.__name__}>", "exec"), namespace)
@@ -405,33 +330,34 @@ def fast_launcher(exe: Executable, call: Call, miss):
 
 
 def _serial(exe: Executable):
-    """The fast launcher's serial run: ``kernel_serial`` itself, or for lanes that
-    may be heavy, a check that the run is short enough for one thread first
-    (a parallel run's failure is reported as failed lane 0: the slow path redoes it)."""
+    """The fast launcher's serial run, ``kernel_blocks(*args, 1, n_inner, 0, n_outer,
+    NO_STOP)``: the kernel itself, or for lanes that may be heavy, a check that
+    the run is short enough for one thread first (a parallel run's failure is
+    reported as failed lane 0: the slow path redoes it)."""
     if not exe.may_be_heavy:
-        return exe.module.kernel_serial
+        return exe.module.kernel_blocks
     n_leaves, n_out = len(exe.program.signature.leaves), len(exe.program.outputs)
     parallel = _parallel(exe)
 
     def serial(*args):
-        sizes = args[n_leaves + n_out:n_leaves + n_out + len(exe.order)]
+        core = args[:-5]  # without the blocking: 1, n_inner, 0, n_outer, NO_STOP
+        sizes = core[n_leaves + n_out:n_leaves + n_out + len(exe.order)]
         lanes = 1
         for n in sizes:
             lanes *= n
-        work = measured_work(exe, sizes[exe.order[-1]], lanes, args)
+        work = measured_work(exe, sizes[exe.order[-1]], lanes, core)
         if work is not None:
-            return 0 if parallel(args, sizes, work) else -1
-        return exe.call("kernel_serial", *args)
+            return 0 if parallel(core, sizes, work) else -1
+        return exe.call("kernel_blocks", *args)
     return serial
 
 
 def _parallel(exe: Executable):
-    def run_parallel(args, sizes, measured_work: int = 0):
+    def parallel(args, sizes, measured_work: int = 0):
         leaves = exe.program.signature.leaves
         work = max(lane_work(leaves, args[:len(leaves)], sizes), measured_work)
         return launch(exe, blocking(sizes, exe.order, work), args, False) is not None
-    return run_parallel
-
+    return parallel
 
 
 def lane_output_shapes(exe: Executable, call: Call) -> dict[int, tuple]:

@@ -13,9 +13,12 @@ Example:
 
 from __future__ import annotations
 
+import os
+import queue
+import threading
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import numba
 import numpy as np
@@ -33,6 +36,7 @@ from ...ir.schedule import ReduceBlocking, lane_index, lane_work, reduce_blockin
 from ...lane.allocation import allocates
 from ...lane.lanefn import jit_lane
 from ...lane.numba_errors import compile_error
+from ...runtime import launch_lock
 from .. import host
 from . import map as cpu
 
@@ -149,7 +153,7 @@ def _launch(exe: ReduceExecutable, call: Call, n_err: int, state: tuple, blockin
     if cpu.is_small(call.sizes, call.values):
         exe.call("rkernel_serial", *args)
     else:
-        cpu.interruptible(lambda stop: cpu.dynamic(exe.call, "rkernel", *args, stop))
+        interruptible(lambda stop: dynamic(exe.call, "rkernel", *args, stop))
     failed = np.flatnonzero(err >= 0)
     return (int(failed[0]), int(err[failed[0]])) if failed.size else None
 
@@ -235,3 +239,85 @@ def finish(program: Program, spec: ReduceSpec, plan: ReduceBlocking, partials: l
         flat = reduction.combine_partials(spec, m, p, q, plan.n_reduced, monoid, fold)
         results.append(reduction.place(spec, out, flat, sizes, shape or ()))
     return results
+
+
+# ----------------------------------------------------------------------------- Numba parallel launches
+
+
+#: One parallel launch at a time: Numba's default "workqueue" threading layer
+#: aborts the process on concurrent launches from two Python threads, and a
+#: launch already uses every core, so waiting costs nothing.
+PARALLEL = threading.Lock()
+
+
+def interruptible(launch_with: Callable[[np.ndarray], Any]) -> None:
+    """``launch_with(stop)``, a parallel launch, such that Ctrl-C stops it between blocks.
+
+    Python runs a signal handler only in the main thread, between bytecodes:
+    never while that thread is inside a compiled kernel.  So from the main
+    thread the kernel runs in a helper thread (one, kept: starting a thread
+    per launch cost 100 us) while the main thread waits; a KeyboardInterrupt
+    sets ``stop[0]``, which the kernel checks before each block, and is
+    re-raised once the blocks already running have finished.
+    """
+    stop = np.zeros(1, np.int64)
+    with PARALLEL, launch_lock.Held():  # Held: compiled callers (lanewise.jax ops) launch too
+        if threading.current_thread() is not threading.main_thread():
+            launch_with(stop)
+            return
+        job = _Job(launch_with, stop)
+        _helper().put(job)
+        try:
+            while not job.done.wait(0.25):
+                pass
+        except BaseException:  # Ctrl-C (or any exception a signal handler raises)
+            stop[0] = 1
+            job.done.wait()  # the lock is held until the kernel is done: no concurrent launch
+            raise
+    if job.failure is not None:
+        raise job.failure
+
+
+class _Job:
+    __slots__ = ("launch_with", "stop", "done", "failure")
+
+    def __init__(self, launch_with, stop):
+        self.launch_with, self.stop = launch_with, stop
+        self.done, self.failure = threading.Event(), None
+
+    def run(self) -> None:
+        try:
+            self.launch_with(self.stop)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            self.failure = e
+        finally:
+            self.done.set()
+
+
+_jobs: "queue.SimpleQueue[_Job] | None" = None
+_jobs_pid = 0
+
+
+def _helper() -> "queue.SimpleQueue[_Job]":
+    """The kernel thread's job queue (started on first use, and again in a forked child)."""
+    global _jobs, _jobs_pid
+    if _jobs is None or _jobs_pid != os.getpid():
+        _jobs, _jobs_pid = queue.SimpleQueue(), os.getpid()
+        threading.Thread(target=_serve, args=(_jobs,), name="lanewise-kernel", daemon=True).start()
+    return _jobs
+
+
+def _serve(jobs) -> None:
+    while True:
+        jobs.get().run()
+
+
+def dynamic(call, *args):
+    """``call(*args)`` with Numba handing blocks to threads one at a time: lanes
+    whose cost differs a thousandfold still keep every core busy (by default
+    each thread takes one contiguous share of the blocks)."""
+    previous = numba.set_parallel_chunksize(1)
+    try:
+        return call(*args)
+    finally:
+        numba.set_parallel_chunksize(previous)

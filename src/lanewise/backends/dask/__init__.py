@@ -22,7 +22,7 @@ def usable() -> bool:
 def explain(exe, call) -> list[str]:
     """The schedule: one task per chunk of lanes, each running the CPU kernel serially."""
     return ["schedule: one dask task per chunk of the mapped axes; each runs the CPU kernel on its "
-            "worker thread (kernel_serial)"]
+            "worker thread (kernel_blocks)"]
 
 
 __all__ = ["NAME", "SCAN", "DaskExecutable", "bind_call", "build", "build_reduce", "explain", "run",

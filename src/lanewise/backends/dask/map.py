@@ -25,7 +25,7 @@ becomes one ``dask.array.blockwise`` layer:
   process, never one per task.  The first build in a process is reported as a
   ``"lanewise"`` event (``Client.get_events("lanewise")``) and on the
   ``lanewise.dask`` logger.
-* Each chunk runs the CPU kernel **on the worker thread** (``kernel_serial``):
+* Each chunk runs the CPU kernel **on the worker thread** (``kernel_blocks``):
   Dask's chunks are the parallelism, so a worker thread never fights the others
   for cores.
 
@@ -426,8 +426,9 @@ def _map_chunk(runner: _MapRunner, *leaves):
     """One chunk: the compiled nest over the chunk's lanes, on this thread."""
     values = tuple(as_chunk(v) for v in leaves)
     call = runner.call(values, runner.sizes_of(values))
-    exe = runner.prepare(call, lambda exe: precompile(exe.module.kernel_serial,
-                                                      kernel_args(exe, call, runner.lane_shapes)))
+    exe = runner.prepare(call, lambda exe: precompile(exe.module.kernel_blocks,
+                                                      (*kernel_args(exe, call, runner.lane_shapes),
+                                                       1, 1, 0, 1, cpu.NO_STOP)))
     outs = run_serial(exe, call, runner.lane_shapes)
     stats["chunks"] += 1
     if runner.n_outputs == 1 and all(d is not None for d in exe.program.outputs[0].level_dims):
