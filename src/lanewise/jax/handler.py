@@ -177,7 +177,7 @@ def plan_of(exe, call, n_sizes: int, extra: tuple) -> np.ndarray:
     if not all(sizes):
         head[MODE] = EMPTY
     else:
-        plan = blocking(sizes, exe.order, lane_work(exe.program.signature.leaves, call.values, sizes))
+        plan = blocking(sizes, exe.order, lane_work(exe.program.signature.leaves, call.values, sizes), exe.group)
         # Lanes that may loop or read whole arrays can be long even when few: parallel then.
         head[MODE] = SERIAL if cpu.is_small(sizes, call.values) and not exe.may_be_heavy else PARALLEL
         head[INNER_BLOCKS], head[BLOCK], head[N_INNER] = plan.inner_blocks, plan.block, plan.n_inner

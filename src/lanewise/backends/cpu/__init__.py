@@ -53,7 +53,8 @@ def explain(exe, call) -> list[str]:
                 f"{plan.chunk} lanes; partials combined in a fixed order"]
     program, lines = exe.program, []
     if all(call.sizes):
-        plan = blocking(call.sizes, exe.order, lane_work(program.signature.leaves, call.values, call.sizes))
+        plan = blocking(call.sizes, exe.order, lane_work(program.signature.leaves, call.values, call.sizes),
+                        exe.group)
         mode = "parallel (threads take runs of blocks, shorter as the work runs out)"
         if is_small(call.sizes, call.values):
             mode = ("serial (small problem), unless its first lanes, timed, predict more than "

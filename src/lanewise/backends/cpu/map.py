@@ -60,6 +60,7 @@ class Executable:
 
     inject: dict = None
     lane_path: str = "scalar (one lane per iteration)"  # lanewise.spmd: which path runs, and why
+    group: int = 1  # lanes lane_block runs at a time: the SPMD path's W (blocks are whole groups)
 
     def __post_init__(self):
         self.order = loop_order(self.program)
@@ -84,7 +85,7 @@ def build(call: Call) -> Executable:
     names = injected_names(call.signature)
 
     def inject(meta):
-        result, inplace, _, allocating = meta
+        result, inplace, _, allocating, _ = meta
         with scalar_lane_math(call.lane):
             names["lane"] = kernel_lane(call.lane, allocating)
             if inplace:  # the lane fills its per-lane array output in place
@@ -92,9 +93,9 @@ def build(call: Call) -> Executable:
         return names
 
     built = host.build_module("kernel", key, lambda: _render(call), inject)
-    result, inplace, lane_path, _ = built.meta
+    result, inplace, lane_path, _, group = built.meta
     stats["disk" if built.from_disk else "typed"] += 1
-    return Executable(host.program(call, result), built.module, built.source, built.path, names, lane_path)
+    return Executable(host.program(call, result), built.module, built.source, built.path, names, lane_path, group)
 
 
 def _render(call: Call):
@@ -105,7 +106,8 @@ def _render(call: Call):
     inplace = inplace_lane(program, result) is not None
     choice = spmd.choose(program, call, result, inplace)
     with scalar_lane_math(call.lane):
-        meta = (result, inplace, choice.describe(), allocates(jit_lane(call.lane)))
+        group = choice.plan.width if choice.plan is not None else 1
+        meta = (result, inplace, choice.describe(), allocates(jit_lane(call.lane)), group)
     return render_cpu.render(program, inplace, spmd=choice.plan), meta
 
 
@@ -223,7 +225,7 @@ def run(exe: Executable, call: Call, out=None):
     values = _unaliased(call.values, outs)
     if all(sizes):
         extra = tuple(lane_shapes[k] for k in exe.array_outputs)
-        plan = blocking(sizes, exe.order, lane_work(program.signature.leaves, values, sizes))
+        plan = blocking(sizes, exe.order, lane_work(program.signature.leaves, values, sizes), exe.group)
         failure = launch(exe, plan, (*values, *outs, *sizes, *extra),
                          is_small(sizes, values))
         if failure is not None:
@@ -276,7 +278,7 @@ def launch(exe: Executable, plan, args: tuple, serial: bool):
         if work is None:
             whole_rows = Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner)
             return _failure(whole_rows, exe.call("kernel_blocks", *args, 1, plan.n_inner, 0, plan.n_outer, NO_STOP))
-        plan = reblocked(plan.n_outer, plan.n_inner, work)  # heavy lanes: blocks sized by their cost
+        plan = reblocked(plan.n_outer, plan.n_inner, work, exe.group)  # heavy lanes: blocks sized by their cost
     return _failure(plan, run_parallel(exe, plan, args))
 
 
@@ -356,7 +358,7 @@ def _parallel(exe: Executable):
     def parallel(args, sizes, measured_work: int = 0):
         leaves = exe.program.signature.leaves
         work = max(lane_work(leaves, args[:len(leaves)], sizes), measured_work)
-        return launch(exe, blocking(sizes, exe.order, work), args, False) is not None
+        return launch(exe, blocking(sizes, exe.order, work, exe.group), args, False) is not None
     return parallel
 
 

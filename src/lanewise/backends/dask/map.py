@@ -456,7 +456,7 @@ def run_serial(exe: cpu.Executable, call: Call, lane_shapes: dict) -> list[np.nd
     outs = [np.empty(s, o.dtype) for s, o in zip(shapes, program.outputs, strict=True)]
     if all(sizes):
         extra = tuple(lane_shapes[k] for k in exe.array_outputs)
-        failure = cpu.launch(exe, blocking(sizes, exe.order), (*call.values, *outs, *sizes, *extra), True)
+        failure = cpu.launch(exe, blocking(sizes, exe.order, 1, exe.group), (*call.values, *outs, *sizes, *extra), True)
         if failure is not None:
             cpu.raise_lane_error(exe, call, *failure, lane_shapes)
     return outs
