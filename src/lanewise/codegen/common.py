@@ -212,3 +212,10 @@ def guarded_store(out, oname: str, value: str, fill: str = ":", scalar: str = "(
     store = f"{oname}[{out_index(out, fill, scalar)}] = {value}"
     guard = [f"i{lv} == 0" for lv, dim in enumerate(out.level_dims) if dim is None]
     return [f"if {' and '.join(guard)}:", "    " + store] if guard else [store]
+
+
+def borrow_lines(arrays) -> list[str]:
+    """A kernel body's first lines: its array parameters ``arrays`` with their
+    reference counts detached (:mod:`lanewise.runtime.borrow`), so no lane does
+    an atomic increment on memory the caller holds anyway."""
+    return [f"    {a} = borrowed({a})" for a in arrays]

@@ -27,8 +27,8 @@ from __future__ import annotations
 from ..ir.program import Program, Signature
 from ..ir.schedule import loop_order
 from ..version import __version__
-from .common import (JIT, Names, decompose, guarded_store, jit_inlining, lane_args, lane_comment, leaf_expr,
-                     level_comments, out_index)
+from .common import (JIT, Names, borrow_lines, decompose, guarded_store, jit_inlining, lane_args, lane_comment,
+                     leaf_expr, level_comments, out_index)
 
 
 
@@ -242,7 +242,7 @@ def _borrow(program: Program, names: Names) -> list[str]:
     """Lines that detach the reference counts of a kernel's array arguments
     (:mod:`lanewise.runtime.borrow`): no atomic increment per lane."""
     arrays = [n for leaf, n in zip(program.signature.leaves, names.leaves, strict=True) if leaf.is_array]
-    return [f"    {a} = borrowed({a})" for a in arrays + list(names.outputs)]
+    return borrow_lines(arrays + list(names.outputs))
 
 
 def _kernel_blocks(program: Program, names: Names, order) -> str:

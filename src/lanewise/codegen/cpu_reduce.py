@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..ir.program import Program
 from ..ir.reduction import OPS, ReduceSpec
-from .common import JIT, Names, decompose, jit_inlining, lane_args
+from .common import JIT, Names, borrow_lines, decompose, jit_inlining, lane_args
 from .cpu import header
 
 
@@ -42,15 +42,17 @@ U = 8
 
 
 def render(program: Program, spec: ReduceSpec) -> str:
-    """The module source: ``rblock``, ``rkernel``, ``rkernel_serial`` (+ ``rfinish``)."""
+    """The module source: ``rblock``, ``rkernel_blocks`` (what ``lw.reduce`` runs, on one
+    thread or from several: :mod:`lanewise.runtime.pool`), ``rkernel`` (``prange``)
+    and ``rkernel_serial`` for compiled callers (the XLA handler, Dask) (+ ``rfinish``)."""
     names = Names.of(program)
     head = header(program, spec.kept + spec.reduced).replace(
         "# loop order:", f"# reduce {spec.op} over levels {list(spec.reduced)}; loop order:")
     if spec.tiled:
         head += "\nimport numpy as np"
     block = _tiled_block if spec.tiled else _block
-    parts = [head, block(program, spec, names), _kernel(program, spec, names, True),
-             _kernel(program, spec, names, False)]
+    parts = [head, block(program, spec, names), _kernel_blocks(program, spec, names),
+             _kernel(program, spec, names, True), _kernel(program, spec, names, False)]
     if spec.op == "monoid":
         parts.append(render_finish())
     return "\n\n".join(parts) + "\n"
@@ -299,6 +301,48 @@ def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) ->
         "        if e >= 0:",
         "            err[b] = e",
     ])
+
+
+def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
+    """``rkernel_blocks``: units [first, last) on the calling thread, a unit being a
+    (kept index, chunk) block, or for a segmented reduction a slot (its chunks in
+    order); failures go to ``err`` as in ``rkernel``; stop[0] != 0 (Ctrl-C) ends
+    the call before the next block."""
+    arrays = [n for leaf, n in zip(program.signature.leaves, names.leaves, strict=True) if leaf.is_array]
+    head = [f"@{JIT.format('')}"]
+    borrow = borrow_lines(arrays + partial_names(program, spec) + ["err"])
+    units = ("nslots",) if spec.segmented else ()
+    params = _params(program, spec, names, *units, "nchunks", "chunk", "nred", "err", "first", "last", "stop")
+    if spec.segmented:
+        return "\n".join([
+            *head,
+            f"def rkernel_blocks({params}):",
+            '    """Slots [first, last), each folding chunks s, s + nslots, ... in order."""',
+            *borrow,
+            "    for s in range(first, last):",
+            "        for c in range(s, nchunks, nslots):",
+            "            if stopped(stop):",
+            "                return",
+            "            lo = c * chunk",
+            "            hi = min(lo + chunk, nred)",
+            f"            e = rblock({_params(program, spec, names, '0', 's', 'lo', 'hi')})",
+            "            if e >= 0:",
+            "                err[c] = e",
+            "                break"])
+    return "\n".join([
+        *head,
+        f"def rkernel_blocks({params}):",
+        '    """Blocks [first, last) of (kept index, chunk); partial b = k * nchunks + chunk."""',
+        *borrow,
+        "    for b in range(first, last):",
+        "        if stopped(stop):",
+        "            return",
+        "        k = b // nchunks",
+        "        lo = (b - k * nchunks) * chunk",
+        "        hi = min(lo + chunk, nred)",
+        f"        e = rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')})",
+        "        if e >= 0:",
+        "            err[b] = e"])
 
 
 def _slot_kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) -> str:

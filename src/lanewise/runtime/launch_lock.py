@@ -1,16 +1,17 @@
-"""One parallel launch at a time, for Python callers and compiled ones alike.
+"""One Numba parallel launch at a time, for compiled callers.
 
 Numba's default threading layer here ("workqueue") aborts the process when two
-parallel kernels launch at once.  Python threads are serialised by a
-``threading.Lock`` (backends.cpu.reduce.PARALLEL), but an XLA custom call
-(:mod:`lanewise.jax`) launches kernels from compiled code on XLA's own threads,
-where no Python lock can be taken without the GIL.  So every launch also holds
-this flag: one 64-bit word in process memory, taken by compare-and-swap.  The
+parallel kernels launch at once.  Python callers never launch one (``lw.vmap``
+and ``lw.reduce`` run their blocks from lanewise's own threads:
+:mod:`lanewise.runtime.pool`), but an XLA custom call (:mod:`lanewise.jax`)
+launches ``prange`` kernels from compiled code on XLA's own threads, where no
+Python lock can be taken without the GIL.  So every such launch holds this
+flag: one 64-bit word in process memory, taken by compare-and-swap.  The
 compiled code finds it by symbol name (``llvmlite.binding.add_symbol``), so the
 address is never baked into cached object code.
 
-A compiled caller that finds the flag taken does not wait: it runs its lanes on
-its own thread instead (no deadlock, no abort).  A Python caller waits.
+A caller that finds the flag taken does not wait: it runs its lanes on its own
+thread instead (no deadlock, no abort).
 
 Example:
     >>> import numba
@@ -28,15 +29,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import time
 
 import llvmlite.binding as llvm
-import numba
 from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from .cache import own_cache
 
 SYMBOL = "lanewise_launch_lock"
 
@@ -72,28 +70,3 @@ def release(typingctx):
         builder.store_atomic(ir.IntType(64)(0), _flag(builder), "release", 8)
         return context.get_dummy_value()
     return types.none(), codegen
-
-
-@numba.njit(cache=own_cache(), nogil=True)
-def _try_acquire() -> bool:
-    return try_acquire()
-
-
-@numba.njit(cache=own_cache(), nogil=True)
-def _release() -> None:
-    release()
-
-
-class Held:
-    """``with Held():`` waits for the flag, holds it for the block (Python callers).
-
-    Waiting is rare (a compiled caller mid-launch) and short, so it polls."""
-
-    def __enter__(self):
-        while not _try_acquire():
-            time.sleep(50e-6)
-        return self
-
-    def __exit__(self, *exc):
-        _release()
-        return False

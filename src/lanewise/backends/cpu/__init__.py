@@ -22,8 +22,9 @@ from ...ir.program import bind_call
 # that forks after a parallel run then dies ("fork() called from a process already
 # using GNU OpenMP"; a multiprocessing Pool hangs).  Unless the user chose a layer,
 # lanewise asks for a fork-safe one (TBB if installed, else Numba's workqueue).
-# Parallel launches are serialised (reduce.PARALLEL), so workqueue's lack of thread
-# safety is never exercised.  It must be set before the first parallel launch.
+# Only lanewise.jax's compiled handlers launch Numba parallel kernels, one at a time
+# (runtime.launch_lock), so workqueue's lack of thread safety is never exercised.
+# It must be set before the first parallel launch.
 if os.environ.get("NUMBA_THREADING_LAYER") is None and numba.config.THREADING_LAYER == "default":
     numba.config.THREADING_LAYER = "forksafe"
 

@@ -13,12 +13,9 @@ Example:
 
 from __future__ import annotations
 
-import os
-import queue
-import threading
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import numba
 import numpy as np
@@ -36,7 +33,7 @@ from ...ir.schedule import ReduceBlocking, lane_index, lane_work, reduce_blockin
 from ...lane.allocation import allocates
 from ...lane.lanefn import jit_lane
 from ...lane.numba_errors import compile_error
-from ...runtime import launch_lock
+from ...runtime import pool
 from .. import host
 from . import map as cpu
 
@@ -135,7 +132,7 @@ def run_reduce(exe: ReduceExecutable, call: Call):
     if plan.n_blocks:
         shapes = [s for s in lane_shapes if s is not None]
         failed = _launch(exe, call, plan.n_blocks, (*partials, *sizes, *strides, *shapes),
-                         (plan.n_chunks, plan.chunk, plan.n_reduced))
+                         (plan.n_chunks, plan.chunk, plan.n_reduced), plan.n_blocks)
         if failed is not None:
             block, lane = failed
             index = lane_index(sizes, (spec.kept, block // plan.n_chunks), (spec.reduced, lane))
@@ -144,16 +141,27 @@ def run_reduce(exe: ReduceExecutable, call: Call):
     return pytree.unflatten(exe.program.out_tree, results)
 
 
-def _launch(exe: ReduceExecutable, call: Call, n_err: int, state: tuple, blocking: tuple):
-    """Run ``rkernel`` (or ``rkernel_serial`` for a small problem) on ``call``'s values,
-    ``state`` (partials, sizes...) and ``blocking``; None, or (block, lane) of the first
-    lane that failed (``n_err``: blocks that report into ``err``)."""
+def _launch(exe: ReduceExecutable, call: Call, n_err: int, state: tuple, blocking: tuple, n_units: int):
+    """Run ``rkernel_blocks`` over its ``n_units`` units (blocks, or a segmented
+    reduction's slots) on ``call``'s values, ``state`` (partials, sizes...) and
+    ``blocking``: on this thread for a small problem, else from every core
+    (:mod:`lanewise.runtime.pool`; each unit writes only its own partials, so the
+    result does not depend on which thread ran it).  None, or (block, lane) of
+    the first lane that failed (``n_err``: blocks that report into ``err``)."""
     err = np.full(n_err, -1, np.int64)
     args = (*call.values, *state, *blocking, err)
     if cpu.is_small(call.sizes, call.values):
-        exe.call("rkernel_serial", *args)
+        exe.call("rkernel_blocks", *args, 0, n_units, cpu.NO_STOP)
     else:
-        interruptible(lambda stop: dynamic(exe.call, "rkernel", *args, stop))
+        stop = np.zeros(1, np.int64)
+        exe.call("rkernel_blocks", *args, 0, 0, stop)  # compiled (or loaded) here, once
+        kernel = exe.module.rkernel_blocks
+
+        def run_chunk(first: int, last: int) -> int:
+            kernel(*args, first, last, stop)
+            return -1  # failures are in err
+
+        pool.run_blocks(run_chunk, n_units, cpu.threads(), lambda: stop.fill(1))
     failed = np.flatnonzero(err >= 0)
     return (int(failed[0]), int(err[failed[0]])) if failed.size else None
 
@@ -203,7 +211,7 @@ def run_segments(exe: ReduceExecutable, call: Call, count: int):
     if plan.n_chunks and count:
         shapes = [s for s in lane_shapes if s is not None]
         failed = _launch(exe, call, plan.n_chunks, (acc, *sizes, *shapes, count, slots),
-                         (plan.n_chunks, plan.chunk, plan.n_reduced))
+                         (plan.n_chunks, plan.chunk, plan.n_reduced), slots)
         if failed is not None:
             index = lane_index(sizes, (spec.kept, 0), (spec.reduced, failed[1]))
             raise_failed_lane(exe, call, index, lane_shapes, count)
@@ -239,85 +247,3 @@ def finish(program: Program, spec: ReduceSpec, plan: ReduceBlocking, partials: l
         flat = reduction.combine_partials(spec, m, p, q, plan.n_reduced, monoid, fold)
         results.append(reduction.place(spec, out, flat, sizes, shape or ()))
     return results
-
-
-# ----------------------------------------------------------------------------- Numba parallel launches
-
-
-#: One parallel launch at a time: Numba's default "workqueue" threading layer
-#: aborts the process on concurrent launches from two Python threads, and a
-#: launch already uses every core, so waiting costs nothing.
-PARALLEL = threading.Lock()
-
-
-def interruptible(launch_with: Callable[[np.ndarray], Any]) -> None:
-    """``launch_with(stop)``, a parallel launch, such that Ctrl-C stops it between blocks.
-
-    Python runs a signal handler only in the main thread, between bytecodes:
-    never while that thread is inside a compiled kernel.  So from the main
-    thread the kernel runs in a helper thread (one, kept: starting a thread
-    per launch cost 100 us) while the main thread waits; a KeyboardInterrupt
-    sets ``stop[0]``, which the kernel checks before each block, and is
-    re-raised once the blocks already running have finished.
-    """
-    stop = np.zeros(1, np.int64)
-    with PARALLEL, launch_lock.Held():  # Held: compiled callers (lanewise.jax ops) launch too
-        if threading.current_thread() is not threading.main_thread():
-            launch_with(stop)
-            return
-        job = _Job(launch_with, stop)
-        _helper().put(job)
-        try:
-            while not job.done.wait(0.25):
-                pass
-        except BaseException:  # Ctrl-C (or any exception a signal handler raises)
-            stop[0] = 1
-            job.done.wait()  # the lock is held until the kernel is done: no concurrent launch
-            raise
-    if job.failure is not None:
-        raise job.failure
-
-
-class _Job:
-    __slots__ = ("launch_with", "stop", "done", "failure")
-
-    def __init__(self, launch_with, stop):
-        self.launch_with, self.stop = launch_with, stop
-        self.done, self.failure = threading.Event(), None
-
-    def run(self) -> None:
-        try:
-            self.launch_with(self.stop)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
-            self.failure = e
-        finally:
-            self.done.set()
-
-
-_jobs: "queue.SimpleQueue[_Job] | None" = None
-_jobs_pid = 0
-
-
-def _helper() -> "queue.SimpleQueue[_Job]":
-    """The kernel thread's job queue (started on first use, and again in a forked child)."""
-    global _jobs, _jobs_pid
-    if _jobs is None or _jobs_pid != os.getpid():
-        _jobs, _jobs_pid = queue.SimpleQueue(), os.getpid()
-        threading.Thread(target=_serve, args=(_jobs,), name="lanewise-kernel", daemon=True).start()
-    return _jobs
-
-
-def _serve(jobs) -> None:
-    while True:
-        jobs.get().run()
-
-
-def dynamic(call, *args):
-    """``call(*args)`` with Numba handing blocks to threads one at a time: lanes
-    whose cost differs a thousandfold still keep every core busy (by default
-    each thread takes one contiguous share of the blocks)."""
-    previous = numba.set_parallel_chunksize(1)
-    try:
-        return call(*args)
-    finally:
-        numba.set_parallel_chunksize(previous)
