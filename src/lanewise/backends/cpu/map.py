@@ -303,7 +303,8 @@ def threads() -> int:
     just to ask (its default size, ``NUMBA_NUM_THREADS``, until something has)."""
     from numba.np.ufunc import parallel
 
-    return numba.get_num_threads() if parallel._is_initialized else numba.config.NUMBA_NUM_THREADS
+    started = getattr(parallel, "_is_initialized", True)  # unknown in another Numba: ask it
+    return numba.get_num_threads() if started else numba.config.NUMBA_NUM_THREADS
 
 
 def _failure(plan: Blocking, flat: int):
