@@ -214,8 +214,10 @@ def guarded_store(out, oname: str, value: str, fill: str = ":", scalar: str = "(
     return [f"if {' and '.join(guard)}:", "    " + store] if guard else [store]
 
 
-def borrow_lines(arrays) -> list[str]:
-    """A kernel body's first lines: its array parameters ``arrays`` with their
-    reference counts detached (:mod:`lanewise.runtime.borrow`), so no lane does
-    an atomic increment on memory the caller holds anyway."""
-    return [f"    {a} = borrowed({a})" for a in arrays]
+def borrow_lines(program: Program, names: Names, *arrays: str) -> list[str]:
+    """A kernel body's first lines: its array arguments (the program's array
+    leaves, then ``arrays``) with their reference counts detached
+    (:mod:`lanewise.runtime.borrow`), so no lane does an atomic increment on
+    memory the caller holds anyway."""
+    leaves = [n for leaf, n in zip(program.signature.leaves, names.leaves, strict=True) if leaf.is_array]
+    return [f"    {a} = borrowed({a})" for a in (*leaves, *arrays)]

@@ -228,7 +228,7 @@ def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
         f"@{JIT.format('')}",
         f"def kernel_serial({names.params()}):",
         '    """Every lane on the calling thread; -1, or outer * n_inner + lane of the first failure."""',
-        *_borrow(program, names),
+        *borrow_lines(program, names, *names.outputs),
         f"    for outer in range({outer}):",
         # int64(0), not 0: a literal argument types as Literal[int](0), a second
         # lane_block specialisation (the probe and the parallel kernel pass int64).
@@ -236,13 +236,6 @@ def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
         "        if e >= 0:",
         f"            return outer * {n_inner} + e",
         "    return -1"])
-
-
-def _borrow(program: Program, names: Names) -> list[str]:
-    """Lines that detach the reference counts of a kernel's array arguments
-    (:mod:`lanewise.runtime.borrow`): no atomic increment per lane."""
-    arrays = [n for leaf, n in zip(program.signature.leaves, names.leaves, strict=True) if leaf.is_array]
-    return borrow_lines(arrays + list(names.outputs))
 
 
 def _kernel_blocks(program: Program, names: Names, order) -> str:
@@ -253,7 +246,7 @@ def _kernel_blocks(program: Program, names: Names, order) -> str:
         '    """Blocks [first, last) on the calling thread (block b: outer index b // nib, lanes',
         '    [(b % nib) * blk, + blk)); -1, outer * n_inner + lane of the first failure, or -2 when',
         '    stop[0] != 0 (Ctrl-C) before a block."""',
-        *_borrow(program, names),
+        *borrow_lines(program, names, *names.outputs),
         "    for b in range(first, last):",
         "        if stopped(stop):",
         "            return -2",

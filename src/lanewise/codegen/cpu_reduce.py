@@ -306,11 +306,10 @@ def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) ->
 def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
     """``rkernel_blocks``: units [first, last) on the calling thread, a unit being a
     (kept index, chunk) block, or for a segmented reduction a slot (its chunks in
-    order); failures go to ``err`` as in ``rkernel``; stop[0] != 0 (Ctrl-C) ends
-    the call before the next block."""
-    arrays = [n for leaf, n in zip(program.signature.leaves, names.leaves, strict=True) if leaf.is_array]
+    order); failures go to ``err`` as in ``rkernel``.  Returns -1, or -2 when
+    stop[0] != 0 (Ctrl-C) ended the call before a block (as ``kernel_blocks``)."""
     head = [f"@{JIT.format('')}"]
-    borrow = borrow_lines(arrays + partial_names(program, spec) + ["err"])
+    borrow = borrow_lines(program, names, *partial_names(program, spec), "err")
     units = ("nslots",) if spec.segmented else ()
     params = _params(program, spec, names, *units, "nchunks", "chunk", "nred", "err", "first", "last", "stop")
     if spec.segmented:
@@ -322,13 +321,14 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
             "    for s in range(first, last):",
             "        for c in range(s, nchunks, nslots):",
             "            if stopped(stop):",
-            "                return",
+            "                return -2",
             "            lo = c * chunk",
             "            hi = min(lo + chunk, nred)",
             f"            e = rblock({_params(program, spec, names, '0', 's', 'lo', 'hi')})",
             "            if e >= 0:",
             "                err[c] = e",
-            "                break"])
+            "                break",
+            "    return -1"])
     return "\n".join([
         *head,
         f"def rkernel_blocks({params}):",
@@ -336,13 +336,14 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
         *borrow,
         "    for b in range(first, last):",
         "        if stopped(stop):",
-        "            return",
+        "            return -2",
         "        k = b // nchunks",
         "        lo = (b - k * nchunks) * chunk",
         "        hi = min(lo + chunk, nred)",
         f"        e = rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')})",
         "        if e >= 0:",
-        "            err[b] = e"])
+        "            err[b] = e",
+        "    return -1"])
 
 
 def _slot_kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) -> str:

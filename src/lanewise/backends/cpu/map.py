@@ -279,22 +279,23 @@ def launch(exe: Executable, plan, args: tuple, serial: bool):
             whole_rows = Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner)
             return _failure(whole_rows, exe.call("kernel_blocks", *args, 1, plan.n_inner, 0, plan.n_outer, NO_STOP))
         plan = reblocked(plan.n_outer, plan.n_inner, work, exe.group)  # heavy lanes: blocks sized by their cost
-    return _failure(plan, run_parallel(exe, plan, args))
+    return _failure(plan, run_parallel(exe, "kernel_blocks", (*args, plan.inner_blocks, plan.block), plan.n_blocks))
 
 
-def run_parallel(exe: Executable, plan: Blocking, args: tuple) -> int:
-    """Every block of ``plan``, from all threads (:mod:`lanewise.runtime.pool`);
-    -1, or the flat lane index (outer * n_inner + lane) of the first failure."""
+def run_parallel(exe, name: str, args: tuple, n_units: int) -> int:
+    """Kernel ``name``'s units [0, n_units) from all threads (:mod:`lanewise.runtime.pool`):
+    ``name(*args, first, last, stop)`` on chunks of them.  The kernel returns -1,
+    -2 (stopped by Ctrl-C) or a failure code >= 0; the smallest failure, or -1."""
     stop = np.zeros(1, np.int64)
-    # No blocks, on this thread: compiles (or loads) the kernel once, and survives
+    # No units, on this thread: compiles (or loads) the kernel once, and survives
     # cache faults (host.call_kernel) before the threads call it.
-    exe.call("kernel_blocks", *args, plan.inner_blocks, plan.block, 0, 0, stop)
-    kernel = exe.module.kernel_blocks
+    exe.call(name, *args, 0, 0, stop)
+    kernel = getattr(exe.module, name)
 
     def run_chunk(first: int, last: int) -> int:
-        return kernel(*args, plan.inner_blocks, plan.block, first, last, stop)
+        return kernel(*args, first, last, stop)
 
-    return pool.run_blocks(run_chunk, plan.n_blocks, threads(), lambda: stop.fill(1))
+    return pool.run_blocks(run_chunk, n_units, threads(), lambda: stop.fill(1))
 
 
 def threads() -> int:

@@ -33,7 +33,6 @@ from ...ir.schedule import ReduceBlocking, lane_index, lane_work, reduce_blockin
 from ...lane.allocation import allocates
 from ...lane.lanefn import jit_lane
 from ...lane.numba_errors import compile_error
-from ...runtime import pool
 from .. import host
 from . import map as cpu
 
@@ -153,15 +152,7 @@ def _launch(exe: ReduceExecutable, call: Call, n_err: int, state: tuple, blockin
     if cpu.is_small(call.sizes, call.values):
         exe.call("rkernel_blocks", *args, 0, n_units, cpu.NO_STOP)
     else:
-        stop = np.zeros(1, np.int64)
-        exe.call("rkernel_blocks", *args, 0, 0, stop)  # compiled (or loaded) here, once
-        kernel = exe.module.rkernel_blocks
-
-        def run_chunk(first: int, last: int) -> int:
-            kernel(*args, first, last, stop)
-            return -1  # failures are in err
-
-        pool.run_blocks(run_chunk, n_units, cpu.threads(), lambda: stop.fill(1))
+        cpu.run_parallel(exe, "rkernel_blocks", args, n_units)  # failures are in err
     failed = np.flatnonzero(err >= 0)
     return (int(failed[0]), int(err[failed[0]])) if failed.size else None
 
