@@ -14,7 +14,7 @@ CHILD = textwrap.dedent('''
     t0 = time.perf_counter()
     import numpy as np
     import lanewise as lw
-    from lanewise.backends import cpu
+    from lanewise.backends import cpu, host
     sys.path.insert(0, sys.argv[1])
     import lanes
     x = np.linspace(-2, 2, 50)
@@ -25,6 +25,8 @@ CHILD = textwrap.dedent('''
                  for k in d.stats.cache_misses)
     print(json.dumps({"typed": cpu.stats["typed"], "disk": cpu.stats["disk"], "misses": misses,
                       "checksum": float(z.sum()), "path": str(exe.path),
+                      "lane_made": not isinstance(exe.inject["lane"], host.Deferred),
+                      "scipy_linalg": "scipy.linalg" in sys.modules,
                       "seconds": time.perf_counter() - t0}))
 ''')
 
@@ -69,6 +71,10 @@ def test_second_process_pays_no_compile(tmp_path, lanes):
     warm = _run(tmp_path, cache)
     assert cold["typed"] == 1 and cold["misses"] >= 1
     assert warm["typed"] == 0 and warm["disk"] == 1 and warm["misses"] == 0
+    # A warm process neither re-analyses the lane (host.Deferred) nor imports
+    # scipy.linalg for Numba's BLAS probe (lanewise.runtime.startup).
+    assert cold["lane_made"] and not warm["lane_made"]
+    assert not warm["scipy_linalg"]
     assert warm["checksum"] == pytest.approx(_expected(1.0), rel=1e-12)
     assert Path(warm["path"]).is_relative_to(cache)
 
@@ -131,6 +137,19 @@ def test_corrupt_numba_object_code_is_recompiled(tmp_path, lanes):
     again = _run(tmp_path, cache)
     assert again["checksum"] == pytest.approx(_expected(1.0), rel=1e-12)
     assert _run(tmp_path, cache)["misses"] == 0
+
+
+def test_module_on_disk_without_object_code_compiles(tmp_path, lanes):
+    """The generated module is on disk but Numba's object code is not (another process
+    typed it without compiling, or it was deleted): the lane is made and compiled."""
+    cache = tmp_path / "cache"
+    path = Path(_run(tmp_path, cache)["path"])
+    for f in path.parent.glob("__pycache__/*.nb[ic]"):
+        f.unlink()
+    again = _run(tmp_path, cache)
+    assert again["typed"] == 0 and again["misses"] >= 1 and again["lane_made"]
+    assert again["checksum"] == pytest.approx(_expected(1.0), rel=1e-12)
+    assert not _run(tmp_path, cache)["lane_made"]
 
 
 MODULE_CHILD = textwrap.dedent('''

@@ -195,6 +195,7 @@ def build(exe, in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes) -> Targe
     sizes, n_sizes = _sizes_args(exe)
     source = source.replace("*sizes(plan)", sizes)
     key = cache.key_of("xla handler", exe.module.__name__, source) if exe.path is not None else None
+    host.complete(exe)  # the handler's compile may compile these kernels, which call the lane
     inject = {"kernel": exe.module.kernel, "kernel_serial": exe.module.kernel_serial}
     built = _load(key, source, inject)
     return Target(f"lanewise_{key or id(built.module)}", built.module.handler, n_sizes)
@@ -278,6 +279,7 @@ def build_reduce(exe, types, outs, identities, indexed: bool, n_strides: int, sh
         values=values, reads=reads, casts=casts, trailing=trailing, MODE=MODE, EMPTY=EMPTY, SERIAL=SERIAL,
         N_BLOCKS=N_BLOCKS, CHUNK=CHUNK)
     key = cache.key_of("xla reduce handler", exe.module.__name__, source) if exe.path is not None else None
+    host.complete(exe)
     inject = {"rkernel": exe.module.rkernel, "rkernel_serial": exe.module.rkernel_serial}
     built = _load(key, source, inject)
     return Target(f"lanewise_{key or id(built.module)}", built.module.handler, 0), jax_dtypes

@@ -86,10 +86,15 @@ def build(call: Call) -> Executable:
 
     def inject(meta):
         result, inplace, _, allocating, _ = meta
-        with scalar_lane_math(call.lane):
-            names["lane"] = kernel_lane(call.lane, allocating)
-            if inplace:  # the lane fills its per-lane array output in place
-                names["lane_inplace"] = kernel_lane(inplace_lane(host.program(call, result), result), allocating)
+
+        def lane(fn):
+            with scalar_lane_math(call.lane):
+                return kernel_lane(fn(), allocating)
+
+        names["lane"] = host.Deferred(lambda: lane(lambda: call.lane))
+        if inplace:  # the lane fills its per-lane array output in place
+            names["lane_inplace"] = host.Deferred(lambda: lane(
+                lambda: inplace_lane(host.program(call, result), result)))
         return names
 
     built = host.build_module("kernel", key, lambda: _render(call), inject)
@@ -146,7 +151,7 @@ def lane_call_report(exe) -> str:
     lane = exe.program.lane
     if exe.lane_path.startswith("SPMD"):
         return "lane call: transformed to run W lanes per vector step; math functions: lanewise's vector math"
-    fn = (exe.inject or {}).get("lane")
+    fn = host.resolve(exe.inject or {}).get("lane")
     if getattr(fn, "targetoptions", {}).get("inline") == "always":
         how = "inlined into the lane loop"
     else:

@@ -91,10 +91,13 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
         # A running fold (argmin/argmax, Monoid) keeps the lane loop scalar, where libm
         # is faster than lanewise's vector math (W5: 0.30 s vs 0.42 s); tiled folds
         # evaluate lanes in a vectorisable loop, where vector math pays.
-        with cpu.scalar_lane_math(call.lane), config.overridden(vector_math=config.vector_math and spec.tiled):
-            names = {"lane": cpu.kernel_lane(call.lane, allocating), **injected_names(call.signature)}
-            if monoid:
-                names["combine"] = jit_lane(monoid.combine)
+        def lane():
+            with cpu.scalar_lane_math(call.lane), config.overridden(vector_math=config.vector_math and spec.tiled):
+                return cpu.kernel_lane(call.lane, allocating)
+
+        names = {"lane": host.Deferred(lane), **injected_names(call.signature)}
+        if monoid:
+            names["combine"] = jit_lane(monoid.combine)  # rfinish is called directly: made now
         for m, (out, identity) in enumerate(zip(program.outputs, reduction.identities(spec, monoid), strict=True)):
             names[f"ID{m}"] = identity
             names[f"BT{m}"] = numba.from_dtype(out.dtype)  # tile buffers: lane values, padded with the identity

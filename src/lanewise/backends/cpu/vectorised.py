@@ -21,6 +21,7 @@ import numpy as np
 from numba.core import types as nt
 
 from ...runtime import cache
+from .. import host
 
 #: Packed arithmetic: x86 AVX/AVX-512 ops on ymm/zmm registers, AArch64 NEON
 #: ops on vector arrangements.  Not counted: moves, shuffles and bitwise ops,
@@ -54,7 +55,7 @@ def _lane_block_asm(exe, call) -> str:
 
     Compiled afresh in memory: Numba cannot inspect code it loaded from its disk
     cache (it returns an empty text, which read as "not vectorised")."""
-    module = cache.load_module(f"{exe.module.__name__}_inspect", None, exe.source, exe.inject)
+    module = cache.load_module(f"{exe.module.__name__}_inspect", None, exe.source, host.resolve(exe.inject))
     module.kernel_serial.compile(_kernel_serial_types(exe, call))
     return module.lane_block.inspect_asm(module.lane_block.signatures[0])
 

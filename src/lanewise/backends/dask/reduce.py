@@ -315,7 +315,7 @@ def _partials(runner: _ReduceRunner, part: _Part, *blocks):
     sizes = tuple(stop - start for start, stop in part.box)
     call = runner.call(values, sizes)
     exe = runner.prepare(call, lambda exe: ldask.precompile(
-        exe.module.rblock, (*values, *_partial_arrays(exe.spec, 0), *sizes, *part.strides, 0, 0, 0, 0)))
+        exe, "rblock", (*values, *_partial_arrays(exe.spec, 0), *sizes, *part.strides, 0, 0, 0, 0)))
     spec = exe.spec
     n_kept = int(np.prod([sizes[lv] for lv in spec.kept], dtype=np.int64))
     width = part.c1 - part.c0
@@ -324,8 +324,8 @@ def _partials(runner: _ReduceRunner, part: _Part, *blocks):
         # Many tiny blocks starting at the box's first lane: the CPU backend's serial kernel
         # as is (one more compile per process, but no Python call per block).
         err = np.full(n_kept * width, -1, np.int64)
-        exe.module.rkernel_serial(*values, *partials, *sizes, *part.strides, width, part.chunk,
-                                  part.n_red, err)
+        exe.call("rkernel_serial", *values, *partials, *sizes, *part.strides, width, part.chunk,
+                 part.n_red, err)
         failed = np.flatnonzero(err >= 0)
         if failed.size:
             b = int(failed[0])
