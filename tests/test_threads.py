@@ -56,7 +56,7 @@ def test_few_heavy_lanes_run_in_parallel_and_light_ones_serially(monkeypatch):
 
     launches = []
     real = cpu_map.run_parallel
-    monkeypatch.setattr(cpu_map, "run_parallel", lambda *a: (launches.append(1), real(*a))[1])
+    monkeypatch.setattr(cpu_map, "run_parallel", lambda *a, **k: (launches.append(1), real(*a, **k))[1])
     table, ks = np.linspace(0.0, 1.0, 10_000), np.arange(1000.0)
     for call in range(2):  # the second call takes the fast launcher
         got = lw.vmap(dot_with_table, in_axes=(0, None))(ks, table)

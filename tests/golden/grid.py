@@ -6,45 +6,54 @@
 # loop order: i0 > i1 (innermost last)
 # 'lane' and the _nt* classes are injected by lanewise before this runs.
 import numba
+import numpy as np
 from numba import int64, prange, uint64
 from lanewise.runtime.borrow import borrowed
 from lanewise.runtime.interrupt import stopped
 
 @numba.njit(error_model="numpy", nogil=True, cache=True)
-def lane_block(a0, a1, o0, n0, n1, outer, lo, hi):
-    """Lanes [lo, hi) of the innermost level at one outer index; -1 or the failed lane."""
+def lane_block(a0, a1, o0, n0, n1, outer, lo, hi, at):
+    """Lanes [lo, hi) of the innermost level at one outer index; at[0]: the lane
+    running (tracked), for the host to find a lane that raised."""
     # Unsigned indices: Numba then skips negative-index wraparound, and LLVM
     # can vectorise the innermost loop.
-    failed = uint64(lo)
     rem = uint64(outer)
     i0 = rem
-    try:
-        for i1 in range(uint64(lo), uint64(hi)):
-            failed = i1
-            r = lane(a0[i0], a1[i1])  # grid_lane() at <file>:<line>
-            o0[i0, i1] = r
-    except Exception:
-        return int64(failed)
-    return int64(-1)
+    for i1 in range(uint64(lo), uint64(hi)):
+        r = lane(a0[i0], a1[i1])  # grid_lane() at <file>:<line>
+        o0[i0, i1] = r
 
 @numba.njit(error_model="numpy", nogil=True, cache=True)
-def kernel_blocks(a0, a1, o0, n0, n1, nib, blk, first, last, stop):
+def kernel_blocks(a0, a1, o0, n0, n1, nib, blk, first, last, stop, at):
     """Blocks [first, last) on the calling thread (block b: outer index b // nib, lanes
-    [(b % nib) * blk, + blk)); -1, outer * n_inner + lane of the first failure, or -2 when
-    stop[0] != 0 (Ctrl-C) before a block."""
+    [(b % nib) * blk, + blk)); -1, or -2 when stop[0] != 0 (Ctrl-C) before a block.  A
+    lane's exception propagates; then at[1] + at[0] is the flat index of the lane (or
+    of the first lane of its group or block) that raised."""
     a0 = borrowed(a0)
     a1 = borrowed(a1)
     o0 = borrowed(o0)
+    at = borrowed(at)
     for b in range(first, last):
         if stopped(stop):
             return -2
         outer = b // nib
         lo = (b - outer * nib) * blk
         hi = min(lo + blk, n1)
-        e = lane_block(a0, a1, o0, n0, n1, outer, lo, hi)
-        if e >= 0:
-            return outer * n1 + e
+        at[1] = outer * n1
+        at[0] = lo
+        lane_block(a0, a1, o0, n0, n1, outer, lo, hi, at)
     return -1
+
+@numba.njit(error_model="numpy", nogil=True, cache=True)
+def lane_block_caught(a0, a1, o0, n0, n1, outer, lo, hi):
+    """lane_block for a compiled caller: -1, or the lane that raised (or the first
+    lane of its group or block: the host replays from there)."""
+    at = np.full(1, lo, np.int64)
+    try:
+        lane_block(a0, a1, o0, n0, n1, outer, lo, hi, at)
+    except Exception:
+        return int64(at[0])
+    return int64(-1)
 
 @numba.njit(error_model="numpy", nogil=True, cache=True, parallel=True)
 def kernel(a0, a1, o0, n0, n1, nib, blk, err, stop):
@@ -56,7 +65,7 @@ def kernel(a0, a1, o0, n0, n1, nib, blk, err, stop):
         outer = b // nib
         lo = (b - outer * nib) * blk
         hi = min(lo + blk, n1)
-        e = lane_block(a0, a1, o0, n0, n1, outer, lo, hi)
+        e = lane_block_caught(a0, a1, o0, n0, n1, outer, lo, hi)
         if e >= 0:
             t = numba.get_thread_id()  # a slot per thread: no race, O(threads) memory
             if err[t, 0] < 0 or b < err[t, 0]:
@@ -70,7 +79,7 @@ def kernel_serial(a0, a1, o0, n0, n1):
     a1 = borrowed(a1)
     o0 = borrowed(o0)
     for outer in range(n0):
-        e = lane_block(a0, a1, o0, n0, n1, outer, int64(0), n1)
+        e = lane_block_caught(a0, a1, o0, n0, n1, outer, int64(0), n1)
         if e >= 0:
             return outer * n1 + e
     return -1

@@ -4,14 +4,19 @@ The module holds five functions (all ``cache=True``, so Numba keeps their
 object code next to the module on disk; each is compiled only when called):
 
 * ``lane_block`` runs one block — one outer index, a run of the innermost
-  level — inside ``try`` so a lane's exception becomes a returned lane index
-  (``raise`` inside ``prange`` would serialise the loop: docs/architecture.md);
+  level.  A lane's exception propagates (no ``try``: Numba takes 0.2-1.1 s
+  longer to compile a function with one), and ``lane_block`` keeps where it is
+  in ``at[0]`` — the lane, or for the SPMD path its group — so the host knows
+  which lane failed.  A lane that is inlined (it cannot raise) is not tracked:
+  ``at[0]`` is the block's first lane, and the host replays from there;
 * ``kernel_blocks`` runs a range of blocks on the calling thread: ``lw.vmap``
   runs every call through it, serially or from several threads at once
   (:mod:`lanewise.runtime.pool`), so a signature compiles one kernel;
-* ``kernel`` runs every block under ``prange`` and ``kernel_serial`` every lane
-  on the calling thread, for compiled callers (the XLA handler of
-  :mod:`lanewise.jax`, Dask's worker threads);
+* ``lane_block_caught`` turns a lane's exception into a returned lane index,
+  for ``kernel`` (every block under ``prange``, where ``raise`` would serialise
+  the loop) and ``kernel_serial`` (every lane on the calling thread): both for
+  compiled callers that cannot take an exception (the XLA handler of
+  :mod:`lanewise.jax`);
 * ``probe`` runs lane 0 only: per-lane array outputs learn their shape from it.
 
 Example:
@@ -32,24 +37,27 @@ from .common import (JIT, Names, borrow_lines, decompose, guarded_store, jit_inl
 
 
 
-def render(program: Program, inplace: bool = False, spmd=None) -> str:
+def render(program: Program, inplace: bool = False, spmd=None, track: bool = True) -> str:
     """The complete module source for ``program`` (deterministic).
 
     ``inplace``: the single per-lane array output is written by ``lane_inplace``
     (the lane rewritten by :mod:`lanewise.lane.inplace`) straight into its slice.
     ``spmd``: a :class:`lanewise.spmd.Plan`; ``lane_block`` then runs the
     innermost level W lanes at a time through the W-wide lane ``lane_spmd``.
+    ``track``: the scalar ``lane_block`` records each lane in ``at[0]`` before
+    running it (off for an inlined lane: a store per lane may stop LLVM from
+    vectorising the loop, and such a lane cannot raise).
     """
     names = Names.of(program)
     order = loop_order(program)
     if spmd is None:
-        block = _lane_block(program, names, order, inplace)
+        block = _lane_block(program, names, order, inplace, track)
     elif spmd.stream:
         block = "\n\n".join([spmd.source, _lane_block_stream(program, names, order, spmd)])
     else:
         block = "\n\n".join([spmd.source, _lane_block_spmd(program, names, order, spmd)])
     parts = [header(program, order), block, _kernel_blocks(program, names, order),
-             _kernel(program, names, order, parallel=True),
+             _lane_block_caught(program, names), _kernel(program, names, order, parallel=True),
              _kernel(program, names, order, parallel=False), _probe(program, names)]
     return "\n\n".join(parts) + "\n"
 
@@ -60,37 +68,49 @@ def header(program: Program, order) -> str:
              *level_comments(program),
              f"# loop order: {' > '.join(f'i{lv}' for lv in order)} (innermost last)",
              "# 'lane' and the _nt* classes are injected by lanewise before this runs.",
-             "import numba", "from numba import int64, prange, uint64",
+             "import numba", "import numpy as np", "from numba import int64, prange, uint64",
              "from lanewise.runtime.borrow import borrowed",
              "from lanewise.runtime.interrupt import stopped"]
     return "\n".join(lines)
 
 
-def _lane_block(program: Program, names: Names, order, inplace: bool) -> str:
+def _lane_block(program: Program, names: Names, order, inplace: bool, track: bool) -> str:
     inner = order[-1]
     body = [f"@{jit_inlining(program)}",
-            f"def lane_block({names.params('outer', 'lo', 'hi')}):",
-            '    """Lanes [lo, hi) of the innermost level at one outer index; -1 or the failed lane."""',
+            f"def lane_block({names.params('outer', 'lo', 'hi', 'at')}):",
+            '    """Lanes [lo, hi) of the innermost level at one outer index; at[0]: the lane',
+            '    running (tracked), for the host to find a lane that raised."""',
             "    # Unsigned indices: Numba then skips negative-index wraparound, and LLVM",
-            "    # can vectorise the innermost loop.",
-            "    failed = uint64(lo)"]
+            "    # can vectorise the innermost loop."]
     body += ["    " + line for line in decompose("uint64(outer)", order[:-1], names)]
     lines = _lane_and_store(program, names, inplace)
     if not inplace and not any(leaf.axes[inner] is not None for leaf in program.signature.leaves):
         # The innermost level maps no argument (in_axes=None / axis_size): every lane
         # of the run computes the same value.  Computed once, stored per lane; left in
         # the loop, LLVM unswitches it on every branch of the (invariant) lane body,
-        # which made such kernels compile 7x slower.
-        body += ["    try:", "        " + lines[0] + "  (the same for every lane of the run)",
-                 f"        for i{inner} in range(uint64(lo), uint64(hi)):"]
-        body += ["            " + line for line in lines[1:]]
+        # which made such kernels compile 7x slower.  A failure is the first lane's.
+        body += ["    " + lines[0] + "  (the same for every lane of the run)",
+                 f"    for i{inner} in range(uint64(lo), uint64(hi)):"]
+        body += ["        " + line for line in lines[1:]]
     else:
-        body += ["    try:",
-                 f"        for i{inner} in range(uint64(lo), uint64(hi)):",
-                 f"            failed = i{inner}"]
-        body += ["            " + line for line in lines]
-    body += ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
+        body += [f"    for i{inner} in range(uint64(lo), uint64(hi)):"]
+        body += [f"        at[0] = i{inner}"] if track else []
+        body += ["        " + line for line in lines]
     return "\n".join(body)
+
+
+def _lane_block_caught(program: Program, names: Names) -> str:
+    return "\n".join([
+        f"@{JIT.format('')}",
+        f"def lane_block_caught({names.params('outer', 'lo', 'hi')}):",
+        '    """lane_block for a compiled caller: -1, or the lane that raised (or the first',
+        '    lane of its group or block: the host replays from there)."""',
+        "    at = np.full(1, lo, np.int64)",
+        "    try:",
+        f"        lane_block({names.params('outer', 'lo', 'hi', 'at')})",
+        "    except Exception:",
+        "        return int64(at[0])",
+        "    return int64(-1)"])
 
 
 def _lane_block_spmd(program: Program, names: Names, order, plan) -> str:
@@ -100,7 +120,7 @@ def _lane_block_spmd(program: Program, names: Names, order, plan) -> str:
     sig = program.signature
     where = lane_comment(program)
     body = [f"@{JIT.format('')}",
-            f"def lane_block({names.params('outer', 'lo', 'hi')}):",
+            f"def lane_block({names.params('outer', 'lo', 'hi', 'at')}):",
             f'    """Lanes [lo, hi) of the innermost level at one outer index, {w} at a time (SPMD on SIMD)."""']
     body += ["    " + line for line in decompose("uint64(outer)", order[:-1], names)]
     body.append(f"    _lw_m = stack_empty({w}, np.bool_)")
@@ -130,22 +150,21 @@ def _lane_block_spmd(program: Program, names: Names, order, plan) -> str:
     for j, (_, dtype) in enumerate(plan.results):
         body.append(f"    _lw_r{j} = stack_empty({w}, np.{dtype})")
     args += [f"_lw_r{j}" for j in range(len(plan.results))]
-    body += ["    failed = uint64(lo)",
-             "    try:  # lane_spmd cannot raise (checked when built); a failure reports its group",
-             f"        for _lw_g in range(uint64(lo), uint64(hi), uint64({w})):",
-             "            failed = _lw_g",
-             f"            _lw_n = min(uint64(hi) - _lw_g, uint64({w}))",
-             f"            for _lw_w in range(uint64({w})):",
-             "                _lw_on = _lw_w < _lw_n",
-             "                _lw_m[_lw_w] = _lw_on",
-             f"                i{inner} = _lw_g + _lw_w if _lw_on else _lw_g  # the tail repeats a valid lane"]
-    body += ["                " + g for g in gathers]
-    body += [f"            lane_spmd({', '.join(args)}){where}",
-             "            for _lw_w in range(_lw_n):",
-             f"                i{inner} = _lw_g + _lw_w"]
+    # lane_spmd raises only a row read's bounds error or a lane's raise (checked when
+    # built): at[0] is its group's first lane, from where the host replays lanes.
+    body += [f"    for _lw_g in range(uint64(lo), uint64(hi), uint64({w})):",
+             "        at[0] = _lw_g",
+             f"        _lw_n = min(uint64(hi) - _lw_g, uint64({w}))",
+             f"        for _lw_w in range(uint64({w})):",
+             "            _lw_on = _lw_w < _lw_n",
+             "            _lw_m[_lw_w] = _lw_on",
+             f"            i{inner} = _lw_g + _lw_w if _lw_on else _lw_g  # the tail repeats a valid lane"]
+    body += ["            " + g for g in gathers]
+    body += [f"        lane_spmd({', '.join(args)}){where}",
+             "        for _lw_w in range(_lw_n):",
+             f"            i{inner} = _lw_g + _lw_w"]
     for j, (out, oname) in enumerate(zip(program.outputs, names.outputs, strict=True)):
-        body += ["                " + line for line in guarded_store(out, oname, f"_lw_r{j}[_lw_w]")]
-    body += ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
+        body += ["            " + line for line in guarded_store(out, oname, f"_lw_r{j}[_lw_w]")]
     return "\n".join(body)
 
 
@@ -174,16 +193,12 @@ def _lane_block_stream(program: Program, names: Names, order, plan) -> str:
     uniform = [leaf_expr(sig.leaves[k], names.leaves[k]) for kind, k in zip(plan.kinds, plan.leaves)
                if kind == "uniform"]
     block = [f"@{JIT.format('')}",
-             f"def lane_block({names.params('outer', 'lo', 'hi')}):",
+             f"def lane_block({names.params('outer', 'lo', 'hi', 'at')}):",
              f'    """Lanes [lo, hi) of the innermost level at one outer index, in {plan.width} refilled '
-             'slots (SPMD on SIMD)."""']
+             'slots (SPMD on SIMD); a failure is reported as the block\'s (at[0] = lo)."""']
     block += ["    " + line for line in decompose("uint64(outer)", order[:-1], names)]
     block += [f"    _lw_ctx = ({''.join(c + ', ' for c in ctx)})",
-              "    try:  # lane_stream cannot raise (checked when built); a failure reports the block",
-              f"        lane_stream({', '.join(['_lw_ctx', 'int64(lo)', 'int64(hi)'] + uniform)}){where}",
-              "    except Exception:",
-              "        return int64(lo)",
-              "    return int64(-1)"]
+              f"    lane_stream({', '.join(['_lw_ctx', 'int64(lo)', 'int64(hi)'] + uniform)}){where}"]
     return "\n\n\n".join("\n".join(part) for part in (load, store, block))
 
 
@@ -207,7 +222,7 @@ def _lane_and_store(program: Program, names: Names, inplace: bool) -> list[str]:
 
 def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
     outer = " * ".join(names.sizes[lv] for lv in order[:-1]) or "1"
-    call = f"lane_block({names.params('outer', 'lo', 'hi')})"
+    call = f"lane_block_caught({names.params('outer', 'lo', 'hi')})"
     head = ["    for b in {}(({}) * nib):", "        outer = b // nib",
             "        lo = (b - outer * nib) * blk",
             f"        hi = min(lo + blk, {names.sizes[order[-1]]})",
@@ -232,7 +247,7 @@ def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
         f"    for outer in range({outer}):",
         # int64(0), not 0: a literal argument types as Literal[int](0), a second
         # lane_block specialisation (the probe and the parallel kernel pass int64).
-        f"        e = lane_block({names.params('outer', 'int64(0)', n_inner)})",
+        f"        e = lane_block_caught({names.params('outer', 'int64(0)', n_inner)})",
         "        if e >= 0:",
         f"            return outer * {n_inner} + e",
         "    return -1"])
@@ -242,20 +257,21 @@ def _kernel_blocks(program: Program, names: Names, order) -> str:
     n_inner = names.sizes[order[-1]]
     return "\n".join([
         f"@{JIT.format('')}",
-        f"def kernel_blocks({names.params('nib', 'blk', 'first', 'last', 'stop')}):",
+        f"def kernel_blocks({names.params('nib', 'blk', 'first', 'last', 'stop', 'at')}):",
         '    """Blocks [first, last) on the calling thread (block b: outer index b // nib, lanes',
-        '    [(b % nib) * blk, + blk)); -1, outer * n_inner + lane of the first failure, or -2 when',
-        '    stop[0] != 0 (Ctrl-C) before a block."""',
-        *borrow_lines(program, names, *names.outputs),
+        '    [(b % nib) * blk, + blk)); -1, or -2 when stop[0] != 0 (Ctrl-C) before a block.  A',
+        '    lane\'s exception propagates; then at[1] + at[0] is the flat index of the lane (or',
+        '    of the first lane of its group or block) that raised."""',
+        *borrow_lines(program, names, *names.outputs, "at"),
         "    for b in range(first, last):",
         "        if stopped(stop):",
         "            return -2",
         "        outer = b // nib",
         "        lo = (b - outer * nib) * blk",
         f"        hi = min(lo + blk, {n_inner})",
-        f"        e = lane_block({names.params('outer', 'lo', 'hi')})",
-        "        if e >= 0:",
-        f"            return outer * {n_inner} + e",
+        f"        at[1] = outer * {n_inner}",
+        "        at[0] = lo",
+        f"        lane_block({names.params('outer', 'lo', 'hi', 'at')})",
         "    return -1"])
 
 
@@ -314,12 +330,14 @@ def render_launcher(program: Program, values) -> tuple[str, dict]:
     args = ", ".join(names.leaves + names.outputs + names.sizes)
     order = loop_order(program)
     n_outer = " * ".join(names.sizes[lv] for lv in order[:-1]) or "1"
-    blocks = f"1, {names.sizes[order[-1]]}, 0, {n_outer}, NO_STOP"  # one block per row: kernel_serial's
+    blocks = f"1, {names.sizes[order[-1]]}, 0, {n_outer}, NO_STOP, SCRATCH"  # one block per row
     work = " + ".join(["lanes"] + [f"{n}.size" for leaf, n in zip(sig.leaves, names.leaves, strict=True)
                                    if leaf.is_array])
     lines += [f"    lanes = {lanes}",
               f"    if 0 < lanes and {work} < SERIAL_BELOW:  # as backends.cpu.is_small",
-              f"        if serial({args}, {blocks}) >= 0:", "            return MISS",
+              "        try:  # a lane's exception: the slow path redoes the run and reports it",
+              f"            if serial({args}, {blocks}) >= 0:", "                return MISS",
+              "        except Exception:", "            return MISS",
               f"    elif lanes and parallel(({args},), ({sizes},)):", "        return MISS"]
     if program.out_tree.num_nodes == 1 and program.outputs:  # one array (a lane returning None has none)
         lines.append(f"    return {names.outputs[0]}")

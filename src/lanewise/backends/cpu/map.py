@@ -112,8 +112,10 @@ def _render(call: Call):
     choice = spmd.choose(program, call, result, inplace)
     with scalar_lane_math(call.lane):
         group = choice.plan.width if choice.plan is not None else 1
-        meta = (result, inplace, choice.describe(), allocates(jit_lane(call.lane)), group)
-    return render_cpu.render(program, inplace, spmd=choice.plan), meta
+        allocating = allocates(jit_lane(call.lane))
+        meta = (result, inplace, choice.describe(), allocating, group)
+    track = inplace or not inlines(call.lane, allocating)
+    return render_cpu.render(program, inplace, spmd=choice.plan, track=track), meta
 
 
 def scalar_nest(lane) -> bool:
@@ -141,9 +143,14 @@ def kernel_lane(fn, allocating: bool):
     called allocating lane is faster) or cannot vectorise anyway (:func:`scalar_nest`):
     called, the lane typing compiled (:func:`result_type`) is reused, not compiled
     a second time into the kernel (a cold first call 25-40% shorter)."""
-    if allocating or may_raise(fn) or scalar_nest(fn):
+    if not inlines(fn, allocating):
         return jit_lane(fn)
     return inlined_lane(fn)
+
+
+def inlines(fn, allocating: bool) -> bool:
+    """Whether the kernel inlines lane ``fn`` (:func:`kernel_lane`)."""
+    return not (allocating or may_raise(fn) or scalar_nest(fn))
 
 
 def lane_call_report(exe) -> str:
@@ -151,7 +158,8 @@ def lane_call_report(exe) -> str:
     lane = exe.program.lane
     if exe.lane_path.startswith("SPMD"):
         return "lane call: transformed to run W lanes per vector step; math functions: lanewise's vector math"
-    fn = host.resolve(exe.inject or {}).get("lane")
+    host.complete(exe)  # a module found on disk: its lane made, as a compile would
+    fn = exe.inject.get("lane")
     if getattr(fn, "targetoptions", {}).get("inline") == "always":
         how = "inlined into the lane loop"
     else:
@@ -248,13 +256,11 @@ def measured_work(exe: Executable, n_inner: int, n_lanes: int, args: tuple) -> i
     if not exe.may_be_heavy or not n_lanes:
         return None
     k = min(n_inner, PROBE_LANES)
-    for _ in range(2):  # twice when the first call compiled the kernel for these types
-        compiled = len(exe.module.kernel_blocks.overloads)
-        start = time.perf_counter()
-        exe.call("kernel_blocks", *args, 1, k, 0, 1, NO_STOP)  # lanes [0, k) of outer index 0
-        per_lane = (time.perf_counter() - start) / k
-        if len(exe.module.kernel_blocks.overloads) == compiled:
-            break
+    run_blocks(exe, (*args, 1, k), 0, 0)  # compiled (or loaded) first, so not timed
+    start = time.perf_counter()
+    if run_blocks(exe, (*args, 1, k), 0, 1) >= 0:  # lanes [0, k) of outer index 0
+        return None  # a lane failed: the run finds it again and reports it
+    per_lane = (time.perf_counter() - start) / k
     return int(per_lane * 1e9) if per_lane * n_lanes > PARALLEL_ABOVE_S else None
 
 
@@ -274,6 +280,32 @@ PROBE_LANES = 8
 
 #: The stop flag of serial runs, which nothing sets (a serial run is not interrupted).
 NO_STOP = np.zeros(1, np.int64)
+#: ``at`` for calls whose failure position nobody reads (the fast launcher falls
+#: back to the slow path on any exception; compiling with no blocks).
+SCRATCH = np.full(2, -1, np.int64)
+
+
+def run_blocks(exe, args: tuple, first: int, last: int, stop=NO_STOP) -> int:
+    """``kernel_blocks(*args, first, last, stop, at)`` on this thread: -1, -2 (stopped),
+    or the flat index of the lane that raised (or of the first lane of its SPMD
+    group, or of its block: :func:`raise_lane_error` replays from there).
+
+    The kernel is compiled (or loaded) by a call with no blocks through
+    :func:`host.call_kernel`, which survives faults of the disk cache; the run
+    itself is called directly, so a lane's exception is never taken for one."""
+    exe.call("kernel_blocks", *args, first, first, stop, SCRATCH)
+    return call_tracked(exe.module.kernel_blocks, args, first, last, stop)
+
+
+def call_tracked(kernel, args: tuple, first: int, last: int, stop) -> int:
+    """A ``kernel_blocks`` run, its exception turned into the failed flat lane."""
+    at = np.full(2, -1, np.int64)
+    try:
+        return kernel(*args, first, last, stop, at)
+    except Exception:  # a lane raised
+        if at[1] < 0:
+            raise  # before any block started: not a lane's failure
+        return int(at[1] + at[0])
 
 
 def launch(exe: Executable, plan, args: tuple, serial: bool):
@@ -282,22 +314,28 @@ def launch(exe: Executable, plan, args: tuple, serial: bool):
         work = measured_work(exe, plan.n_inner, plan.n_lanes, args)
         if work is None:
             whole_rows = Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner)
-            return _failure(whole_rows, exe.call("kernel_blocks", *args, 1, plan.n_inner, 0, plan.n_outer, NO_STOP))
+            return _failure(whole_rows, run_blocks(exe, (*args, 1, plan.n_inner), 0, plan.n_outer))
         plan = reblocked(plan.n_outer, plan.n_inner, work, exe.group)  # heavy lanes: blocks sized by their cost
-    return _failure(plan, run_parallel(exe, "kernel_blocks", (*args, plan.inner_blocks, plan.block), plan.n_blocks))
+    return _failure(plan, run_parallel(exe, "kernel_blocks", (*args, plan.inner_blocks, plan.block), plan.n_blocks,
+                                       tracked=True))
 
 
-def run_parallel(exe, name: str, args: tuple, n_units: int) -> int:
+def run_parallel(exe, name: str, args: tuple, n_units: int, tracked: bool = False) -> int:
     """Kernel ``name``'s units [0, n_units) from all threads (:mod:`lanewise.runtime.pool`):
     ``name(*args, first, last, stop)`` on chunks of them.  The kernel returns -1,
-    -2 (stopped by Ctrl-C) or a failure code >= 0; the smallest failure, or -1."""
+    -2 (stopped by Ctrl-C) or a failure code >= 0; the smallest failure, or -1.
+    ``tracked``: the kernel also takes ``at`` and raises a lane's exception
+    (``kernel_blocks``: :func:`call_tracked`)."""
     stop = np.zeros(1, np.int64)
+    scratch = (SCRATCH,) if tracked else ()
     # No units, on this thread: compiles (or loads) the kernel once, and survives
     # cache faults (host.call_kernel) before the threads call it.
-    exe.call(name, *args, 0, 0, stop)
+    exe.call(name, *args, 0, 0, stop, *scratch)
     kernel = getattr(exe.module, name)
 
     def run_chunk(first: int, last: int) -> int:
+        if tracked:
+            return call_tracked(kernel, args, first, last, stop)
         return kernel(*args, first, last, stop)
 
     return pool.run_blocks(run_chunk, n_units, threads(), lambda: stop.fill(1))
@@ -331,7 +369,7 @@ def fast_launcher(exe: Executable, call: Call, miss):
     if exe.array_outputs or any(p.keyword is not None or p.tree.num_nodes != 1 for p in sig.params):
         return None
     source, names = render_cpu.render_launcher(exe.program, call.values)
-    namespace = {"np": np, "MISS": miss, "serial": _serial(exe), "NO_STOP": NO_STOP,
+    namespace = {"np": np, "MISS": miss, "serial": _serial(exe), "NO_STOP": NO_STOP, "SCRATCH": SCRATCH,
                  "SERIAL_BELOW": config.serial_below, "parallel": _parallel(exe),
                  "unflatten": pytree.unflatten, "TREE": exe.program.out_tree, **names}
     exec(compile(source, f"<lanewise launcher {exe.module.__name__}>", "exec"), namespace)
@@ -340,16 +378,17 @@ def fast_launcher(exe: Executable, call: Call, miss):
 
 def _serial(exe: Executable):
     """The fast launcher's serial run, ``kernel_blocks(*args, 1, n_inner, 0, n_outer,
-    NO_STOP)``: the kernel itself, or for lanes that may be heavy, a check that
-    the run is short enough for one thread first (a parallel run's failure is
-    reported as failed lane 0: the slow path redoes it)."""
+    NO_STOP, SCRATCH)``: the kernel itself, or for lanes that may be heavy, a check
+    that the run is short enough for one thread first (a parallel run's failure is
+    reported as failed lane 0; a lane's exception propagates: the launcher takes the
+    slow path, which redoes the run and reports it)."""
     if not exe.may_be_heavy:
         return exe.module.kernel_blocks
     n_leaves, n_out = len(exe.program.signature.leaves), len(exe.program.outputs)
     parallel = _parallel(exe)
 
     def serial(*args):
-        core = args[:-5]  # without the blocking: 1, n_inner, 0, n_outer, NO_STOP
+        core = args[:-6]  # without the blocking: 1, n_inner, 0, n_outer, NO_STOP, SCRATCH
         sizes = core[n_leaves + n_out:n_leaves + n_out + len(exe.order)]
         lanes = 1
         for n in sizes:
@@ -357,7 +396,7 @@ def _serial(exe: Executable):
         work = measured_work(exe, sizes[exe.order[-1]], lanes, core)
         if work is not None:
             return 0 if parallel(core, sizes, work) else -1
-        return exe.call("kernel_blocks", *args)
+        return run_blocks(exe, args[:-4], args[-4], args[-3])
     return serial
 
 

@@ -55,7 +55,8 @@ def _lane_block_asm(exe, call) -> str:
 
     Compiled afresh in memory: Numba cannot inspect code it loaded from its disk
     cache (it returns an empty text, which read as "not vectorised")."""
-    module = cache.load_module(f"{exe.module.__name__}_inspect", None, exe.source, host.resolve(exe.inject))
+    host.complete(exe)  # a module found on disk: its lanes made
+    module = cache.load_module(f"{exe.module.__name__}_inspect", None, exe.source, exe.inject)
     module.kernel_serial.compile(_kernel_serial_types(exe, call))
     return module.lane_block.inspect_asm(module.lane_block.signatures[0])
 
