@@ -40,8 +40,11 @@ LANES = textwrap.dedent('''
 ''')
 
 
-def _run(tmp_path: Path, cache: Path) -> dict:
+def _run(tmp_path: Path, cache: Path, numba_dir: Path | None = None) -> dict:
     env = dict(os.environ, LANEWISE_CACHE_DIR=str(cache))
+    env.pop("NUMBA_CACHE_DIR", None)
+    if numba_dir is not None:
+        env["NUMBA_CACHE_DIR"] = str(numba_dir)
     proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], capture_output=True,
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -150,6 +153,20 @@ def test_module_on_disk_without_object_code_compiles(tmp_path, lanes):
     assert again["typed"] == 0 and again["misses"] >= 1 and again["lane_made"]
     assert again["checksum"] == pytest.approx(_expected(1.0), rel=1e-12)
     assert not _run(tmp_path, cache)["lane_made"]
+
+
+def test_corrupt_object_code_under_numba_cache_dir_is_recompiled(tmp_path, lanes):
+    """With NUMBA_CACHE_DIR set, Numba keeps object code there, not beside the module:
+    a corrupt entry must be found and dropped there too."""
+    cache, numba_dir = tmp_path / "cache", tmp_path / "numba"
+    _run(tmp_path, cache, numba_dir)
+    index_files = list(numba_dir.rglob("lw_*.nbi"))
+    assert index_files and not list(cache.rglob("lw_*.nbi"))
+    for f in index_files:
+        f.write_text("garbage")
+    again = _run(tmp_path, cache, numba_dir)
+    assert again["checksum"] == pytest.approx(_expected(1.0), rel=1e-12)
+    assert _run(tmp_path, cache, numba_dir)["misses"] == 0
 
 
 MODULE_CHILD = textwrap.dedent('''

@@ -104,7 +104,7 @@ def build_module(kind: str, key: str | None, render: Callable[[], tuple[str, Any
         path = cache.store(key, source, meta) if key else None
     if config.debug:
         print(f"# ---- lanewise {kind} ({path or 'in memory'})\n{source}")
-    name, names = f"lw_{kind.replace(' ', '_')}_{key or id(source)}", inject(meta)
+    name, names = module_name(kind, key) or f"lw_{kind.replace(' ', '_')}_{id(source)}", inject(meta)
     if found is None or path is None:
         resolve(names)
     try:
@@ -113,6 +113,12 @@ def build_module(kind: str, key: str | None, render: Callable[[], tuple[str, Any
         resolve(names)
         path, module = None, cache.load_module(name, None, source, names)
     return Built(module, source, path, meta, found is not None)
+
+
+def module_name(kind: str, key: str | None) -> str | None:
+    """The name under which :func:`build_module` registers ``key``'s module (None
+    without a key: an in-memory module is not registered)."""
+    return f"lw_{kind.replace(' ', '_')}_{key}" if key else None
 
 
 def resolve(names: dict) -> dict:

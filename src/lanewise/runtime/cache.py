@@ -157,7 +157,22 @@ def discard(path: Path) -> None:
 
 def discard_object_code(path: Path) -> None:
     """Remove Numba's cached object code for a module (it recompiles)."""
-    _unlink(path.parent.glob(f"__pycache__/{path.stem}.*"))
+    for folder in _object_code_dirs(path):
+        _unlink(folder.glob(f"{path.stem}.*"))
+
+
+def _object_code_dirs(path: Path) -> list[Path]:
+    """Where Numba keeps object code for functions of the module at ``path``: beside
+    it, or under ``NUMBA_CACHE_DIR`` when that is set (then only there: missing it
+    left a corrupt entry in place, so recovering from it failed)."""
+    folders = [path.parent / "__pycache__"]
+    if numba.config.CACHE_DIR:
+        try:
+            sub = numba.core.caching._CacheLocator.get_suitable_cache_subpath(str(path))
+        except Exception:  # noqa: BLE001 - another Numba: its own layout, not known here
+            return folders
+        folders.append(Path(numba.config.CACHE_DIR) / sub)
+    return folders
 
 
 def _unlink(paths) -> None:

@@ -45,7 +45,8 @@ import platform
 import re
 import sys
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -89,6 +90,9 @@ class Choice:
 
     plan: Plan | None
     reason: str
+    #: The W-wide lane compiled by :func:`check_compiled` (a plan not streaming):
+    #: the kernel module may call it instead of compiling its own copy.
+    checked: Any = field(default=None, compare=False, repr=False)
 
     def describe(self) -> str:
         if self.plan is None:
@@ -171,8 +175,11 @@ def _mode():
 # ----------------------------------------------------------------------------- choice
 
 
-def choose(program, call, result, inplace: bool = False) -> Choice:
-    """The lane path for ``program`` (see the module docstring), never raising."""
+def choose(program, call, result, inplace: bool = False, module: str | None = None) -> Choice:
+    """The lane path for ``program`` (see the module docstring), never raising.
+
+    ``module``: the name of the kernel module that will call the W-wide lane
+    (see :func:`check_compiled`)."""
     from ..lane.lanefn import python_function
 
     mode = _mode()
@@ -199,13 +206,13 @@ def choose(program, call, result, inplace: bool = False) -> Choice:
         declined = _too_little_work(plan, program, lane, why) if mode == "auto" else None
         if declined is not None:  # decided before compiling a variant that would not run
             return declined
-        check_compiled(plan, program, call)
+        checked = check_compiled(plan, program, call, module)
     except Unsupported as e:
         return Choice(None, f"{why}, but the SPMD transformation does not handle {e}")
     except Exception as e:  # noqa: BLE001 - a defect here must cost speed, never a result
         return Choice(None, f"{why}, but the SPMD path failed to build ({type(e).__name__}: "
                             f"{str(e).splitlines()[0] if str(e) else ''})")
-    return Choice(plan, why)
+    return Choice(plan, why, None if plan.stream else checked)
 
 
 def _too_little_work(plan, program, lane, why) -> "Choice | None":
@@ -646,12 +653,21 @@ def _numba_reason(error) -> str:
     return f"{head} {call}".strip()
 
 
-def check_compiled(plan: Plan, program, call) -> None:
-    """Compile the W-wide lane once and check it cannot raise or allocate."""
-    namespace: dict = {"__name__": "lanewise._spmd_check"}
+def check_compiled(plan: Plan, program, call, module: str | None = None):
+    """Compile the W-wide lane once and check it cannot raise or allocate; return
+    its dispatcher (compiled for this call's argument types).
+
+    With ``module`` (the kernel module's name, disk cache on), the lane is
+    compiled as a function of that module, registered under its name until the
+    module itself is loaded: the kernel then links this compile instead of
+    compiling its own copy, and Numba's disk cache, which records a linked
+    function's module by name, finds the kernel module when it reloads."""
+    home = types.ModuleType(module or "lanewise._spmd_check")
     source = "import numba\n" + (_stand_ins(plan) if plan.stream else "") + plan.source
-    exec(compile(source.replace(", cache=True", ""), "<lanewise spmd check>", "exec"), namespace)
-    dispatcher = namespace[STREAM if plan.stream else FUNCTION]
+    exec(compile(source.replace(", cache=True", ""), "<lanewise spmd check>", "exec"), home.__dict__)
+    if module is not None and not plan.stream:
+        sys.modules.setdefault(module, home)
+    dispatcher = home.__dict__[STREAM if plan.stream else FUNCTION]
     argtypes = argument_types(plan, program, call)
     try:
         dispatcher.compile(argtypes)
@@ -663,6 +679,7 @@ def check_compiled(plan: Plan, program, call) -> None:
             raise Unsupported("an operation that may raise inside the W-wide lane")
         if "NRT_MemInfo_alloc" in body or "NRT_Allocate" in body:
             raise Unsupported("an allocation inside the W-wide lane")
+    return dispatcher
 
 
 def _is_replayed_error(store: str, llvm: str) -> bool:
