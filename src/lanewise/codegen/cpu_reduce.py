@@ -41,17 +41,22 @@ TILE = 256
 U = 8
 
 
-def render(program: Program, spec: ReduceSpec) -> str:
+def render(program: Program, spec: ReduceSpec, track: bool = True) -> str:
     """The module source: ``rblock``, ``rkernel_blocks`` (what ``lw.reduce`` runs, on one
-    thread or from several: :mod:`lanewise.runtime.pool`), ``rkernel`` (``prange``)
-    and ``rkernel_serial`` for compiled callers (the XLA handler, Dask) (+ ``rfinish``)."""
+    thread or from several: :mod:`lanewise.runtime.pool`), ``rblock_caught``, and
+    ``rkernel`` (``prange``) and ``rkernel_serial`` for compiled callers (the XLA
+    handler, Dask) (+ ``rfinish``).
+
+    As in :mod:`lanewise.codegen.cpu`, no function but ``rblock_caught`` has a
+    ``try`` (Numba compiles one 0.2-1 s slower): a lane's exception propagates, and
+    ``at`` says where — at[0] the lane (``track``: recorded per lane; else the
+    block's first lane), at[1] its ``err`` slot, at[2] the unit that was running."""
     names = Names.of(program)
     head = header(program, spec.kept + spec.reduced).replace(
         "# loop order:", f"# reduce {spec.op} over levels {list(spec.reduced)}; loop order:")
-    if spec.tiled:
-        head += "\nimport numpy as np"
     block = _tiled_block if spec.tiled else _block
-    parts = [head, block(program, spec, names), _kernel_blocks(program, spec, names),
+    parts = [head, block(program, spec, names, track), _kernel_blocks(program, spec, names),
+             _rblock_caught(program, spec, names),
              _kernel(program, spec, names, True), _kernel(program, spec, names, False)]
     if spec.op == "monoid":
         parts.append(render_finish())
@@ -81,45 +86,44 @@ def _params(program, spec, names: Names, *extra) -> str:
 
 def _prologue(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
     """``rblock``'s signature and the start indices of its lane range."""
-    lines = [f"@{jit_inlining(program)}", f"def rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')}):",
-             '    """Fold reduced lanes [lo, hi) at kept index k into partial b; -1 or the failed lane."""',
-             "    c = uint64(lo)", "    failed = c"]
+    lines = [f"@{jit_inlining(program)}",
+             f"def rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi', 'at')}):",
+             '    """Fold reduced lanes [lo, hi) at kept index k into partial b."""',
+             "    c = uint64(lo)"]
     lines += ["    " + s for s in decompose("uint64(k)", list(spec.kept), names)]
     return lines + ["    " + s for s in decompose("c", list(spec.reduced), names)]
 
 
-_EPILOGUE = ["    except Exception:", "        return int64(failed)", "    return int64(-1)"]
-
-
-def _block(program: Program, spec: ReduceSpec, names: Names) -> str:
+def _block(program: Program, spec: ReduceSpec, names: Names, track: bool) -> str:
     inner = spec.reduced[-1] if spec.reduced else None
     lines = _prologue(program, spec, names)
     lines += ["    " + s for s in _init(program, spec)]
-    lines += ["    try:", "        pos = uint64(lo)", "        end = uint64(hi)", "        while pos < end:"]
+    lines += ["    pos = uint64(lo)", "    end = uint64(hi)", "    while pos < end:"]
     if inner is None:  # nothing reduced: one lane per kept index
-        body = ["            failed = pos"] + ["            " + s for s in _fold(program, spec, names)]
-        lines += body + ["            pos += uint64(1)"]
+        body = ["        at[0] = pos"] if track else []
+        body += ["        " + s for s in _fold(program, spec, names)]
+        lines += body + ["        pos += uint64(1)"]
     else:
         n_inner = f"uint64({names.sizes[inner]})"
-        lines += [f"            start = i{inner}",
-                  f"            stop = min({n_inner}, start + (end - pos))",
-                  f"            for i{inner} in range(start, stop):",
-                  f"                failed = pos + (i{inner} - start)"]
-        lines += ["                " + s for s in _fold(program, spec, names)]
-        lines += ["            pos += stop - start", f"            i{inner} = uint64(0)"]
-        lines += ["            " + s for s in _carry(spec.reduced[:-1], names)]
-    lines += ["        " + s for s in _store(program, spec)]
-    return "\n".join(lines + _EPILOGUE)
+        lines += [f"        start = i{inner}",
+                  f"        stop = min({n_inner}, start + (end - pos))",
+                  f"        for i{inner} in range(start, stop):"]
+        lines += [f"            at[0] = pos + (i{inner} - start)"] if track else []
+        lines += ["            " + s for s in _fold(program, spec, names)]
+        lines += ["        pos += stop - start", f"        i{inner} = uint64(0)"]
+        lines += ["        " + s for s in _carry(spec.reduced[:-1], names)]
+    lines += ["    " + s for s in _store(program, spec)]
+    return "\n".join(lines)
 
 
-def _tiled_block(program: Program, spec: ReduceSpec, names: Names) -> str:
+def _tiled_block(program: Program, spec: ReduceSpec, names: Names, track: bool) -> str:
     """``rtile`` and ``rblock`` for the commutative built-in ops (module docstring).
 
     The lanes live in their own function: an inlined lane's many blocks next to
     the slot variables would overflow Numba's recursive SSA pass."""
     outs = range(len(program.outputs))
     inner = spec.reduced[-1] if spec.reduced else None
-    lines = [_tile_fn(program, names, inner), "", ""] + _prologue(program, spec, names)
+    lines = [_tile_fn(program, names, inner, track), "", ""] + _prologue(program, spec, names)
     lines += [f"    buf{m} = np.empty({TILE}, BT{m})" for m in outs]
     lines += [f"    a{m}_{j} = ID{m}" for m in outs for j in range(U)]
     lines += ["    pos = uint64(lo)", "    end = uint64(hi)", "    while pos < end:"]
@@ -128,7 +132,7 @@ def _tiled_block(program: Program, spec: ReduceSpec, names: Names) -> str:
     else:
         lines += [f"        start = i{inner}",
                   f"        n = min(uint64({names.sizes[inner]}) - start, end - pos, uint64({TILE}))"]
-    lines += [f"        e = rtile({_tile_args(program, names, inner)})", "        if e >= 0:", "            return e"]
+    lines += [f"        rtile({_tile_args(program, names, inner)})"]
     lines += ["        " + s for s in _fold_tile(program, spec)]
     lines.append("        pos += n")
     if inner is not None:
@@ -136,27 +140,27 @@ def _tiled_block(program: Program, spec: ReduceSpec, names: Names) -> str:
                   f"            i{inner} = uint64(0)"]
         lines += ["            " + s for s in _carry(spec.reduced[:-1], names)]
     lines += ["    " + s for s in _combine_slots(program, spec)]
-    return "\n".join(lines + ["    return int64(-1)"])
+    return "\n".join(lines)
 
 
 def _tile_args(program: Program, names: Names, inner) -> str:
     """``rtile``'s arguments: inputs, sizes, the fixed indices, the run and the buffers."""
     fixed = [f"i{lv}" for lv in range(len(names.sizes)) if lv != inner]
     bufs = [f"buf{m}" for m in range(len(program.outputs))]
-    return ", ".join([*names.leaves, *names.sizes, *fixed, "start", "n", "pos", *bufs])
+    return ", ".join([*names.leaves, *names.sizes, *fixed, "start", "n", "pos", *bufs, "at"])
 
 
-def _tile_fn(program: Program, names: Names, inner) -> str:
+def _tile_fn(program: Program, names: Names, inner, track: bool) -> str:
     lines = [f"@{jit_inlining(program)}", f"def rtile({_tile_args(program, names, inner)}):",
-             '    """Lanes start..start+n of the innermost reduced level into the buffers; -1 or the failed lane."""',
-             "    failed = pos", "    try:"]
+             '    """Lanes start..start+n of the innermost reduced level into the buffers."""']
     if inner is None:
-        lines += ["        " + s for s in _buffer_lane(program, names, "0")]
+        lines += ["    at[0] = pos"] if track else []
+        lines += ["    " + s for s in _buffer_lane(program, names, "0")]
     else:
-        lines += [f"        for i{inner} in range(start, start + n):",
-                  f"            failed = pos + (i{inner} - start)"]
-        lines += ["            " + s for s in _buffer_lane(program, names, f"i{inner} - start")]
-    return "\n".join(lines + _EPILOGUE)
+        lines += [f"    for i{inner} in range(start, start + n):"]
+        lines += [f"        at[0] = pos + (i{inner} - start)"] if track else []
+        lines += ["        " + s for s in _buffer_lane(program, names, f"i{inner} - start")]
+    return "\n".join(lines)
 
 
 def _buffer_lane(program: Program, names: Names, slot: str) -> list[str]:
@@ -297,7 +301,7 @@ def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) ->
         "        k = b // nchunks",
         "        lo = (b - k * nchunks) * chunk",
         "        hi = min(lo + chunk, nred)",
-        f"        e = rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')})",
+        f"        e = rblock_caught({_params(program, spec, names, 'k', 'b', 'lo', 'hi')})",
         "        if e >= 0:",
         "            err[b] = e",
     ])
@@ -306,12 +310,14 @@ def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) ->
 def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
     """``rkernel_blocks``: units [first, last) on the calling thread, a unit being a
     (kept index, chunk) block, or for a segmented reduction a slot (its chunks in
-    order); failures go to ``err`` as in ``rkernel``.  Returns -1, or -2 when
-    stop[0] != 0 (Ctrl-C) ended the call before a block (as ``kernel_blocks``)."""
+    order).  Returns -1, or -2 when stop[0] != 0 (Ctrl-C) ended the call before a
+    block (as ``kernel_blocks``); a lane's exception propagates, ``at`` saying where
+    (the host records it in ``err`` and goes on with the next unit)."""
     head = [f"@{JIT.format('')}"]
-    borrow = borrow_lines(program, names, *partial_names(program, spec), "err")
+    borrow = borrow_lines(program, names, *partial_names(program, spec), "err", "at")
     units = ("nslots",) if spec.segmented else ()
-    params = _params(program, spec, names, *units, "nchunks", "chunk", "nred", "err", "first", "last", "stop")
+    params = _params(program, spec, names, *units, "nchunks", "chunk", "nred", "err", "first", "last", "stop",
+                     "at")
     if spec.segmented:
         return "\n".join([
             *head,
@@ -324,10 +330,10 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
             "                return -2",
             "            lo = c * chunk",
             "            hi = min(lo + chunk, nred)",
-            f"            e = rblock({_params(program, spec, names, '0', 's', 'lo', 'hi')})",
-            "            if e >= 0:",
-            "                err[c] = e",
-            "                break",
+            "            at[0] = lo",
+            "            at[1] = c",
+            "            at[2] = s",
+            f"            rblock({_params(program, spec, names, '0', 's', 'lo', 'hi', 'at')})",
             "    return -1"])
     return "\n".join([
         *head,
@@ -340,10 +346,24 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
         "        k = b // nchunks",
         "        lo = (b - k * nchunks) * chunk",
         "        hi = min(lo + chunk, nred)",
-        f"        e = rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi')})",
-        "        if e >= 0:",
-        "            err[b] = e",
+        "        at[0] = lo",
+        "        at[1] = b",
+        "        at[2] = b",
+        f"        rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi', 'at')})",
         "    return -1"])
+
+
+def _rblock_caught(program: Program, spec: ReduceSpec, names: Names) -> str:
+    return "\n".join([
+        f"@{JIT.format('')}",
+        f"def rblock_caught({_params(program, spec, names, 'k', 'b', 'lo', 'hi')}):",
+        '    """rblock for a compiled caller: -1, or the lane that raised (or the block\'s first)."""',
+        "    at = np.full(1, lo, np.int64)",
+        "    try:",
+        f"        rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi', 'at')})",
+        "    except Exception:",
+        "        return int64(at[0])",
+        "    return int64(-1)"])
 
 
 def _slot_kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) -> str:
@@ -363,7 +383,7 @@ def _slot_kernel(program: Program, spec: ReduceSpec, names: Names, parallel: boo
         *stop,
         "            lo = c * chunk",
         "            hi = min(lo + chunk, nred)",
-        f"            e = rblock({_params(program, spec, names, '0', 's', 'lo', 'hi')})",
+        f"            e = rblock_caught({_params(program, spec, names, '0', 's', 'lo', 'hi')})",
         "            if e >= 0:",
         "                err[c] = e",
         "                break",

@@ -291,7 +291,7 @@ PROBE_LANES = 8
 NO_STOP = np.zeros(1, np.int64)
 #: ``at`` for calls whose failure position nobody reads (the fast launcher falls
 #: back to the slow path on any exception; compiling with no blocks).
-SCRATCH = np.full(2, -1, np.int64)
+SCRATCH = np.full(3, -1, np.int64)
 
 
 def run_blocks(exe, args: tuple, first: int, last: int, stop=NO_STOP) -> int:
@@ -326,26 +326,23 @@ def launch(exe: Executable, plan, args: tuple, serial: bool):
             return _failure(whole_rows, run_blocks(exe, (*args, 1, plan.n_inner), 0, plan.n_outer))
         plan = reblocked(plan.n_outer, plan.n_inner, work, exe.group)  # heavy lanes: blocks sized by their cost
     return _failure(plan, run_parallel(exe, "kernel_blocks", (*args, plan.inner_blocks, plan.block), plan.n_blocks,
-                                       tracked=True))
+                                       call_tracked))
 
 
-def run_parallel(exe, name: str, args: tuple, n_units: int, tracked: bool = False) -> int:
+def run_parallel(exe, name: str, args: tuple, n_units: int, run) -> int:
     """Kernel ``name``'s units [0, n_units) from all threads (:mod:`lanewise.runtime.pool`):
-    ``name(*args, first, last, stop)`` on chunks of them.  The kernel returns -1,
-    -2 (stopped by Ctrl-C) or a failure code >= 0; the smallest failure, or -1.
-    ``tracked``: the kernel also takes ``at`` and raises a lane's exception
-    (``kernel_blocks``: :func:`call_tracked`)."""
+    ``run(kernel, args, first, last, stop)`` on chunks of them (:func:`call_tracked`
+    for ``kernel_blocks``, which turns a lane's exception into a failure code).
+    ``run`` returns -1, -2 (stopped by Ctrl-C) or a failure code >= 0; the smallest
+    failure, or -1."""
     stop = np.zeros(1, np.int64)
-    scratch = (SCRATCH,) if tracked else ()
     # No units, on this thread: compiles (or loads) the kernel once, and survives
     # cache faults (host.call_kernel) before the threads call it.
-    exe.call(name, *args, 0, 0, stop, *scratch)
+    exe.call(name, *args, 0, 0, stop, SCRATCH)
     kernel = getattr(exe.module, name)
 
     def run_chunk(first: int, last: int) -> int:
-        if tracked:
-            return call_tracked(kernel, args, first, last, stop)
-        return kernel(*args, first, last, stop)
+        return run(kernel, args, first, last, stop)
 
     return pool.run_blocks(run_chunk, n_units, threads(), lambda: stop.fill(1))
 

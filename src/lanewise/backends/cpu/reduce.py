@@ -81,7 +81,10 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
         program = host.program(call, result)
         with cpu.scalar_lane_math(call.lane):
             meta = (result, allocates(jit_lane(call.lane)))
-        return render_reduce.render(program, reduction.reduce_spec(op, axis, program)), meta
+        spec = reduction.reduce_spec(op, axis, program)
+        # The fold itself raises for a segment out of range or a changed array shape.
+        track = spec.segmented or spec.arrays or not cpu.inlines(call.lane, meta[1])
+        return render_reduce.render(program, spec, track), meta
 
     def inject(meta):
         result, allocating = meta
@@ -153,11 +156,28 @@ def _launch(exe: ReduceExecutable, call: Call, n_err: int, state: tuple, blockin
     err = np.full(n_err, -1, np.int64)
     args = (*call.values, *state, *blocking, err)
     if cpu.is_small(call.sizes, call.values):
-        exe.call("rkernel_blocks", *args, 0, n_units, cpu.NO_STOP)
+        exe.call("rkernel_blocks", *args, 0, 0, cpu.NO_STOP, cpu.SCRATCH)  # compiled (cache faults survived)
+        run_units(exe.module.rkernel_blocks, args, 0, n_units, cpu.NO_STOP)
     else:
-        cpu.run_parallel(exe, "rkernel_blocks", args, n_units)  # failures are in err
+        cpu.run_parallel(exe, "rkernel_blocks", args, n_units, run_units)  # failures are in err
     failed = np.flatnonzero(err >= 0)
     return (int(failed[0]), int(err[failed[0]])) if failed.size else None
+
+
+def run_units(kernel, args: tuple, first: int, last: int, stop) -> int:
+    """``rkernel_blocks`` over units [first, last): a lane's exception is recorded in
+    ``err`` (the last of ``args``) and the next unit goes on, as ``rkernel`` does, so
+    the smallest failed block is found whichever thread ran it.  -1, or -2 (stopped)."""
+    err = args[-1]
+    while True:
+        at = np.full(3, -1, np.int64)
+        try:
+            return kernel(*args, first, last, stop, at)
+        except Exception:  # a lane raised
+            if at[2] < 0:
+                raise  # before any unit started: not a lane's failure
+            err[at[1]] = at[0]
+            first = int(at[2]) + 1
 
 
 def lane_array_shapes(exe: ReduceExecutable, call: Call) -> list:

@@ -315,7 +315,7 @@ def _partials(runner: _ReduceRunner, part: _Part, *blocks):
     sizes = tuple(stop - start for start, stop in part.box)
     call = runner.call(values, sizes)
     exe = runner.prepare(call, lambda exe: ldask.precompile(
-        exe, "rblock", (*values, *_partial_arrays(exe.spec, 0), *sizes, *part.strides, 0, 0, 0, 0)))
+        exe, "rblock_caught", (*values, *_partial_arrays(exe.spec, 0), *sizes, *part.strides, 0, 0, 0, 0)))
     spec = exe.spec
     n_kept = int(np.prod([sizes[lv] for lv in spec.kept], dtype=np.int64))
     width = part.c1 - part.c0
@@ -331,7 +331,7 @@ def _partials(runner: _ReduceRunner, part: _Part, *blocks):
             b = int(failed[0])
             _lane_error(exe, call, part, b // width, part.c0 * part.chunk + int(err[b]))
     else:
-        rblock = exe.module.rblock
+        rblock = exe.module.rblock_caught  # -1 or the failed lane: no exception per block
         for k in range(n_kept):
             for j in range(width):
                 c = part.c0 + j
