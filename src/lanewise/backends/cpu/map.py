@@ -308,13 +308,20 @@ def run_blocks(exe, args: tuple, first: int, last: int, stop=NO_STOP) -> int:
 
 def call_tracked(kernel, args: tuple, first: int, last: int, stop) -> int:
     """A ``kernel_blocks`` run, its exception turned into the failed flat lane."""
-    at = np.full(2, -1, np.int64)
+    code, at = attempt(kernel, args, first, last, stop)
+    return code if at is None else int(at[1] + at[0])
+
+
+def attempt(kernel, args: tuple, first: int, last: int, stop):
+    """``kernel(*args, first, last, stop, at)``: (its result, None), or (None, at)
+    when a lane raised (``at`` says where: see :mod:`lanewise.codegen.cpu`)."""
+    at = np.full(3, -1, np.int64)
     try:
-        return kernel(*args, first, last, stop, at)
+        return kernel(*args, first, last, stop, at), None
     except Exception:  # a lane raised
         if at[1] < 0:
             raise  # before any block started: not a lane's failure
-        return int(at[1] + at[0])
+        return None, at
 
 
 def launch(exe: Executable, plan, args: tuple, serial: bool):

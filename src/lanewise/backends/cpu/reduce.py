@@ -170,14 +170,11 @@ def run_units(kernel, args: tuple, first: int, last: int, stop) -> int:
     the smallest failed block is found whichever thread ran it.  -1, or -2 (stopped)."""
     err = args[-1]
     while True:
-        at = np.full(3, -1, np.int64)
-        try:
-            return kernel(*args, first, last, stop, at)
-        except Exception:  # a lane raised
-            if at[2] < 0:
-                raise  # before any unit started: not a lane's failure
-            err[at[1]] = at[0]
-            first = int(at[2]) + 1
+        code, at = cpu.attempt(kernel, args, first, last, stop)
+        if at is None:
+            return code
+        err[at[1]] = at[0]
+        first = int(at[2]) + 1
 
 
 def lane_array_shapes(exe: ReduceExecutable, call: Call) -> list:
