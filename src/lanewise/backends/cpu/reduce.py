@@ -82,8 +82,10 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
         with cpu.scalar_lane_math(call.lane):
             meta = (result, allocates(jit_lane(call.lane)))
         spec = reduction.reduce_spec(op, axis, program)
-        # The fold itself raises for a segment out of range or a changed array shape.
-        track = spec.segmented or spec.arrays or not cpu.inlines(call.lane, meta[1])
+        # Tracked per lane unless that could cost vectorisation: only the tiled fold of
+        # an inlined lane (which cannot raise) vectorises; the fold itself raises for a
+        # segment out of range or a changed array shape.
+        track = not spec.tiled or spec.segmented or spec.arrays or not cpu.inlines(call.lane, meta[1])
         return render_reduce.render(program, spec, track), meta
 
     def inject(meta):
