@@ -12,6 +12,7 @@ Example:
 
 from .version import __version__
 from .runtime.startup import probe_blas_cheaply as _probe_blas_cheaply
+from .runtime.slow_symbols import register_symbols as _register_slow_symbols
 from .api import Explanation, Mapped, explain, map, vmap  # noqa: A004 - jax.lax.map's name
 from .config import config
 from . import random
@@ -40,6 +41,7 @@ __all__ = [
 
 
 _probe_blas_cheaply()  # before anything loads Numba's registries: 0.15 s off every start
+_register_slow_symbols()  # before any kernel loads: its object code links them by name
 
 #: Public names imported on first use: a process that only maps lanes does not pay
 #: for the autodiff transformation (and the SPMD transformation it imports) in

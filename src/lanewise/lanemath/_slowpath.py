@@ -11,26 +11,33 @@ the scalar slow function for the active lanes.  So the common path is fully
 vectorised, and the slow path costs one test-and-branch per vector when no lane
 takes it — the same structure SLEEF uses, produced by the compiler.
 
-Everything is plain LLVM IR in the caller's module (no function addresses), so
-Numba's on-disk cache keeps working.  The variants are listed in
-``llvm.compiler.used`` so no optimisation pass deletes them before the vectoriser
-looks for them.
+The scalar slow function is compiled only when some lane first needs it.  The
+caller's module calls it through a pointer, the external data symbol
+``lanewise_lanemath_<name>_ptr``.  :func:`register_symbols` gives that symbol an
+address at ``import lanewise``, before any kernel is loaded, so object code from
+Numba's disk cache links by name as before.  The pointer starts at a ctypes
+trampoline, which compiles the function as a ``cfunc`` (with lanewise's disk
+cache), points the pointer at it and computes the value.  So a lane that never
+sees an argument beyond 2**30 never compiles Payne-Hanek reduction.  Compiling
+it took 1-1.3 s of the first call of every new trig lane on a fresh cache.
+
+The variants are listed in ``llvm.compiler.used`` so no optimisation pass
+deletes them before the vectoriser looks for them.
 """
 
 from __future__ import annotations
 
-import numba
 from llvmlite import ir
 from llvmlite.ir.values import AttributeSet
 from numba import types
 from numba.extending import intrinsic
 
-from ..runtime.cache import own_cache
+from ..runtime.slow_symbols import SLOW_FUNCTIONS, pointer_symbol, register_symbols
+
 
 #: Vector widths the variants are generated for (float64 lanes: 8 per AVX-512 register;
 #: float32 loops computing in float64 may use 16 or 32).
 VECTOR_WIDTHS = (2, 4, 8, 16, 32)
-
 
 class _RawAttributes(AttributeSet):
     """An llvmlite attribute set that accepts any attribute text verbatim."""
@@ -108,34 +115,36 @@ def _define_variant(module, scalar_fn, vf, ftype):
     return fn
 
 
-def vector_callable(name: str, impl, nbtype=types.float64):
-    """An intrinsic ``f(x)`` calling the Numba-compilable ``impl(x)`` out of line.
+def vector_callable(name: str, nbtype=types.float64):
+    """An intrinsic ``f(x)`` calling slow function ``name`` (:data:`SLOW_FUNCTIONS`)
+    out of line, through its pointer (module docstring).
 
-    ``impl`` maps one ``nbtype`` scalar to one ``nbtype`` scalar and must be pure (no
-    exceptions, no memory effects).  The call is marked so the loop vectoriser can
-    widen it to the masked variants described in the module docstring.
+    The function maps one float64 to one float64 and must be pure (no exceptions, no
+    memory effects).  The call is marked so the loop vectoriser can widen it to the
+    masked variants described in the module docstring.
     """
+    if name not in SLOW_FUNCTIONS or nbtype != types.float64:
+        raise ValueError(f"no slow function {name!r} for {nbtype} (see SLOW_FUNCTIONS)")
     symbol = f"lanewise_lanemath_{name}"
     sig = nbtype(nbtype)
-    # Compiled as a dispatcher with Numba's disk cache: the slow path (Payne-Hanek
-    # for trig, 2.8 s to compile) is built once per installation, not per process.
-    slow = numba.njit(cache=own_cache(), error_model="numpy", nogil=True)(impl)
+    register_symbols()
 
     def ensure(context, builder):
         module = builder.module
         fn = module.globals.get(symbol)
         if fn is not None:
             return fn
-        slow.compile(sig.args)
-        cres = slow.overloads[sig.args]
-        context.active_code_library.add_linking_library(cres.library)
         ftype = context.get_value_type(nbtype)
-        fn = ir.Function(module, ir.FunctionType(ftype, [ftype]), symbol)
+        fnty = ir.FunctionType(ftype, [ftype])
+        pointer = ir.GlobalVariable(module, fnty.as_pointer(), pointer_symbol(name))
+        pointer.linkage = "external"
+        fn = ir.Function(module, fnty, symbol)
         fn.linkage = "linkonce_odr"
-        fn.attributes = _RawAttributes(["noinline", "nounwind", "willreturn", "memory(none)"])
+        # Not memory(none) itself: it reads the pointer (the calls to it are marked,
+        # which is true of what they compute, whichever function the pointer holds).
+        fn.attributes = _RawAttributes(["noinline", "nounwind", "willreturn"])
         b = ir.IRBuilder(fn.append_basic_block())
-        _status, res = context.call_internal_no_propagate(b, cres.fndesc, sig, [fn.args[0]])
-        b.ret(res)
+        b.ret(b.call(b.load(pointer), [fn.args[0]]))
         _keep(module, [_define_variant(module, fn, vf, ftype) for vf in VECTOR_WIDTHS])
         return fn
 

@@ -247,9 +247,9 @@ def _tan_slow_impl(x):
     return _tan_reduced(q, rh, rl)
 
 
-_sin_slow = vector_callable("sin_slow_f64", _sin_slow_impl)
-_cos_slow = vector_callable("cos_slow_f64", _cos_slow_impl)
-_tan_slow = vector_callable("tan_slow_f64", _tan_slow_impl)
+_sin_slow = vector_callable("sin_slow_f64")
+_cos_slow = vector_callable("cos_slow_f64")
+_tan_slow = vector_callable("tan_slow_f64")
 
 #: Below this, sin(x) = tan(x) = x and cos(x) = 1 after rounding.
 _TINY = 7.450580596923828e-09  # 2**-27
