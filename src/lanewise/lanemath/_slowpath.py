@@ -115,7 +115,7 @@ def _define_variant(module, scalar_fn, vf, ftype):
     return fn
 
 
-def vector_callable(name: str, nbtype=types.float64):
+def vector_callable(name: str):
     """An intrinsic ``f(x)`` calling slow function ``name`` (:data:`SLOW_FUNCTIONS`)
     out of line, through its pointer (module docstring).
 
@@ -123,8 +123,9 @@ def vector_callable(name: str, nbtype=types.float64):
     memory effects).  The call is marked so the loop vectoriser can widen it to the
     masked variants described in the module docstring.
     """
-    if name not in SLOW_FUNCTIONS or nbtype != types.float64:
-        raise ValueError(f"no slow function {name!r} for {nbtype} (see SLOW_FUNCTIONS)")
+    if name not in SLOW_FUNCTIONS:
+        raise ValueError(f"no slow function {name!r} (see SLOW_FUNCTIONS)")
+    nbtype = types.float64  # what the cfunc behind the pointer takes and returns
     symbol = f"lanewise_lanemath_{name}"
     sig = nbtype(nbtype)
     register_symbols()

@@ -265,9 +265,10 @@ def measured_work(exe: Executable, n_inner: int, n_lanes: int, args: tuple) -> i
     if not exe.may_be_heavy or not n_lanes:
         return None
     k = min(n_inner, PROBE_LANES)
-    run_blocks(exe, (*args, 1, k), 0, 0)  # compiled (or loaded) first, so not timed
+    kernel = loaded(exe, "kernel_blocks", (*args, 1, k))  # compiled (or loaded) first, so not timed
+    call_tracked(kernel, (*args, 1, k), 0, 0, NO_STOP)  # and this path's first-call costs, too
     start = time.perf_counter()
-    if run_blocks(exe, (*args, 1, k), 0, 1) >= 0:  # lanes [0, k) of outer index 0
+    if call_tracked(kernel, (*args, 1, k), 0, 1, NO_STOP) >= 0:  # lanes [0, k) of outer index 0
         return None  # a lane failed: the run finds it again and reports it
     per_lane = (time.perf_counter() - start) / k
     return int(per_lane * 1e9) if per_lane * n_lanes > PARALLEL_ABOVE_S else None
@@ -294,16 +295,13 @@ NO_STOP = np.zeros(1, np.int64)
 SCRATCH = np.full(3, -1, np.int64)
 
 
-def run_blocks(exe, args: tuple, first: int, last: int, stop=NO_STOP) -> int:
-    """``kernel_blocks(*args, first, last, stop, at)`` on this thread: -1, -2 (stopped),
-    or the flat index of the lane that raised (or of the first lane of its SPMD
-    group, or of its block: :func:`raise_lane_error` replays from there).
-
-    The kernel is compiled (or loaded) by a call with no blocks through
-    :func:`host.call_kernel`, which survives faults of the disk cache; the run
-    itself is called directly, so a lane's exception is never taken for one."""
-    exe.call("kernel_blocks", *args, first, first, stop, SCRATCH)
-    return call_tracked(exe.module.kernel_blocks, args, first, last, stop)
+def loaded(exe, name: str, args: tuple, stop=NO_STOP):
+    """Kernel ``name`` of ``exe`` (``name(*args, first, last, stop, at)``), compiled
+    (or loaded) for ``args`` by a call with no units through :func:`host.call_kernel`,
+    which survives faults of the disk cache.  The caller runs it directly, so that
+    a lane's exception is never taken for such a fault."""
+    exe.call(name, *args, 0, 0, stop, SCRATCH)
+    return getattr(exe.module, name)
 
 
 def call_tracked(kernel, args: tuple, first: int, last: int, stop) -> int:
@@ -322,6 +320,14 @@ def attempt(kernel, args: tuple, first: int, last: int, stop):
         if at[1] < 0:
             raise  # before any block started: not a lane's failure
         return None, at
+
+
+def run_blocks(exe, args: tuple, first: int, last: int, name: str = "kernel_blocks", run=call_tracked) -> int:
+    """Units [first, last) of kernel ``name`` on this thread, by ``run`` (default
+    :func:`call_tracked`: -1, or the flat index of the lane that raised, or of the
+    first lane of its SPMD group or of its block: :func:`raise_lane_error` replays
+    from there)."""
+    return run(loaded(exe, name, args), args, first, last, NO_STOP)
 
 
 def launch(exe: Executable, plan, args: tuple, serial: bool):
@@ -343,10 +349,7 @@ def run_parallel(exe, name: str, args: tuple, n_units: int, run) -> int:
     ``run`` returns -1, -2 (stopped by Ctrl-C) or a failure code >= 0; the smallest
     failure, or -1."""
     stop = np.zeros(1, np.int64)
-    # No units, on this thread: compiles (or loads) the kernel once, and survives
-    # cache faults (host.call_kernel) before the threads call it.
-    exe.call(name, *args, 0, 0, stop, SCRATCH)
-    kernel = getattr(exe.module, name)
+    kernel = loaded(exe, name, args, stop)  # on this thread, once, before the threads call it
 
     def run_chunk(first: int, last: int) -> int:
         return run(kernel, args, first, last, stop)

@@ -158,8 +158,7 @@ def _launch(exe: ReduceExecutable, call: Call, n_err: int, state: tuple, blockin
     err = np.full(n_err, -1, np.int64)
     args = (*call.values, *state, *blocking, err)
     if cpu.is_small(call.sizes, call.values):
-        exe.call("rkernel_blocks", *args, 0, 0, cpu.NO_STOP, cpu.SCRATCH)  # compiled (cache faults survived)
-        run_units(exe.module.rkernel_blocks, args, 0, n_units, cpu.NO_STOP)
+        cpu.run_blocks(exe, args, 0, n_units, "rkernel_blocks", run_units)
     else:
         cpu.run_parallel(exe, "rkernel_blocks", args, n_units, run_units)  # failures are in err
     failed = np.flatnonzero(err >= 0)
