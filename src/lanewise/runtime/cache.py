@@ -1,7 +1,8 @@
 """The on-disk cache of generated kernel modules.
 
 Numba cannot cache ``exec``-generated code, so each kernel is a real module file
-``lw_<key>.py`` (Numba keeps its object code beside it, in ``__pycache__``) plus
+``lw_<key>.py`` (Numba keeps its object code beside it in ``__pycache__``, or under
+``NUMBA_CACHE_DIR`` when that is set) plus
 ``lw_<key>.meta`` (the lane's result type and a checksum of the source).  The
 key hashes everything the code depends on: the lane's fingerprint, the program
 signature, and the versions of lanewise, Numba, NumPy and Python.
