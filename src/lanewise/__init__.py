@@ -11,10 +11,15 @@ Example:
 """
 
 from .version import __version__
+from .config import config
+from .runtime.bytecode import install as _install_bytecode_cache
+
+if config.disk_cache:  # before the other submodules: they are what it caches
+    _install_bytecode_cache(__name__, __path__[0], str(config.cache_dir))
+
 from .runtime.startup import probe_blas_cheaply as _probe_blas_cheaply
 from .runtime.slow_symbols import register_symbols as _register_slow_symbols
 from .api import Explanation, Mapped, explain, map, vmap  # noqa: A004 - jax.lax.map's name
-from .config import config
 from . import random
 from .reducing import Monoid, reduce
 from .lane.scanning import scan

@@ -1,0 +1,126 @@
+"""Compiled bytecode for lanewise's own modules when Python is told not to write any.
+
+``PYTHONDONTWRITEBYTECODE=1`` (common in containers, and set on the machines
+this library is measured on) stops Python writing ``__pycache__``.  An installed
+wheel does not care (pip compiles its ``.pyc`` files at install time), but a
+source checkout or an editable install then compiles every lanewise module from
+source in every process: 60-90 ms of each warm start here, a sixth of the 0.6 s
+a new process may take to reach its first compiled kernel.
+
+:func:`install` puts a finder in front of ``sys.meta_path`` for the submodules of
+one package.  When bytecode writing is off and the module has no ``.pyc`` of its
+own, its code is kept in lanewise's cache directory instead, under
+``bytecode/<python tag>/<hash of the package's directory>/``.  Each file is a
+standard hash-checked ``.pyc`` (PEP 552): it is used only when its stored hash
+equals the hash of the source read now, so an edited module is never run from
+stale bytecode, whatever its size or modification time.  Files are written
+atomically (a temporary file, then a rename), so processes starting together
+never read half a file; an unwritable cache directory only means compiling as
+before.  ``LANEWISE_DISK_CACHE=0`` turns this off along with the kernel cache.
+
+Example:
+    >>> import sys
+    >>> from lanewise.runtime.bytecode import BytecodeFinder
+    >>> any(isinstance(f, BytecodeFinder) for f in sys.meta_path) in (True, False)
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import marshal
+import os
+import sys
+import tempfile
+
+_HASHED_CHECKED = (0b11).to_bytes(4, "little")  # PEP 552 flags: hash-based, check the source
+
+
+class CachedSourceLoader(importlib.machinery.SourceFileLoader):
+    """A source loader that keeps each module's code in ``root`` (a hash-checked ``.pyc``)."""
+
+    def __init__(self, fullname: str, path: str, root: str):
+        super().__init__(fullname, path)
+        self.root = root
+
+    def cached_path(self, fullname: str) -> str:
+        return os.path.join(self.root, fullname + ".pyc")
+
+    def get_code(self, fullname: str):
+        source = self.get_data(self.path)
+        header = importlib.util.MAGIC_NUMBER + _HASHED_CHECKED + importlib.util.source_hash(source)
+        pyc = self.cached_path(fullname)
+        code = _read(pyc, header)
+        if code is None:
+            code = self.source_to_code(source, self.path)
+            _write(pyc, header + marshal.dumps(code))
+        return code
+
+
+def _read(pyc: str, header: bytes):
+    """The code object in ``pyc`` if its header is ``header``, else None."""
+    try:
+        with open(pyc, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if data[:len(header)] != header:
+        return None
+    try:
+        return marshal.loads(memoryview(data)[len(header):])
+    except (EOFError, ValueError, TypeError):  # a damaged file: compile again
+        return None
+
+
+def _write(pyc: str, data: bytes) -> None:
+    try:
+        os.makedirs(os.path.dirname(pyc), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(pyc), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, pyc)
+    except OSError:  # a read-only or full cache directory costs a compile, nothing else
+        pass
+
+
+class BytecodeFinder:
+    """Finds ``<package>.*`` as the path finder does; when bytecode writing is off
+    and a module has no ``.pyc`` beside it, loads it with :class:`CachedSourceLoader`."""
+
+    def __init__(self, package: str, root: str):
+        self.prefix, self.root = package + ".", root
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        if not fullname.startswith(self.prefix) or not sys.dont_write_bytecode:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader:
+            return spec
+        if spec.cached and os.path.exists(spec.cached):  # the installer compiled it: Python reads that
+            return spec
+        spec.loader = CachedSourceLoader(fullname, spec.origin, self.root)
+        spec.cached = spec.loader.cached_path(fullname)
+        return spec
+
+    def invalidate_caches(self) -> None:
+        """``importlib.invalidate_caches`` calls this; the path finder keeps no state of ours."""
+
+
+def install(package: str, package_dir: str, cache_dir: str) -> BytecodeFinder | None:
+    """Put a :class:`BytecodeFinder` for ``package`` first on ``sys.meta_path`` (once).
+
+    ``package_dir`` is the package's source directory: its hash names the cache
+    subdirectory, so two checkouts never overwrite each other's files.
+    """
+    for finder in sys.meta_path:
+        if isinstance(finder, BytecodeFinder) and finder.prefix == package + ".":
+            return finder
+    tag = sys.implementation.cache_tag
+    if tag is None:  # an implementation without bytecode files
+        return None
+    digest = hashlib.sha1(os.path.abspath(package_dir).encode()).hexdigest()[:16]
+    finder = BytecodeFinder(package, os.path.join(cache_dir, "bytecode", tag, digest))
+    sys.meta_path.insert(0, finder)
+    return finder
