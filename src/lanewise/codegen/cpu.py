@@ -117,55 +117,68 @@ def _lane_block_spmd(program: Program, names: Names, order, plan) -> str:
     """``lane_block`` for the SPMD path: groups of W lanes of the innermost level
     (inputs gathered into stack arrays, a masked tail), one ``lane_spmd`` call each."""
     inner, w = order[-1], plan.width
-    sig = program.signature
-    where = lane_comment(program)
-    body = [f"@{JIT.format('')}",
+    body = ["@" + JIT.format(""),
             f"def lane_block({names.params('outer', 'lo', 'hi', 'at')}):",
             f'    """Lanes [lo, hi) of the innermost level at one outer index, {w} at a time (SPMD on SIMD)."""']
     body += ["    " + line for line in decompose("uint64(outer)", order[:-1], names)]
-    body.append(f"    _lw_m = stack_empty({w}, np.bool_)")
+    stores = [line for j, (out, oname) in enumerate(zip(program.outputs, names.outputs, strict=True))
+              for line in guarded_store(out, oname, f"_lw_r{j}[_lw_w]")]
+    body += ["    " + line for line in spmd_groups(program, names, plan, inner, "uint64(lo)", "uint64(hi)",
+                                                    "at[0] = _lw_g", [f"i{inner} = _lw_g + _lw_w", *stores])]
+    return "\n".join(body)
+
+
+def spmd_groups(program: Program, names: Names, plan, inner: int, lo: str, hi: str, track: str,
+                store: list[str]) -> list[str]:
+    """The lanes ``[lo, hi)`` of level ``inner``, ``plan.width`` at a time through
+    ``lane_spmd``: inputs gathered into stack arrays, a masked tail.  After each
+    group, ``store`` runs for each of its lanes ``_lw_w`` (result ``j`` in
+    ``_lw_r{j}[_lw_w]``); ``track`` records the group's first lane ``_lw_g``."""
+    w, sig = plan.width, program.signature
+    body = [f"_lw_m = stack_empty({w}, np.bool_)"]
     args, gathers = ["_lw_m"], []
     for kind, k in zip(plan.kinds, plan.leaves):
         if kind == "default":
             continue
+        if kind == "tuple":  # a flat tuple of scalars, the same for every lane: one argument per item
+            args += [leaf_expr(sig.leaves[j], names.leaves[j]) for j in k]
+            continue
         leaf, name = sig.leaves[k], names.leaves[k]
         if kind == "row":  # every lane's view: same length and stride, its own data pointer
-            body += [f"    _lw_x{k} = stack_empty({w}, np.uint64)", f"    _lw_len{k} = int64(0)",
-                     f"    _lw_stride{k} = int64(0)"]
+            body += [f"_lw_x{k} = stack_empty({w}, np.uint64)", f"_lw_len{k} = int64(0)",
+                     f"_lw_stride{k} = int64(0)"]
             gathers += [f"_lw_view{k} = {leaf_expr(leaf, name)}", f"_lw_x{k}[_lw_w] = _lw_view{k}.ctypes.data",
                         f"_lw_len{k} = _lw_view{k}.shape[0]", f"_lw_stride{k} = _lw_view{k}.strides[0]"]
             args += [f"_lw_x{k}", f"_lw_len{k}", f"_lw_stride{k}"]
         elif kind == "table":  # the same view in every lane of the group: read once
-            body += [f"    _lw_view{k} = {leaf_expr(leaf, name)}",
-                     f"    _lw_x{k} = uint64(_lw_view{k}.ctypes.data)",
-                     f"    _lw_len{k} = int64(_lw_view{k}.shape[0])",
-                     f"    _lw_stride{k} = int64(_lw_view{k}.strides[0])"]
+            body += [f"_lw_view{k} = {leaf_expr(leaf, name)}",
+                     f"_lw_x{k} = uint64(_lw_view{k}.ctypes.data)",
+                     f"_lw_len{k} = int64(_lw_view{k}.shape[0])",
+                     f"_lw_stride{k} = int64(_lw_view{k}.strides[0])"]
             args += [f"_lw_x{k}", f"_lw_len{k}", f"_lw_stride{k}"]
         elif kind == "varying":
-            body.append(f"    _lw_x{k} = stack_empty({w}, np.{leaf.element_dtype.name})")
+            body.append(f"_lw_x{k} = stack_empty({w}, np.{leaf.element_dtype.name})")
             gathers.append(f"_lw_x{k}[_lw_w] = {leaf_expr(leaf, name)}")
             args.append(f"_lw_x{k}")
         else:
             args.append(leaf_expr(leaf, name))
     for j, (_, dtype) in enumerate(plan.results):
-        body.append(f"    _lw_r{j} = stack_empty({w}, np.{dtype})")
+        body.append(f"_lw_r{j} = stack_empty({w}, np.{dtype})")
     args += [f"_lw_r{j}" for j in range(len(plan.results))]
     # lane_spmd raises only a row read's bounds error or a lane's raise (checked when
-    # built): at[0] is its group's first lane, from where the host replays lanes.
-    body += [f"    for _lw_g in range(uint64(lo), uint64(hi), uint64({w})):",
-             "        at[0] = _lw_g",
-             f"        _lw_n = min(uint64(hi) - _lw_g, uint64({w}))",
-             f"        for _lw_w in range(uint64({w})):",
-             "            _lw_on = _lw_w < _lw_n",
-             "            _lw_m[_lw_w] = _lw_on",
-             f"            i{inner} = _lw_g + _lw_w if _lw_on else _lw_g  # the tail repeats a valid lane"]
-    body += ["            " + g for g in gathers]
-    body += [f"        lane_spmd({', '.join(args)}){where}",
-             "        for _lw_w in range(_lw_n):",
-             f"            i{inner} = _lw_g + _lw_w"]
-    for j, (out, oname) in enumerate(zip(program.outputs, names.outputs, strict=True)):
-        body += ["            " + line for line in guarded_store(out, oname, f"_lw_r{j}[_lw_w]")]
-    return "\n".join(body)
+    # built): ``track`` keeps its group's first lane, from where the host replays lanes.
+    body += [f"for _lw_g in range({lo}, {hi}, uint64({w})):",
+             f"    {track}",
+             f"    _lw_n = min({hi} - _lw_g, uint64({w}))",
+             f"    for _lw_w in range(uint64({w})):",
+             "        _lw_on = _lw_w < _lw_n",
+             "        _lw_m[_lw_w] = _lw_on",
+             f"        i{inner} = _lw_g + _lw_w if _lw_on else _lw_g  # the tail repeats a valid lane"]
+    body += ["        " + g for g in gathers]
+    body += [f"    lane_spmd({', '.join(args)}){lane_comment(program)}",
+             "    for _lw_w in range(_lw_n):"]
+    body += ["        " + line for line in store]
+    return body
 
 
 def _lane_block_stream(program: Program, names: Names, order, plan) -> str:

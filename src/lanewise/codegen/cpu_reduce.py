@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..ir.program import Program
 from ..ir.reduction import OPS, ReduceSpec
 from .common import JIT, Names, borrow_lines, decompose, jit_inlining, lane_args
-from .cpu import header
+from .cpu import header, spmd_groups
 
 
 #: Lanes evaluated into the buffer per tile (L1-resident: 2 KiB of float64).
@@ -41,7 +41,7 @@ TILE = 256
 U = 8
 
 
-def render(program: Program, spec: ReduceSpec, track: bool = True) -> str:
+def render(program: Program, spec: ReduceSpec, track: bool = True, spmd=None) -> str:
     """The module source: ``rblock``, ``rkernel_blocks`` (what ``lw.reduce`` runs, on one
     thread or from several: :mod:`lanewise.runtime.pool`), ``rblock_caught``, and
     ``rkernel`` (``prange``) and ``rkernel_serial`` for compiled callers (the XLA
@@ -50,12 +50,18 @@ def render(program: Program, spec: ReduceSpec, track: bool = True) -> str:
     As in :mod:`lanewise.codegen.cpu`, no function but ``rblock_caught`` has a
     ``try`` (Numba compiles one 0.2-1 s slower): a lane's exception propagates, and
     ``at`` says where — at[0] the lane (``track``: recorded per lane; else the
-    block's first lane), at[1] its ``err`` slot, at[2] the unit that was running."""
+    block's first lane), at[1] its ``err`` slot, at[2] the unit that was running.
+
+    ``spmd``: a :class:`lanewise.spmd.Plan` for a tiled fold; ``rtile`` then fills
+    its buffers W lanes at a time through the W-wide lane ``lane_spmd``."""
     names = Names.of(program)
     head = header(program, spec.kept + spec.reduced).replace(
         "# loop order:", f"# reduce {spec.op} over levels {list(spec.reduced)}; loop order:")
-    block = _tiled_block if spec.tiled else _block
-    parts = [head, block(program, spec, names, track), _kernel_blocks(program, spec, names),
+    if spmd is not None:
+        block = "\n\n".join([spmd.source, _tiled_block(program, spec, names, track, spmd)])
+    else:
+        block = (_tiled_block if spec.tiled else _block)(program, spec, names, track)
+    parts = [head, block, _kernel_blocks(program, spec, names),
              _rblock_caught(program, spec, names),
              _kernel(program, spec, names, True), _kernel(program, spec, names, False)]
     if spec.op == "monoid":
@@ -116,14 +122,15 @@ def _block(program: Program, spec: ReduceSpec, names: Names, track: bool) -> str
     return "\n".join(lines)
 
 
-def _tiled_block(program: Program, spec: ReduceSpec, names: Names, track: bool) -> str:
+def _tiled_block(program: Program, spec: ReduceSpec, names: Names, track: bool, spmd=None) -> str:
     """``rtile`` and ``rblock`` for the commutative built-in ops (module docstring).
 
     The lanes live in their own function: an inlined lane's many blocks next to
     the slot variables would overflow Numba's recursive SSA pass."""
     outs = range(len(program.outputs))
     inner = spec.reduced[-1] if spec.reduced else None
-    lines = [_tile_fn(program, names, inner, track), "", ""] + _prologue(program, spec, names)
+    tile = _tile_fn(program, names, inner, track) if spmd is None else _tile_fn_spmd(program, names, inner, spmd)
+    lines = [tile, "", ""] + _prologue(program, spec, names)
     lines += [f"    buf{m} = np.empty({TILE}, BT{m})" for m in outs]
     lines += [f"    a{m}_{j} = ID{m}" for m in outs for j in range(U)]
     lines += ["    pos = uint64(lo)", "    end = uint64(hi)", "    while pos < end:"]
@@ -160,6 +167,17 @@ def _tile_fn(program: Program, names: Names, inner, track: bool) -> str:
         lines += [f"    for i{inner} in range(start, start + n):"]
         lines += [f"        at[0] = pos + (i{inner} - start)"] if track else []
         lines += ["        " + s for s in _buffer_lane(program, names, f"i{inner} - start")]
+    return "\n".join(lines)
+
+
+def _tile_fn_spmd(program: Program, names: Names, inner, plan) -> str:
+    """``rtile`` on the SPMD path: the run's lanes W at a time (:func:`.cpu.spmd_groups`)."""
+    lines = ["@" + JIT.format(""), f"def rtile({_tile_args(program, names, inner)}):",
+             f'    """Lanes start..start+n of the innermost reduced level into the buffers, {plan.width} at a '
+             'time (SPMD on SIMD)."""']
+    stores = [f"buf{m}[_lw_g - start + _lw_w] = _lw_r{m}[_lw_w]" for m in range(len(program.outputs))]
+    lines += ["    " + line for line in spmd_groups(program, names, plan, inner, "start", "start + n",
+                                                     "at[0] = pos + (_lw_g - start)", stores)]
     return "\n".join(lines)
 
 

@@ -61,8 +61,9 @@ def _message(lane_name: str) -> bytes:
     return f"lanewise: {lane_name} raised inside a jax.jit op, at lane number ".encode()
 
 
-_SUFFIX = (b" of the lanes in loop order; call the lanewise program outside jax.jit on the same inputs "
-           b"to see the exception and the lane's index")
+_SUFFIX = (b" of the lanes in loop order (on the SPMD path, the first of the lanes that ran together); "
+           b"call the lanewise program outside jax.jit on the same inputs to see the exception and the "
+           b"lane's index")
 
 
 def _buffers(in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes, fills=None) -> tuple[str, str, str]:

@@ -448,6 +448,26 @@ def philox4x32(counter, key):
     return tuple(np.uint32(w) for w in _core_philox_words(c, _host_key(key, "philox4x32")))
 
 
+# ----------------------------------------------------------------------------- the SPMD path's forms
+
+#: For each draw: its function in :mod:`.spmd` and its parameters as (name, kind,
+#: default); a "key" parameter is passed there as its two words.  The SPMD
+#: transformation (lanewise.spmd.transform) calls these instead of inlining the
+#: draw's code, which is written with intrinsics it cannot widen.
+SPMD_TWINS = {
+    fold_in: (("key", "key", None), ("data", "int", None)),
+    uniform: (("key", "key", None), ("lo", "real", 0.0), ("hi", "real", 1.0)),
+    uniform32: (("key", "key", None), ("lo", "real", 0.0), ("hi", "real", 1.0)),
+    normal: (("key", "key", None),),
+    exponential: (("key", "key", None),),
+    integers: (("key", "key", None), ("lo", "int", None), ("hi", "int", None)),
+    bits: (("key", "key", None),),
+}
+for _fn, _params in SPMD_TWINS.items():  # (module, function, parameters, number of results)
+    _fn._lw_spmd_twin = ("lanewise.random.spmd", _fn.__name__, _params, 2 if _fn is fold_in else 1)
+del _fn, _params
+
+
 # ----------------------------------------------------------------------------- host checks
 
 

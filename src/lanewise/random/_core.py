@@ -179,7 +179,13 @@ def key_array(seed):
 @jit
 def fold_in(key, data):
     k0, k1 = words(key)
-    o0, o1, _, _ = block(k0, k1, U(data), TAG_FOLD)
+    return fold_in_words(k0, k1, data)
+
+
+@jit
+def fold_in_words(k0, k1, data):
+    """:func:`fold_in` of the key (k0, k1), its words given as integers (see ``key_words``)."""
+    o0, o1, _, _ = block(U(np.uint32(k0)), U(np.uint32(k1)), U(data), TAG_FOLD)
     return np.uint32(o0), np.uint32(o1)
 
 
@@ -197,9 +203,26 @@ def split(key, num):
 # ----------------------------------------------------------------------------- draws
 
 
+# Each draw is written for the key's two words (``*_words``: what the SPMD path
+# calls, one lane's words at a time, see lanewise.random.SPMD_TWINS); the key
+# forms unpack the key and call it, so both give the same bits by construction.
+
+
+@jit
+def key_words(k0, k1):
+    """The words of a key given as two integers of any type, as uint64 below 2**32."""
+    return U(np.uint32(k0)), U(np.uint32(k1))
+
+
 @jit
 def bits(key):
     k0, k1 = words(key)
+    return bits_words(k0, k1)
+
+
+@jit
+def bits_words(k0, k1):
+    k0, k1 = key_words(k0, k1)
     w0, w1, _, _ = block(k0, k1, _0, TAG_DRAW)
     return pair(w0, w1)
 
@@ -207,7 +230,13 @@ def bits(key):
 @jit
 def uniform(key, lo, hi):
     """float64 in [lo, hi); ``lo``, ``hi`` float64."""
-    u = np.float64(np.int64(bits(key) >> _11)) * _2M53
+    k0, k1 = words(key)
+    return uniform_words(k0, k1, lo, hi)
+
+
+@jit
+def uniform_words(k0, k1, lo, hi):
+    u = np.float64(np.int64(bits_words(k0, k1) >> _11)) * _2M53
     v = lo + mul(hi - lo, u)
     return below(hi) if v >= hi and hi > lo else v  # rounding reached hi
 
@@ -215,7 +244,13 @@ def uniform(key, lo, hi):
 @jit
 def uniform32(key, lo, hi):
     """float32 in [lo, hi); ``lo``, ``hi`` float32."""
-    u = np.float32(np.int64(bits(key) >> _40)) * _2M24_F32
+    k0, k1 = words(key)
+    return uniform32_words(k0, k1, lo, hi)
+
+
+@jit
+def uniform32_words(k0, k1, lo, hi):
+    u = np.float32(np.int64(bits_words(k0, k1) >> _40)) * _2M24_F32
     v = lo + mul32(hi - lo, u)
     return below32(hi) if v >= hi and hi > lo else v
 
@@ -224,6 +259,12 @@ def uniform32(key, lo, hi):
 def normal(key):
     """Box-Muller (cosine branch) on the two 53-bit halves of one block."""
     k0, k1 = words(key)
+    return normal_words(k0, k1)
+
+
+@jit
+def normal_words(k0, k1):
+    k0, k1 = key_words(k0, k1)
     w0, w1, w2, w3 = block(k0, k1, _0, TAG_DRAW)
     r = math.sqrt(-2.0 * ln53((pair(w0, w1) >> _11) + _1))
     return mul(r, cos2pi(pair(w2, w3) >> _11))  # a product the caller may add to
@@ -232,15 +273,27 @@ def normal(key):
 @jit
 def exponential(key):
     """-ln(1 - u) with u the 53-bit uniform of the key (so 1 - u is exact)."""
-    return 0.0 - ln53(_TWO_53 - (bits(key) >> _11))
+    k0, k1 = words(key)
+    return exponential_words(k0, k1)
+
+
+@jit
+def exponential_words(k0, k1):
+    return 0.0 - ln53(_TWO_53 - (bits_words(k0, k1) >> _11))
 
 
 @jit
 def integers(key, lo, hi):
     """int64 uniform in [lo, hi) (``lo`` if hi <= lo): Lemire's multiply-and-reject."""
+    k0, k1 = words(key)
+    return integers_words(k0, k1, lo, hi)
+
+
+@jit
+def integers_words(k0, k1, lo, hi):
     if hi <= lo:
         return lo
-    k0, k1 = words(key)
+    k0, k1 = key_words(k0, k1)
     r = U(hi) - U(lo)  # 1 <= r < 2**64, exact modulo 2**64
     w0, w1, w2, w3 = block(k0, k1, _0, TAG_DRAW)
     m_hi, m_lo = mul128(pair(w0, w1), r)

@@ -27,7 +27,7 @@ import ast
 import builtins
 from dataclasses import dataclass
 
-from .syntax import (Tup, Unsupported, function_ast, helper_function, int_literal, leaves_of, shape_of,
+from .syntax import (Tup, Unsupported, bind_arguments, function_ast, helper_function, int_literal, leaves_of, shape_of,
                      source_line)
 
 
@@ -238,13 +238,7 @@ _SCAN_PARAMS = ("f", "init", "xs", "length", "reverse")
 
 
 def _scan_arguments(node: ast.Call, where: str) -> dict:
-    if len(node.args) > len(_SCAN_PARAMS) or any(isinstance(a, ast.Starred) for a in node.args):
-        raise Unsupported(f"lw.scan at {where} with * or too many arguments")
-    args = dict(zip(_SCAN_PARAMS, node.args))
-    for k in node.keywords:
-        if k.arg not in _SCAN_PARAMS or k.arg in args:
-            raise Unsupported(f"lw.scan at {where} with the keyword argument {k.arg!r}")
-        args[k.arg] = k.value
+    args = bind_arguments(node, _SCAN_PARAMS, f"lw.scan at {where}")
     if "f" not in args or "init" not in args:
         raise Unsupported(f"lw.scan at {where} without f and init")
     return args

@@ -106,6 +106,20 @@ def helper_function(obj):
     return None
 
 
+def bind_arguments(node: ast.Call, params, what: str) -> dict:
+    """The argument expressions of ``node`` by parameter name (``params`` in order):
+    positional, then keywords; Unsupported for * arguments, too many, or unknown or
+    repeated keywords (``what`` names the call in the message)."""
+    if len(node.args) > len(params) or any(isinstance(a, ast.Starred) for a in node.args):
+        raise Unsupported(f"{what} with * or too many arguments")
+    bound = dict(zip(params, node.args))
+    for k in node.keywords:
+        if k.arg not in params or k.arg in bound:
+            raise Unsupported(f"{what} with the keyword argument {k.arg!r}")
+        bound[k.arg] = k.value
+    return bound
+
+
 def source_line(fn, node) -> str:
     try:
         line = fn.__code__.co_firstlineno + getattr(node, "lineno", 1) - 1
@@ -287,6 +301,8 @@ def callee(fn, func: ast.expr):
     if isinstance(func, ast.Attribute) and not isinstance(func.value, ast.Name):
         return None
     target = resolve(fn, func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+    if hasattr(target, "_lw_spmd_twin"):  # lw.random's draws: called as a whole, not inlined
+        return None
     return getattr(target, "py_func", target)
 
 

@@ -53,9 +53,9 @@ import numpy as np
 
 from ..config import config
 from .arrays import Row, RowsAndScans, is_scan
-from .syntax import (Desugar, Tup, Unsupported, block_temps, cheap_branch, first_in_helpers, flat_branch,
-                     function_ast, helper_function, leaf_paths, leaves_of, local_names, rebuild, result_shape,
-                     shape_of, source_line)
+from .syntax import (Desugar, Tup, Unsupported, bind_arguments, block_temps, cheap_branch, first_in_helpers,
+                     flat_branch, function_ast, helper_function, leaf_paths, leaves_of, local_names, rebuild,
+                     result_shape, shape_of, source_line)
 from .uniform import lockstep_loop, uniform_names
 
 
@@ -541,6 +541,9 @@ class _Emitter(RowsAndScans):
         length = self.builtin_len(target, node, ctx)
         if length is not None:
             return length
+        twin = getattr(target, "_lw_spmd_twin", None)
+        if twin is not None:
+            return self.twin_call(node, twin, ctx, allow_tuple, guarded, where)
         for a in [*node.args, *(k.value for k in node.keywords)]:
             self.refuse_row(a, ctx, f"passed to {ast.unparse(node.func)}")
         helper = helper_function(target)
@@ -553,6 +556,41 @@ class _Emitter(RowsAndScans):
         if not 1 <= len(args) <= 4:
             raise Unsupported(f"{ast.unparse(node.func)} called with {len(args)} arguments at {where}")
         return f"v_call{len(args)}({ref}, {', '.join(args)})"
+
+    def twin_call(self, node: ast.Call, twin, ctx: Ctx, allow_tuple: bool, guarded: bool, where: str):
+        """A call of a function with a W-wide twin (``_lw_spmd_twin``: lw.random's
+        draws): the twin, lane by lane, with each key passed as its two words."""
+        module, function, params, n_results = twin
+        what = f"{ast.unparse(node.func)} at {where}"
+        bound = bind_arguments(node, [p for p, _, _ in params], what)
+        args = []
+        for name, kind, default in params:
+            arg = bound.get(name)
+            if arg is None and default is None:
+                raise Unsupported(f"the arguments of {what} ({name} is missing)")
+            if arg is None:
+                args.append(self.constant(default, where))
+            elif kind == "key":
+                args += self.key_words(arg, ctx, guarded, where)
+            else:
+                args.append(self.value(arg, ctx, guarded=guarded))
+        call = f"v_call{len(args)}({TWIN_MODULES[module]}.{function}, {', '.join(args)})"
+        if n_results == 1:
+            return call
+        if not allow_tuple:
+            raise Unsupported(f"the tuple {what} gives, used as a value")
+        result = self.materialise(call)
+        return Tup(tuple(f"{result}[{k}]" for k in range(n_results)))
+
+    def key_words(self, arg, ctx: Ctx, guarded: bool, where: str) -> list[str]:
+        """The two words of a key: a tuple value's items, or a row's (or table's) first two elements."""
+        if self.row(arg, ctx) is not None:
+            return [self.value(ast.copy_location(ast.Subscript(arg, ast.Constant(k), ast.Load()), arg), ctx,
+                               guarded=guarded) for k in (0, 1)]
+        value = self.value(arg, ctx, allow_tuple=True, guarded=guarded)
+        if isinstance(value, Tup) and len(value.items) == 2 and not any(isinstance(v, Tup) for v in value.items):
+            return list(value.items)
+        raise Unsupported(f"the key `{ast.unparse(arg)}` at {where} (a tuple of two words or a 1-D row)")
 
     def function_ref(self, obj, call: str) -> str:
         """How the generated module names a scalar function the lane calls
@@ -648,6 +686,10 @@ class _Emitter(RowsAndScans):
         return result
 
 
+#: Modules of W-wide twins (``_lw_spmd_twin``), with the name the generated code gives them.
+TWIN_MODULES = {"lanewise.random.spmd": "lw_random"}
+
+
 def _float_text(value: float) -> str:
     if math.isnan(value):
         return "math.nan" if math.copysign(1.0, value) > 0 else "(-math.nan)"
@@ -698,7 +740,7 @@ def finish(frame, results, names):
 
 
 def transform(fn, params, results, width: int, vector_math: bool | None = None, row_dtypes=(),
-              row_blocks=None, table_dtypes=None) -> str:
+              row_blocks=None, table_dtypes=None, tuple_sizes=None) -> str:
     """Source of ``lane_spmd``, the W-wide version of the lane ``fn``.
 
     Args:
@@ -717,6 +759,8 @@ def transform(fn, params, results, width: int, vector_math: bool | None = None, 
       row_blocks: per ``"row"`` parameter, False when its rows are strided (every
         read gathers), else reads at a uniform index go through a block; default all.
       table_dtypes: the dtype name of each ``"table"`` parameter, by name.
+      tuple_sizes: the length of each ``"tuple"`` parameter (a flat tuple of
+        scalars, the same for every lane, passed as one scalar per item), by name.
 
     The function is ``lane_spmd(mask, *args, *outs)``: ``mask`` a W-array of
     bool (lanes to compute), varying args W-arrays, uniform args scalars, and
@@ -745,6 +789,10 @@ def transform(fn, params, results, width: int, vector_math: bool | None = None, 
             head.append(f"    {frame.name(name)} = vload(_lw_a{k}, {width})")
         elif kind == "uniform":
             args.append(frame.name(name))
+        elif kind == "tuple":
+            items = tuple(f"_lw_t{k}_{j}" for j in range((tuple_sizes or {})[name]))
+            args += items
+            frame.tuples[name] = Tup(items)
     head += defaults(em, fn, fdef, names, params, frame)
     frame.uniform = uniform_names(fdef, {n for n, k in zip(names, params) if k in ("uniform", "default")},
                                   set(frame.rows))

@@ -271,16 +271,21 @@ def _scalars(*tys):
     return tuple(t.dtype if isinstance(t, Vec) else t for t in tys)
 
 
-def _resolve(typingctx, fn, argtys):
-    """Numba's scalar signature of ``fn(*argtys)`` (None if Numba rejects it)."""
+def _resolve(typingctx, fn, argtys, tuples: bool = False):
+    """Numba's scalar signature of ``fn(*argtys)`` (None if Numba rejects it);
+    with ``tuples``, a function returning a tuple of scalars of one type is accepted too."""
     fnty = fn if isinstance(fn, types.Type) else typingctx.resolve_value_type(fn)
     try:
         sig = typingctx.resolve_function_type(fnty, tuple(argtys), {})
     except Exception:  # noqa: BLE001 - not typable: the caller reports it
         return None, fnty
-    if sig is None or not is_scalar(sig.return_type):
+    if sig is None or not (is_scalar(sig.return_type) or (tuples and _scalar_tuple(sig.return_type))):
         return None, fnty
     return sig, fnty
+
+
+def _scalar_tuple(t) -> bool:
+    return isinstance(t, types.UniTuple) and isinstance(t.dtype, (types.Float, types.Integer))
 
 
 def _targets(sig, n: int) -> list:
@@ -487,10 +492,10 @@ def _call(nargs):
         count = _width(*args)
         if count is None and any(isinstance(a, Vec) for a in args):
             return None
-        sig, _ = _resolve(typingctx, fn, _scalars(*args))
-        if sig is None:
+        sig, _ = _resolve(typingctx, fn, _scalars(*args), tuples=True)
+        if sig is None or (_scalar_tuple(sig.return_type) and not _loopable(sig, _targets(sig, nargs))):
             return None
-        out = sig.return_type if count is None else Vec(sig.return_type, count)
+        out = sig.return_type if count is None else _widened(sig.return_type, count)
 
         def codegen(context, builder, s, vals):
             targets = _targets(sig, nargs)
@@ -515,10 +520,18 @@ def _call(nargs):
 v_call1, v_call2, v_call3, v_call4 = _call(1), _call(2), _call(3), _call(4)
 
 
+def _widened(t, count: int):
+    """The W-wide type of a scalar function's result: a Vec, or a tuple of Vecs."""
+    return types.UniTuple(Vec(t.dtype, count), t.count) if _scalar_tuple(t) else Vec(t, count)
+
+
 def _loopable(sig, targets) -> bool:
     """Run the function as a loop over the lanes that LLVM vectorises (float and
-    integer arguments and result; booleans keep the lane-by-lane form)."""
-    return (len(sig.args) == len(targets) and isinstance(sig.return_type, (types.Float, types.Integer))
+    integer arguments and result, or a tuple of them; booleans keep the
+    lane-by-lane form)."""
+    result = sig.return_type
+    return (len(sig.args) == len(targets)
+            and (isinstance(result, (types.Float, types.Integer)) or _scalar_tuple(result))
             and all(isinstance(t, (types.Float, types.Integer)) for t in targets))
 
 
@@ -542,7 +555,8 @@ def _vector_loop(context, builder, fnty, sig, argtys, vals, targets, out):
     """``fn`` applied to every lane by a counted loop over stack copies of the
     lanes, marked for LLVM's loop vectoriser: inlined scalar math (lanewise.lanemath)
     becomes vector code, and each lane computes exactly the scalar function."""
-    count = out.count
+    parts = out.types if isinstance(out, types.UniTuple) else (out,)
+    count = parts[0].count
     i64 = _I64
     arrays = []
     for v, a, t in zip(vals, argtys, targets):
@@ -553,8 +567,8 @@ def _vector_loop(context, builder, fnty, sig, argtys, vals, targets, out):
             arrays.append((builder.bitcast(slot, vec.type.element.as_pointer()),))
         else:
             arrays.append(context.cast(builder, v, a, t))
-    rtype = context.get_value_type(sig.return_type)
-    result = cgutils.alloca_once(builder, context.get_value_type(out))
+    rtype = context.get_value_type(parts[0].dtype)
+    results = [cgutils.alloca_once(builder, context.get_value_type(p)) for p in parts]
     index = cgutils.alloca_once_value(builder, ir.Constant(i64, 0))
     head = builder.append_basic_block("spmd.lanes.head")
     body = builder.append_basic_block("spmd.lanes.body")
@@ -567,12 +581,16 @@ def _vector_loop(context, builder, fnty, sig, argtys, vals, targets, out):
     scalars = [builder.load(builder.gep(x[0], [i], inbounds=True)) if isinstance(x, tuple) else x
                for x in arrays]
     r = _invoke(context, builder, fnty, sig, scalars)
-    builder.store(r, builder.gep(builder.bitcast(result, rtype.as_pointer()), [i], inbounds=True))
+    values = [builder.extract_value(r, k) for k in range(len(parts))] if isinstance(out, types.UniTuple) else [r]
+    for value, result in zip(values, results, strict=True):
+        builder.store(value, builder.gep(builder.bitcast(result, rtype.as_pointer()), [i], inbounds=True))
     builder.store(builder.add(i, ir.Constant(i64, 1)), index)
     latch = builder.branch(head)
     latch.set_metadata("llvm.loop", _loop_metadata(builder.module))
     builder.position_at_end(end)
-    return builder.load(result)
+    if isinstance(out, types.UniTuple):
+        return context.make_tuple(builder, out, [builder.load(result) for result in results])
+    return builder.load(results[0])
 
 
 # ----------------------------------------------------------------------------- masks

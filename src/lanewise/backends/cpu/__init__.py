@@ -51,7 +51,8 @@ def explain(exe, call) -> list[str]:
         return [f"reduce {spec.op} over levels {list(spec.reduced)}, keeping {list(spec.kept)}; "
                 f"accumulators {[str(d) for d in spec.acc_dtypes]}",
                 f"schedule: {plan.n_blocks} blocks = {plan.n_kept} kept x {plan.n_chunks} chunks of <= "
-                f"{plan.chunk} lanes; partials combined in a fixed order"]
+                f"{plan.chunk} lanes; partials combined in a fixed order",
+                f"lane path: {exe.lane_path}"]
     program, lines = exe.program, []
     if all(call.sizes):
         plan = blocking(call.sizes, exe.order, lane_work(program.signature.leaves, call.values, call.sizes),

@@ -21,7 +21,7 @@ import numba
 import numpy as np
 from numba.core.errors import NumbaError
 
-from ... import pytree
+from ... import pytree, spmd
 from ...codegen import cpu_reduce as render_reduce
 from ...codegen.common import injected_names
 from ...config import config
@@ -29,7 +29,7 @@ from ...errors import LanewiseError
 from ...ir import reduction
 from ...ir.program import Call, Program, dummy_values
 from ...ir.reduction import Monoid, ReduceSpec
-from ...ir.schedule import ReduceBlocking, lane_index, lane_work, reduce_blocking, segment_slots
+from ...ir.schedule import ReduceBlocking, lane_index, lane_work, loop_order, reduce_blocking, segment_slots
 from ...lane.allocation import allocates
 from ...lane.lanefn import jit_lane
 from ...lane.numba_errors import compile_error
@@ -48,6 +48,8 @@ class ReduceExecutable:
     inject: dict
     segments: int | None = None  # a segmented reduction's count of segments
     reloaded: bool = False
+    lane_path: str = "scalar (one lane per iteration)"  # lanewise.spmd: which path fills the tiles, and why
+    group: int = 1  # lanes run together (the SPMD width): a failure names the first of its group
 
     def call(self, name: str, *args):
         """Call a kernel of the module (cache faults survived: :func:`host.call_kernel`)."""
@@ -72,24 +74,29 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
     monoid = op if isinstance(op, Monoid) else None
     key = host.disk_key("reduce", [call.lane] + ([monoid.combine] if monoid else []),
                         repr(monoid.identity) if monoid else repr(op), repr(axis), call.signature,
-                        config.vector_math)
+                        config.vector_math, spmd.cache_key())
     state: dict = {}
+    checked: dict = {}
 
     def render():
         with cpu.scalar_lane_math(call.lane):
             result = cpu.result_type(call)
         program = host.program(call, result)
-        with cpu.scalar_lane_math(call.lane):
-            meta = (result, allocates(jit_lane(call.lane)))
         spec = reduction.reduce_spec(op, axis, program)
+        choice = _lane_path(program, spec, call, result, host.module_name("reduce kernel", key))
+        if choice.checked is not None:
+            checked["lane_spmd"] = choice.checked
+        with cpu.scalar_lane_math(call.lane):
+            meta = (result, allocates(jit_lane(call.lane)), choice.describe(),
+                    choice.plan.width if choice.plan is not None else 1)
         # Tracked per lane unless that could cost vectorisation: only the tiled fold of
         # an inlined lane (which cannot raise) vectorises; the fold itself raises for a
         # segment out of range or a changed array shape.
         track = not spec.tiled or spec.segmented or spec.arrays or not cpu.inlines(call.lane, meta[1])
-        return render_reduce.render(program, spec, track), meta
+        return render_reduce.render(program, spec, track, spmd=choice.plan), meta
 
     def inject(meta):
-        result, allocating = meta
+        result, allocating, _, _ = meta
         program = host.program(call, result)
         spec = reduction.reduce_spec(op, axis, program)
         state.update(program=program, spec=spec)
@@ -112,8 +119,21 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
         return names
 
     built = host.build_module("reduce kernel", key, render, inject)
+    if "lane_spmd" in checked:  # linked rather than compiled again (cpu.build)
+        built.module.lane_spmd = checked["lane_spmd"]
     return ReduceExecutable(state["program"], state["spec"], built.module, built.source, built.path, monoid,
-                            state["inject"], axis.count if isinstance(axis, reduction.Segments) else None)
+                            state["inject"], axis.count if isinstance(axis, reduction.Segments) else None,
+                            lane_path=built.meta[2], group=built.meta[3])
+
+
+def _lane_path(program: Program, spec: ReduceSpec, call: Call, result, module: str | None) -> spmd.Choice:
+    """How the tiles are filled: W lanes at a time on the SPMD path when the fold
+    is tiled over the innermost loop (lanes go to a buffer, as ``lw.vmap``'s do),
+    else one lane at a time (a running fold: argmin/argmax, Monoid)."""
+    if not spec.tiled or not spec.reduced or spec.reduced[-1] != loop_order(program)[-1]:
+        return spmd.Choice(None, "a running fold (argmin/argmax, Monoid, or a kept level innermost): "
+                                 "one lane at a time")
+    return spmd.choose(program, call, result, False, module, stream=False)
 
 
 # ----------------------------------------------------------------------------- run
@@ -141,9 +161,13 @@ def run_reduce(exe: ReduceExecutable, call: Call):
         failed = _launch(exe, call, plan.n_blocks, (*partials, *sizes, *strides, *shapes),
                          (plan.n_chunks, plan.chunk, plan.n_reduced), plan.n_blocks)
         if failed is not None:
+            # lane: the one that failed, or the first of its SPMD group (or of its block,
+            # for an untracked lane): the lanes from there to its chunk's end are candidates
             block, lane = failed
-            index = lane_index(sizes, (spec.kept, block // plan.n_chunks), (spec.reduced, lane))
-            raise_failed_lane(exe, call, index, lane_shapes)
+            end = min((block % plan.n_chunks + 1) * plan.chunk, plan.n_reduced)
+            kept = (spec.kept, block // plan.n_chunks)
+            raise_failed_lane(exe, call, [lane_index(sizes, kept, (spec.reduced, r))
+                                          for r in range(lane, max(end, lane + 1))], lane_shapes)
     results = finish(exe.program, spec, plan, partials, sizes, exe.monoid, exe.finish, lane_shapes)
     return pytree.unflatten(exe.program.out_tree, results)
 
@@ -226,24 +250,25 @@ def run_segments(exe: ReduceExecutable, call: Call, count: int):
                          (plan.n_chunks, plan.chunk, plan.n_reduced), slots)
         if failed is not None:
             index = lane_index(sizes, (spec.kept, 0), (spec.reduced, failed[1]))
-            raise_failed_lane(exe, call, index, lane_shapes, count)
+            raise_failed_lane(exe, call, [index], lane_shapes, count)
     elif plan.n_chunks:  # no segments: a lane naming any segment is out of range
-        raise_failed_lane(exe, call, (0,) * len(sizes), lane_shapes, count)
+        raise_failed_lane(exe, call, [(0,) * len(sizes)], lane_shapes, count)
     flat = reduction.combine_partials(spec, 1, acc[None], None, plan.n_reduced, exe.monoid, exe.finish)[0]
     return flat.reshape((count,) + (lane_shapes[1] or ()))
 
 
-def raise_failed_lane(exe: ReduceExecutable, call: Call, index, lane_shapes, count=None) -> None:
-    """The error of lane ``index``: its own exception, its array's changed shape, or
-    (segmented) its segment out of range."""
-    result = host.replay_lane(call, index, raise_anyway=not exe.spec.arrays)
-    if exe.spec.segmented and not 0 <= int(result[0]) < count:
-        raise reduction.segment_out_of_range(int(result[0]), count, f"({host.where(index)})", call.lane)
-    for o, want in zip(exe.program.outputs, lane_shapes, strict=True):
-        got = np.shape(host.at_path(result, o.path))
-        if want is not None and got != want:
-            raise host.shape_changed(index, o.name, got, want)
-    raise LanewiseError(f"lane ({host.where(index)}) failed inside the compiled kernel but not when replayed")
+def raise_failed_lane(exe: ReduceExecutable, call: Call, indices: list, lane_shapes, count=None) -> None:
+    """The error of the first of the lanes ``indices`` (replayed in order) that fails:
+    its own exception, its array's changed shape, or (segmented) its segment out of range."""
+    for index in indices:
+        result = host.replay_lane(call, index, raise_anyway=False)
+        if exe.spec.segmented and not 0 <= int(result[0]) < count:
+            raise reduction.segment_out_of_range(int(result[0]), count, f"({host.where(index)})", call.lane)
+        for o, want in zip(exe.program.outputs, lane_shapes, strict=True):
+            got = np.shape(host.at_path(result, o.path))
+            if want is not None and got != want:
+                raise host.shape_changed(index, o.name, got, want)
+    raise LanewiseError(f"lane ({host.where(indices[0])}) failed inside the compiled kernel but not when replayed")
 
 
 def finish(program: Program, spec: ReduceSpec, plan: ReduceBlocking, partials: list, sizes,

@@ -48,6 +48,7 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from ... import pytree
 from ...codegen.cpu_reduce import render_finish
+from ...errors import LanewiseError
 from ...ir import reduction
 from ...ir.program import Call
 from ...ir.reduction import Monoid
@@ -358,14 +359,20 @@ def _partial_arrays(spec, n: int) -> list[np.ndarray]:
 
 
 def _lane_error(exe, call, part, k, r):
-    """Re-raise a lane's exception (replayed), noting its global index."""
+    """Re-raise a lane's exception (replayed), noting its global index.  ``r`` is the
+    lane that failed or the first of its SPMD group: the group's lanes are replayed
+    in order until one raises."""
+    n_red = int(np.prod([call.sizes[lv] for lv in exe.spec.reduced], dtype=np.int64))
+    for q in range(r, max(min(r + exe.group, n_red), r + 1)):
+        index = lane_index(call.sizes, (exe.spec.kept, k), (exe.spec.reduced, q))
+        where = ", ".join(f"i{lv}={i + part.box[lv][0]}" for lv, i in enumerate(index))
+        try:
+            lwhost.replay_lane(call, index, raise_anyway=False)
+        except Exception as e:
+            e.add_note(f"(dask backend: that is global lane ({where}))")
+            raise
     index = lane_index(call.sizes, (exe.spec.kept, k), (exe.spec.reduced, r))
-    where = ", ".join(f"i{lv}={i + part.box[lv][0]}" for lv, i in enumerate(index))
-    try:
-        lwhost.replay_lane(call, index)
-    except Exception as e:
-        e.add_note(f"(dask backend: that is global lane ({where}))")
-        raise
+    raise LanewiseError(f"lane ({lwhost.where(index)}) failed inside the compiled kernel but not when replayed")
 
 
 def _concat(parts):
