@@ -38,7 +38,7 @@ from .errors import (
 
 __all__ = [
     "__version__", "vmap", "scan", "map", "reduce", "Monoid", "fuse", "random", "explain", "Mapped",
-    "jvp", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "stop_gradient", "custom_jvp",
+    "jvp", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "stop_gradient", "custom_jvp", "custom_vjp",
     "Explanation", "config",
     "LanewiseError", "AxisSpecError", "SizeMismatchError", "UnmappedOutputError",
     "LaneCompileError", "LaneIndexError", "LaneTypeError", "OutputError", "BackendError",
@@ -51,7 +51,7 @@ _register_slow_symbols()  # before any kernel loads: its object code links them 
 #: Public names imported on first use: a process that only maps lanes does not pay
 #: for the autodiff transformation (and the SPMD transformation it imports) in
 #: ``import lanewise``: 0.18 of 1.06 s, measured on a busy machine.
-_LAZY = dict.fromkeys(("custom_jvp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "stop_gradient",
+_LAZY = dict.fromkeys(("custom_jvp", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp", "stop_gradient",
                        "value_and_grad", "vjp"), ".autodiff")
 
 

@@ -1,5 +1,5 @@
 """Derivatives of lanes: ``lw.jvp``, ``lw.vjp``, ``lw.grad``, ``lw.value_and_grad``,
-``lw.jacfwd``, ``lw.jacrev``, ``lw.hessian``, ``lw.custom_jvp``, ``lw.stop_gradient``,
+``lw.jacfwd``, ``lw.jacrev``, ``lw.hessian``, ``lw.custom_jvp``, ``lw.custom_vjp``, ``lw.stop_gradient``,
 with JAX's names and semantics.
 
 Each transformation takes a lane (plain Python: ``if``, ``for``, ``while`` with a
@@ -40,9 +40,11 @@ from numba.extending import overload
 from ..errors import LaneTypeError, LanewiseError
 from . import reverse  # noqa: F401 - registers the reverse-mode emitter
 from .forward import Plan, transform
+from . import intrinsics as _intrinsics
 from .intrinsics import stop_gradient
 
-__all__ = ["jvp", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "stop_gradient", "custom_jvp"]
+__all__ = ["jvp", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "stop_gradient", "custom_jvp",
+           "custom_vjp"]
 
 
 def custom_jvp(fun: Callable) -> Callable:
@@ -72,6 +74,66 @@ def custom_jvp(fun: Callable) -> Callable:
 
     fun.defjvp = defjvp
     return fun
+
+
+def custom_vjp(fun: Callable) -> Callable:
+    """Give a lane function your own reverse rule: ``jax.custom_vjp``.
+
+    Returns ``fun`` itself, with ``defvjp(fwd, bwd)``: ``fwd(*args) -> (out,
+    residuals)`` and ``bwd(residuals, g) -> (one cotangent per argument)`` (``None``
+    for an argument with none, such as an integer).  ``out`` must be one scalar.
+    Every transformation uses the pair instead of differentiating ``fun``'s body:
+    reverse mode (``lw.jacrev``, ``lw.vjp``) takes ``bwd``'s partial derivatives,
+    and forward mode (``lw.grad``, ``lw.jacfwd``, ``lw.jvp``) their dot product with
+    the tangents, where JAX refuses forward mode of a ``custom_vjp`` function.
+
+    Example:
+        >>> import math, lanewise as lw
+        >>> @lw.custom_vjp
+        ... def norm(x, y):
+        ...     return math.sqrt(x * x + y * y)
+        >>> def norm_fwd(x, y):
+        ...     r = norm(x, y)
+        ...     return r, (x, y, r)
+        >>> def norm_bwd(res, g):
+        ...     x, y, r = res
+        ...     return (g * x / r if r > 0.0 else 0.0, g * y / r if r > 0.0 else 0.0)
+        >>> norm.defvjp(norm_fwd, norm_bwd)
+        >>> lw.grad(norm, argnums=(0, 1))(0.0, 0.0), lw.grad(norm, argnums=(0, 1))(3.0, 4.0)
+        ((0.0, 0.0), (0.6, 0.8))
+    """
+    def defvjp(fwd: Callable, bwd: Callable) -> None:
+        fun._lw_jvp_rule = _jvp_of_vjp(fun, fwd, bwd)
+        fun._lw_vjp = (fwd, bwd)
+
+    fun.defvjp = defvjp
+    return fun
+
+
+def _jvp_of_vjp(fun: Callable, fwd: Callable, bwd: Callable) -> Callable:
+    """The custom_jvp rule a (fwd, bwd) pair amounts to for a scalar output: the
+    tangent is the dot product of ``bwd(residuals, 1.0)`` with the tangents."""
+    import linecache
+
+    n = fun.__code__.co_argcount
+    name = f"{fun.__name__}_vjp_rule"
+    cotangents = " + ".join(f"ad.times_cotangent(c[{i}], tangents[{i}])" for i in range(n)) or "0.0"
+    source = "\n".join([
+        f"def {name}(primals, tangents):",
+        f"    out, res = fwd({', '.join(f'primals[{i}]' for i in range(n))})",
+        f'    c = ad.cotangents(bwd(res, ad.unit_cotangent(out, "{fun.__qualname__}")), primals, '
+        f'"{fun.__qualname__}")',
+        f"    return out, {cotangents}",
+        ""])
+    # A file name of its own, with the source in linecache: lanewise reads the
+    # rule's source as it reads any helper's (Python does this for dataclasses).
+    filename = f"<lanewise custom_vjp rule of {fun.__module__}.{fun.__qualname__}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"fwd": fwd, "bwd": bwd, "ad": _intrinsics}
+    exec(compile(source, filename, "exec"), namespace)
+    rule = namespace[name]
+    rule.__module__ = fun.__module__
+    return rule
 
 
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence):

@@ -197,6 +197,57 @@ def _out_overload(value):
     return lambda value: value
 
 
+def times_cotangent(c, t):
+    """``c * t``, with a ``None`` cotangent (an argument with none: ``lw.custom_vjp``) as 0."""
+    return 0.0 if c is None else c * t
+
+
+@overload(times_cotangent, jit_options={"error_model": "numpy"}, inline="always")
+def _times_cotangent_overload(c, t):
+    if isinstance(c, (types.NoneType, types.Omitted)):
+        return lambda c, t: 0.0
+    return lambda c, t: c * t
+
+
+def _unit_message(got: str, name: str) -> str:
+    return (f"lw.custom_vjp: the fwd rule of {name} must return (out, residuals) with out one scalar; "
+            f"out is {got} (lanewise applies custom_vjp rules to functions with one scalar result)")
+
+
+def unit_cotangent(out, name: str) -> float:
+    """1.0, the cotangent of ``out``, once ``out`` is checked to be one scalar."""
+    if isinstance(out, (tuple, list)) or (isinstance(out, np.ndarray) and out.ndim):
+        raise LaneTypeError(_unit_message(type(out).__name__, name))
+    return 1.0
+
+
+@overload(unit_cotangent, jit_options={"error_model": "numpy"}, inline="always", prefer_literal=True)
+def _unit_cotangent_overload(out, name):
+    if isinstance(out, (types.BaseTuple, types.Array)):
+        raise TypingError(_unit_message(str(out), _literal(name)))
+    return lambda out, name: 1.0
+
+
+def _cotangents_message(got: str, n: int, name: str) -> str:
+    return (f"lw.custom_vjp: the bwd rule of {name} must return a tuple of {n} cotangent(s), one per "
+            f"argument of {name} (None for an argument with none); it returned {got}")
+
+
+def cotangents(c, arguments: tuple, name: str):
+    """``c``, once checked to be a tuple of as many cotangents as ``arguments``
+    (what a ``bwd`` rule returns: one per argument)."""
+    if not isinstance(c, tuple) or len(c) != len(arguments):
+        raise LaneTypeError(_cotangents_message(repr(c), len(arguments), name))
+    return c
+
+
+@overload(cotangents, jit_options={"error_model": "numpy"}, inline="always")
+def _cotangents_overload(c, arguments, name):
+    if not isinstance(c, types.BaseTuple) or len(c) != len(arguments):
+        raise TypingError(_cotangents_message(str(c), len(arguments), _literal(name)))
+    return lambda c, arguments, name: c
+
+
 def stop_gradient(x):
     """``x``, as a constant for differentiation (``jax.lax.stop_gradient``).
 
