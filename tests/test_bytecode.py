@@ -10,6 +10,7 @@ import marshal
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -98,6 +99,27 @@ def test_nothing_changes_while_python_writes_bytecode(package, monkeypatch):
     mod = fresh()
     assert type(mod.__spec__.loader) is importlib.machinery.SourceFileLoader
     assert not os.path.exists(_pyc(finder))
+
+
+def test_the_folders_are_private(package, tmp_path):
+    root, finder, fresh = package
+    fresh()
+    cache = tmp_path / "cache"
+    for folder in [cache, *Path(finder.root).relative_to(cache).parents[:-1]]:
+        path = folder if folder.is_absolute() else cache / folder
+        assert path.stat().st_mode & 0o077 == 0, path
+    assert Path(finder.root).stat().st_mode & 0o077 == 0
+
+
+def test_a_folder_others_can_write_is_not_used(tmp_path, monkeypatch):
+    """Bytecode is code: a planted file with the right hash would run."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert bytecode.install("lwbc_other", str(tmp_path), str(shared)) is None
+    assert not any(isinstance(f, bytecode.BytecodeFinder) and f.prefix == "lwbc_other." for f in sys.meta_path)
 
 
 def test_install_is_idempotent(package):

@@ -11,7 +11,7 @@ public functions' in-lane versions.
 Example:
     >>> import lanewise as lw
     >>> k = lw.random.key(3)
-    >>> normal(int(k[0]), int(k[1])) == lw.random.normal(k)
+    >>> bool(normal(int(k[0]), int(k[1])) == lw.random.normal(k))
     True
 """
 

@@ -13,7 +13,10 @@ own, its code is kept in lanewise's cache directory instead, under
 ``bytecode/<python tag>/<hash of the package's directory>/``.  Each file is a
 standard hash-checked ``.pyc`` (PEP 552): it is used only when its stored hash
 equals the hash of the source read now, so an edited module is never run from
-stale bytecode, whatever its size or modification time.  Files are written
+stale bytecode, whatever its size or modification time.  The folders are made
+for this user only, and none is used unless it is owned by this user and
+writable by no one else (``runtime/private``: bytecode is code, and a planted
+file with a matching hash would run).  Files are written
 atomically (a temporary file, then a rename), so processes starting together
 never read half a file; an unwritable cache directory only means compiling as
 before.  ``LANEWISE_DISK_CACHE=0`` turns this off along with the kernel cache.
@@ -34,6 +37,8 @@ import marshal
 import os
 import sys
 import tempfile
+
+from .private import private_folders
 
 _HASHED_CHECKED = (0b11).to_bytes(4, "little")  # PEP 552 flags: hash-based, check the source
 
@@ -76,7 +81,6 @@ def _read(pyc: str, header: bytes):
 
 def _write(pyc: str, data: bytes) -> None:
     try:
-        os.makedirs(os.path.dirname(pyc), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(pyc), suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -109,7 +113,9 @@ class BytecodeFinder:
 
 
 def install(package: str, package_dir: str, cache_dir: str) -> BytecodeFinder | None:
-    """Put a :class:`BytecodeFinder` for ``package`` first on ``sys.meta_path`` (once).
+    """Put a :class:`BytecodeFinder` for ``package`` first on ``sys.meta_path`` (once);
+    None, and nothing installed, when Python writes bytecode itself or the cache
+    folder is not private (see the module docstring).
 
     ``package_dir`` is the package's source directory: its hash names the cache
     subdirectory, so two checkouts never overwrite each other's files.
@@ -121,6 +127,9 @@ def install(package: str, package_dir: str, cache_dir: str) -> BytecodeFinder | 
     if tag is None:  # an implementation without bytecode files
         return None
     digest = hashlib.sha1(os.path.abspath(package_dir).encode()).hexdigest()[:16]
-    finder = BytecodeFinder(package, os.path.join(cache_dir, "bytecode", tag, digest))
+    folder = os.path.join(cache_dir, "bytecode", tag, digest)
+    if not sys.dont_write_bytecode or not private_folders(cache_dir, folder):
+        return None  # Python keeps bytecode itself; or a folder we must not load code from
+    finder = BytecodeFinder(package, folder)
     sys.meta_path.insert(0, finder)
     return finder

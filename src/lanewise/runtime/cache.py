@@ -35,6 +35,7 @@ import numpy as np
 
 from ..version import __version__
 from ..config import config
+from .private import private_folders
 
 
 def entry_dir() -> Path:
@@ -73,23 +74,10 @@ def _checksum(source: str) -> str:
 
 
 def private_folder(folder: Path) -> bool:
-    """Create ``folder`` (and its parents) for this user only (0700), and say whether
-    it is safe to load code from: owned by this user, writable by no one else.
-
-    Cached modules and Numba's object files are code this process runs; a folder
-    another user can write to would let them plant it.  Such a folder is not
-    used: kernels then stay in memory (speed, never correctness, is lost)."""
-    try:
-        root = Path(config.cache_dir)
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for path in (root, folder):
-            info = path.stat()
-            if (hasattr(os, "getuid") and info.st_uid != os.getuid()) or info.st_mode & 0o022:
-                return False
-    except OSError:
-        return False
-    return True
+    """Create ``folder`` for this user only and say whether it is safe to load code
+    from (:func:`lanewise.runtime.private.private_folders`): owned by this user,
+    writable by no one else.  Such a folder is not used: kernels then stay in memory."""
+    return private_folders(config.cache_dir, folder)
 
 
 def store(key: str, source: str, meta: object) -> Path | None:
