@@ -353,3 +353,25 @@ def test_a_new_process_loads_ops_from_the_disk_cache(tmp_path):
         assert run.returncode == 0, run.stderr[-2000:]
     cold, warm = (run.stdout.split() for run in runs)
     assert cold[:2] == warm[:2] and int(cold[2]) > 0 and int(warm[2]) == 0
+
+
+_BOUND_PROBE = """
+import jax, jax.numpy as jnp, math, lanewise as lw
+from lanewise.runtime import slow_symbols
+def wave(x):
+    return math.sin(x) + math.cos(x)
+jax.block_until_ready(jax.jit(lw.jax.op(lw.vmap(wave)))(jnp.array([1e300, 0.5])))
+print(all(n in slow_symbols._bound and slow_symbols._cells[n].value == slow_symbols._bound[n].address
+          for n in slow_symbols.SLOW_FUNCTIONS))
+"""
+
+
+def test_trig_slow_paths_are_bound_before_xla_calls_the_handler(tmp_path):
+    """A huge argument reaches lanemath's Payne-Hanek path; in a handler that must
+    not call back into Python, it is compiled before the call, not by the trampoline."""
+    import os
+    import sys
+
+    env = dict(os.environ, LANEWISE_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", _BOUND_PROBE], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "True"

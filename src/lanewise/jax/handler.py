@@ -29,7 +29,7 @@ import numpy as np
 
 from ..backends import cpu, host
 from ..ir.schedule import blocking, lane_work
-from ..runtime import cache
+from ..runtime import cache, slow_symbols
 
 #: plan[MODE]: how the handler runs the lanes.
 SERIAL, PARALLEL, EMPTY = 0, 1, 2
@@ -205,8 +205,12 @@ def build(exe, in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes) -> Targe
 def _load(key, source: str, inject: dict):
     """The handler module, loaded.  Numba's threading layer is started first: a
     cfunc loaded from the disk cache links against its symbols (allocate_sched...),
-    which exist only once the layer has started ("LLVM ERROR: Symbol not found")."""
+    which exist only once the layer has started ("LLVM ERROR: Symbol not found").
+    lanemath's trig slow paths are bound too: a lane's first huge argument would
+    otherwise compile one through a ctypes trampoline, taking the GIL on XLA's
+    call path (about 1 s once per machine, then Numba's disk cache)."""
     numba.get_num_threads()
+    slow_symbols.bind_all()
     return host.build_module("xla handler", key, lambda: (source, None), lambda meta: inject)
 
 
@@ -276,7 +280,8 @@ def build_reduce(exe, types, outs, identities, indexed: bool, n_strides: int, sh
     trailing = ", ".join(words + [f"plan[{N_CHUNKS}]", f"plan[{CHUNK}]", f"plan[{N_REDUCED}]"])
     source = _REDUCE_TEMPLATE.format(
         lane=lane_name, prefix=f"lanewise: {lane_name} raised inside a jax.jit op (a lw.reduce), at lane ".encode(),
-        suffix=b" of its block; call the lanewise program outside jax.jit on the same inputs to see the exception",
+        suffix=b" of its block (on the SPMD path, the first of the lanes that ran together); call the lanewise "
+               b"program outside jax.jit on the same inputs to see the exception",
         values=values, reads=reads, casts=casts, trailing=trailing, MODE=MODE, EMPTY=EMPTY, SERIAL=SERIAL,
         N_BLOCKS=N_BLOCKS, CHUNK=CHUNK)
     key = cache.key_of("xla reduce handler", exe.module.__name__, source) if exe.path is not None else None
