@@ -129,10 +129,10 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
 def _lane_path(program: Program, spec: ReduceSpec, call: Call, result, module: str | None) -> spmd.Choice:
     """How the tiles are filled: W lanes at a time on the SPMD path when the fold
     is tiled over the innermost loop (lanes go to a buffer, as ``lw.vmap``'s do),
-    else one lane at a time (a running fold: argmin/argmax, Monoid)."""
+    else one lane at a time (a running fold: argmin/argmax, Monoid; segments)."""
     if not spec.tiled or not spec.reduced or spec.reduced[-1] != loop_order(program)[-1]:
-        return spmd.Choice(None, "a running fold (argmin/argmax, Monoid, or a kept level innermost): "
-                                 "one lane at a time")
+        return spmd.Choice(None, "the fold is not tiled over the innermost loop (argmin/argmax, a Monoid, "
+                                 "a segmented reduction, or a kept level innermost): one lane at a time")
     return spmd.choose(program, call, result, False, module, stream=False)
 
 
