@@ -76,8 +76,8 @@ class Plan:
 
     width: int
     kinds: tuple  # per lane parameter: "varying", "uniform", "row" (a per-lane 1-D view), "table" (one 1-D
-    #               array every lane shares) or "default"
-    leaves: tuple  # per lane parameter: the signature leaf passed (None for "default")
+    #               array every lane shares), "tuple" (a flat tuple of scalars passed whole) or "default"
+    leaves: tuple  # per lane parameter: the signature leaf passed (a tuple of them for "tuple"; None for "default")
     results: tuple  # ((path, numba result dtype name), ...) in program.outputs order
     source: str  # the module text defining lane_spmd (or lane_stream)
     stream: bool = False  # lane_stream: slots refilled as lanes finish
