@@ -38,7 +38,8 @@ from numba.core.errors import TypingError
 from numba.extending import overload
 
 from ..errors import LaneTypeError, LanewiseError
-from . import reverse  # noqa: F401 - registers the reverse-mode emitter
+from . import reverse  # noqa: F401 - registers the tape
+from . import adjoint  # noqa: F401 - registers reverse mode: adjoint code, else the tape
 from .forward import Plan, transform
 from . import intrinsics as _intrinsics
 from .intrinsics import stop_gradient

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 from numba.core import types
 from numba.core.errors import TypingError
-from numba.extending import overload, register_jitable
+from llvmlite import ir
+from numba.extending import intrinsic, overload, register_jitable
 
 from ..errors import LaneTypeError
 
@@ -311,16 +312,32 @@ def sweep(tape, outputs, seeds):
 def inputs(tape, x, name: str, transform: str):
     """Node ids for a differentiated argument: one for a float, an array of them
     (one per element) for a 1-D float array."""
+    _check_reverse_argument(x, name, transform)
+    if isinstance(x, np.ndarray):
+        return np.array([push(tape, 0, 0.0, 0, 0.0) for _ in range(x.shape[0])], dtype=np.int64)
+    return push(tape, 0, 0.0, 0, 0.0)
+
+
+def _check_reverse_argument(x, name: str, transform: str) -> None:
+    """Reverse mode differentiates floats and 1-D float arrays."""
     if isinstance(x, _INTEGRAL) or (isinstance(x, np.ndarray) and x.dtype.kind in "biu"):
         raise LaneTypeError(_float_message(name, type(x).__name__ if not isinstance(x, np.ndarray)
                                            else f"an array of {x.dtype}", transform))
-    if isinstance(x, np.ndarray):
-        if x.ndim != 1:
-            raise LaneTypeError(_rank_message(name, x.ndim, transform))
-        return np.array([push(tape, 0, 0.0, 0, 0.0) for _ in range(x.shape[0])], dtype=np.int64)
+    if isinstance(x, np.ndarray) and x.ndim != 1:
+        raise LaneTypeError(_rank_message(name, x.ndim, transform))
     if isinstance(x, (tuple, list)):
         raise LaneTypeError(_shape_message(name, type(x).__name__, transform))
-    return push(tape, 0, 0.0, 0, 0.0)
+
+
+def _check_reverse_type(x, name, transform) -> None:
+    """:func:`_check_reverse_argument` at typing time."""
+    if isinstance(x, (types.Integer, types.Boolean)) or (isinstance(x, types.Array)
+                                                         and isinstance(x.dtype, (types.Integer, types.Boolean))):
+        raise TypingError(_float_message(_literal(name), str(x), _literal(transform)))
+    if isinstance(x, types.Array) and x.ndim != 1:
+        raise TypingError(_rank_message(_literal(name), x.ndim, _literal(transform)))
+    if isinstance(x, (types.BaseTuple, types.List)):
+        raise TypingError(_shape_message(_literal(name), str(x), _literal(transform)))
 
 
 def _rank_message(name: str, ndim: int, transform: str) -> str:
@@ -329,21 +346,14 @@ def _rank_message(name: str, ndim: int, transform: str) -> str:
 
 @overload(inputs, jit_options={"error_model": "numpy"})
 def _inputs_overload(tape, x, name, transform):
-    if isinstance(x, (types.Integer, types.Boolean)) or (isinstance(x, types.Array)
-                                                         and isinstance(x.dtype, (types.Integer, types.Boolean))):
-        raise TypingError(_float_message(_literal(name), str(x), _literal(transform)))
+    _check_reverse_type(x, name, transform)
     if isinstance(x, types.Array):
-        if x.ndim != 1:
-            raise TypingError(_rank_message(_literal(name), x.ndim, _literal(transform)))
-
         def array_impl(tape, x, name, transform):
             ids = np.empty(x.shape[0], np.int64)
             for k in range(x.shape[0]):
                 ids[k] = push(tape, 0, 0.0, 0, 0.0)
             return ids
         return array_impl
-    if isinstance(x, (types.BaseTuple, types.List)):
-        raise TypingError(_shape_message(_literal(name), str(x), _literal(transform)))
     return lambda tape, x, name, transform: push(tape, 0, 0.0, 0, 0.0)
 
 
@@ -363,3 +373,139 @@ def _zero_nodes_overload(x):
     if isinstance(x, types.BaseTuple):
         return _elementwise(zero_nodes, len(x))
     return lambda x: 0
+
+
+# ----------------------------------------------------------------------------- reverse mode's adjoint code
+
+
+@register_jitable
+def trips(start, stop, step):
+    """``len(range(start, stop, step))``: the trip count of a ``for`` rewritten as a ``while``."""
+    if step > 0:
+        return max(0, (stop - start + step - 1) // step)
+    if step < 0:
+        return max(0, (start - stop - step - 1) // -step)
+    raise ValueError("range() arg 3 must not be zero")
+
+
+# The stack is addressed through a plain integer in compiled code: an array
+# variable rebound inside a loop (to grow it) costs Numba two atomic reference
+# count updates per iteration, five times the rest of a push.  ``room`` checks
+# before every push keep each access in bounds.  In Python the "address" is the
+# array itself.
+
+_STACK_START = 4096  # 32 KB: malloc hands the same block back lane after lane
+
+
+def new_stack():
+    """``(owner, address, capacity)`` of a new value stack for one lane's adjoint code."""
+    buffer = np.empty(_STACK_START)
+    return [buffer], buffer, _STACK_START
+
+
+def grow(owner, address, top, n):
+    """A stack at least twice as large with the ``top`` values kept: ``(address, capacity)``."""
+    old = owner[0]
+    bigger = np.empty(max(2 * old.shape[0], top + n))
+    bigger[:top] = old[:top]
+    owner[0] = bigger  # the old buffer is freed; the address it had is not used again
+    return bigger, bigger.shape[0]
+
+
+def poke(address, k, value) -> None:
+    """``stack[k] = value``."""
+    address[k] = value
+
+
+def peek(address, k) -> float:
+    """``stack[k]``."""
+    return address[k]
+
+
+@overload(new_stack, jit_options={"error_model": "numpy"})
+def _new_stack_overload():
+    def impl():
+        buffer = np.empty(_STACK_START)
+        return [buffer], buffer.ctypes.data, _STACK_START
+    return impl
+
+
+@overload(grow, jit_options={"error_model": "numpy"})
+def _grow_overload(owner, address, top, n):
+    def impl(owner, address, top, n):
+        old = owner[0]
+        bigger = np.empty(max(2 * old.shape[0], top + n))
+        bigger[:top] = old[:top]
+        owner[0] = bigger
+        return bigger.ctypes.data, bigger.shape[0]
+    return impl
+
+
+@intrinsic
+def _poke(typingctx, address, k, value):
+    if not (isinstance(address, types.Integer) and isinstance(k, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        base, index, x = args
+        x = context.cast(builder, x, signature.args[2], types.float64)
+        pointer = builder.inttoptr(base, ir.DoubleType().as_pointer())
+        builder.store(x, builder.gep(pointer, [context.cast(builder, index, signature.args[1], types.intp)]))
+        return context.get_dummy_value()
+    return types.void(address, k, value), codegen
+
+
+@intrinsic
+def _peek(typingctx, address, k):
+    if not (isinstance(address, types.Integer) and isinstance(k, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        base, index = args
+        pointer = builder.inttoptr(base, ir.DoubleType().as_pointer())
+        return builder.load(builder.gep(pointer, [context.cast(builder, index, signature.args[1], types.intp)]))
+    return types.float64(address, k), codegen
+
+
+@overload(poke, jit_options={"error_model": "numpy"}, inline="always")
+def _poke_overload(address, k, value):
+    if isinstance(address, types.Integer):
+        return lambda address, k, value: _poke(address, k, value)
+
+
+@overload(peek, jit_options={"error_model": "numpy"}, inline="always")
+def _peek_overload(address, k):
+    if isinstance(address, types.Integer):
+        return lambda address, k: _peek(address, k)
+
+
+def adjoint_of(x, name: str, transform: str):
+    """The zero adjoint of a differentiated argument: 0.0 for a float, zeros for a 1-D float array."""
+    _check_reverse_argument(x, name, transform)
+    return np.zeros(x.shape[0]) if isinstance(x, np.ndarray) else 0.0
+
+
+@overload(adjoint_of, jit_options={"error_model": "numpy"}, inline="always")
+def _adjoint_of_overload(x, name, transform):
+    _check_reverse_type(x, name, transform)
+    if isinstance(x, types.Array):
+        return lambda x, name, transform: np.zeros(x.shape[0])
+    return lambda x, name, transform: 0.0
+
+
+def _whole_message(name: str, transform: str) -> str:
+    return (f"{transform}: argument {name} is an array that the lane uses whole; reverse mode differentiates a "
+            f"1-D array through its elements ({name}[i]) read in the lane")
+
+
+def require_scalar_input(x, name: str, transform: str) -> None:
+    """Raise if a differentiated argument the lane uses as a number is an array."""
+    if isinstance(x, np.ndarray):
+        raise LaneTypeError(_whole_message(name, transform))
+
+
+@overload(require_scalar_input, jit_options={"error_model": "numpy"}, inline="always")
+def _require_scalar_input_overload(x, name, transform):
+    if isinstance(x, types.Array):
+        raise TypingError(_whole_message(_literal(name), _literal(transform)))
+    return lambda x, name, transform: None

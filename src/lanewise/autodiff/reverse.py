@@ -51,6 +51,9 @@ class ReverseEmitter(Emitter):
         order = sorted((s.index(1.0), p) for p, s in zip(self.params, plan.seeds, strict=True) if isinstance(s, tuple))
         self.order = [p for _, p in order]  # the differentiated parameters, in argnums order
 
+    def _how(self) -> str:
+        return "reverse mode: a tape, swept back at return"
+
     # -- nodes
 
     def _push(self, parents) -> list[str]:
@@ -90,22 +93,8 @@ class ReverseEmitter(Emitter):
     def _custom_call(self, node, fn):
         """A custom_jvp function: its rule with a unit tangent on each active argument
         in turn gives that argument's partial derivative."""
-        if node.keywords or len(node.args) != fn.__code__.co_argcount:
-            self._fail(node, f"{fn.__qualname__} has a custom derivative rule: pass all its arguments by position")
-        values = [self.ex(a) for a in node.args]
-        primals = "(" + "".join(self.atom(p) + ", " for p, _ in values) + ")"
-        rule = self.helpers.setdefault(fn._lw_jvp_rule, f"{self.pre}h{len(self.helpers)}")
-        self.closure[rule] = fn._lw_jvp_rule
-        p, parents = f"{self.pre}p{self.count}", []
-        self.count += 1
-        for i, (_, n) in enumerate(values):
-            if n is not None:
-                unit = "(" + "".join(("1.0" if k == i else "0.0") + ", " for k in range(len(values))) + ")"
-                partial = f"{self.pre}p{self.count}"
-                self.count += 1
-                self.emit(f"{p}, {partial} = {rule}({primals}, {unit})")
-                parents.append((n[0], partial))
-        return p, self._push(parents)
+        p, parts = custom_partials(self, node, fn)
+        return p, self._push([(n[0], partial) for n, partial in parts])
 
     # -- the function's parameters and first lines
 
@@ -166,6 +155,28 @@ class ReverseEmitter(Emitter):
         self.temp(f'{self.pre}ad.scalar_result({p}, "{self.plan.transform} (each returned leaf)")')
         leaves.append((ts[0], cotangent))
         return p
+
+
+def custom_partials(emitter: Emitter, node, fn):
+    """``(result, [(derivative of an active argument, its partial)])`` of a call of a
+    custom_jvp function: its rule run once per active argument, with a unit tangent
+    there (both reverse modes use it)."""
+    if node.keywords or len(node.args) != fn.__code__.co_argcount:
+        emitter._fail(node, f"{fn.__qualname__} has a custom derivative rule: pass all its arguments by position")
+    values = [emitter.ex(a) for a in node.args]
+    primals = "(" + "".join(emitter.atom(p) + ", " for p, _ in values) + ")"
+    rule = emitter.helpers.setdefault(fn._lw_jvp_rule, f"{emitter.pre}h{len(emitter.helpers)}")
+    emitter.closure[rule] = fn._lw_jvp_rule
+    p, parts = f"{emitter.pre}p{emitter.count}", []
+    emitter.count += 1
+    for i, (_, derivative) in enumerate(values):
+        if derivative is not None:
+            unit = "(" + "".join(("1.0" if k == i else "0.0") + ", " for k in range(len(values))) + ")"
+            partial = f"{emitter.pre}p{emitter.count}"
+            emitter.count += 1
+            emitter.emit(f"{p}, {partial} = {rule}({primals}, {unit})")
+            parts.append((derivative, partial))
+    return p, parts
 
 
 EMITTERS["reverse"] = ReverseEmitter

@@ -1,0 +1,597 @@
+"""Reverse mode as adjoint code: a lane's AST -> a lane that records the partial
+derivatives it will need on a value stack, then runs its statements' adjoints backwards.
+
+This is what ``lw.jacrev`` and ``lw.vjp`` generate when the lane allows it (see
+:func:`ReverseMode`; the tape of :mod:`.reverse` takes the rest).  For each
+assignment ``x = e``, the forward sweep computes ``e`` and its partial
+derivatives with respect to the active values it reads (the rules of
+:mod:`.rules`, pre-accumulated over the expression), and pushes those that are
+not constants.  The reverse sweep is the lane's statements in reverse order,
+each ``x = e`` becoming ``g = x̄; x̄ = 0; v̄ += ∂e/∂v · g`` for every ``v`` it read,
+with adjoints in locals (registers) and partials popped off the stack:
+
+* an ``if`` pushes which branch it took, and the reverse sweep takes the same
+  branch;
+* a loop pushes its trip count, and the reverse sweep runs the body's adjoint
+  that many times, so data-dependent ``while`` loops need no bound;
+* ``break``, ``continue`` and early ``return`` are first rewritten as flags
+  (:mod:`.structured`), so every loop iteration runs a whole body;
+* a read ``w[i]`` of a differentiated 1-D array also pushes ``i``.
+
+What is stored, per lane: one float64 per non-constant partial derivative of
+each active assignment executed, one per ``if`` on a path that records, one per
+loop, one per array index.  The stack starts at 4096 values (32 KB) and doubles as it
+grows; it is freed when the lane returns.  Nothing is recorded for the control
+flow's tests, for inactive values, or for constant partials (``acc += e``
+pushes nothing for ``acc``).
+
+Example:
+    >>> import math, numpy as np
+    >>> from .forward import Plan
+    >>> def f(x, w):
+    ...     s = 0.0
+    ...     for i in range(w.shape[0]):
+    ...         s = s + math.sin(w[i] * x)
+    ...     return s
+    >>> plan = Plan(k=1, seeds=((1.0, 0.0), (0.0, 1.0)), finish="jacrev", single=False, transform="lw.jacrev",
+    ...             mode="reverse")
+    >>> dx, dw = AdjointEmitter(f, plan).function()(0.5, np.array([1.0, 2.0]))
+    >>> np.allclose(dw, 0.5 * np.cos(0.5 * np.array([1.0, 2.0])))
+    True
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+
+from ..errors import LaneCompileError
+from .activity import INERT_ATTRIBUTES, Activity, helper as _helper, where as _where
+from .forward import EMITTERS, Emitter, Plan, transform
+from .reverse import ReverseEmitter, custom_partials
+from .source import first_line as _first_line, is_number as _is_number
+from .structured import NotStructured, structure
+from ..spmd.syntax import resolve as _resolve
+
+__all__ = ["AdjointEmitter", "NotAdjoint", "ReverseMode"]
+
+
+class NotAdjoint(Exception):
+    """The lane uses something the adjoint code does not handle; the tape is used instead."""
+
+
+class ReverseMode:
+    """``EMITTERS["reverse"]``: adjoint code where the lane allows it, else the tape."""
+
+    def __init__(self, fn, plan: Plan):
+        self.fn, self.plan = fn, plan
+
+    def function(self):
+        why = "a helper called from a taped lane"
+        if self.plan.finish in ("jacrev", "vjp"):
+            try:
+                return AdjointEmitter(self.fn, self.plan).function()
+            except (NotAdjoint, LaneCompileError) as e:
+                why = str(e)  # the tape takes it, or gives the error with the user's line
+        made = ReverseEmitter(self.fn, self.plan).function()
+        made._lw_tape_reason = why
+        return made
+
+
+class AdjointEmitter(Emitter):
+    """The forward emitter's expressions with, as each value's "tangent", a dict
+    ``{leaf: partial}`` over the active values it reads; statements written twice
+    (the forward sweep here, the reverse sweep as returned lines)."""
+
+    def __init__(self, fn, plan: Plan):
+        super().__init__(fn, plan)
+        try:
+            self.fdef = structure(self.fdef, self.pre)
+        except NotStructured as e:
+            raise NotAdjoint(str(e)) from None
+        seeded = {p for p, s in zip(self.params, plan.seeds, strict=True) if s is not None}
+        self.activity = Activity(fn, self.fdef, seeded, self.objects)
+        self.active = self.activity.run()
+        self.differentiated = [p for p, s in zip(self.params, plan.seeds, strict=True) if isinstance(s, tuple)]
+        self.arrays = self._element_arrays()
+        self.owner, self.stack, self.capacity, self.top = (f"{self.pre}{n}" for n in ("owner", "S", "cap", "sp"))
+
+    # -- which differentiated arguments are arrays read element by element
+
+    def _element_arrays(self) -> set:
+        uses = {p: set() for p in self.differentiated}
+        parents = {child: node for node in ast.walk(self.fdef) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(self.fdef):
+            if isinstance(node, ast.Name) and node.id in uses:
+                uses[node.id].add(self._use(node, parents.get(node)))
+        arrays = {p for p, kinds in uses.items() if kinds & {"element", "inert"}}
+        for p in arrays:
+            if uses[p] - {"element", "inert"}:
+                raise NotAdjoint(f"{p} is used both element by element and whole")
+        for p in set(uses) - arrays:
+            if "store" in uses[p] and "whole" not in uses[p]:
+                continue
+            if self._passed_as_array(p):
+                raise NotAdjoint(f"{p} is passed to a helper that reads it as an array")
+        return arrays
+
+    @staticmethod
+    def _use(node, parent) -> str:
+        if isinstance(node.ctx, ast.Store):
+            return "store"
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            return "whole" if isinstance(parent.slice, (ast.Slice, ast.Tuple)) else "element"
+        if isinstance(parent, ast.Attribute) and parent.attr in INERT_ATTRIBUTES:
+            return "inert"
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len":
+            return "inert"
+        return "whole"
+
+    def _passed_as_array(self, name: str) -> bool:
+        for node in ast.walk(self.fdef):
+            if isinstance(node, ast.Call) and any(isinstance(a, ast.Name) and a.id == name for a in node.args):
+                fn = _helper(self.resolve(node.func))
+                if fn is not None and _reads_as_array(fn, [k for k, a in enumerate(node.args)
+                                                           if isinstance(a, ast.Name) and a.id == name], 3):
+                    return True
+        return False
+
+    # -- expressions: {leaf: partial}; a leaf is ("v", name) or ("e", array, index)
+
+    def _ex_Name(self, node):
+        if node.id in self.arrays:
+            raise NotAdjoint(f"{node.id} is used whole")
+        return node.id, {("v", node.id): "1.0"}
+
+    def _ex_Subscript(self, node):
+        base = node.value
+        if not (isinstance(base, ast.Name) and base.id in self.arrays):
+            raise NotAdjoint("a subscript of an active value that is not a differentiated array")
+        index = self.atom(ast.unparse(node.slice))
+        return self.temp(f"{base.id}[{index}]"), {("e", base.id, index): "1.0"}
+
+    def _combine(self, ta, tb, left, right):
+        if ta is None and tb is None:
+            return None
+        out: dict = {}
+        for leaf, c in (ta or {}).items():
+            out[leaf] = left(c)
+        for leaf, c in (tb or {}).items():
+            out[leaf] = f"({out[leaf]}) + ({right(c)})" if leaf in out else right(c)
+        return {leaf: self.atom(c) for leaf, c in out.items()}
+
+    def _scaled(self, ts, make):
+        return None if ts is None else {leaf: self.atom(make(c)) for leaf, c in ts.items()}
+
+    def tangent_temps(self, exprs):
+        raise NotAdjoint("an expression the adjoint code does not take")
+
+    def _array_linear(self, node, ts, make):
+        raise NotAdjoint("a whole-array operation")
+
+    def _ex_Tuple(self, node):
+        raise NotAdjoint("a tuple of active values in an expression")
+
+    _ex_List = _ex_Tuple
+
+    def _ex_Attribute(self, node):
+        raise NotAdjoint("an attribute of an active value")
+
+    def _scan_call(self, node, callee):
+        raise NotAdjoint("lw.scan")
+
+    def _ex_IfExp(self, node):
+        test = self.atom(ast.unparse(node.test))
+        p = f"{self.pre}p{self.count}"
+        self.count += 1
+        self.depth += 1
+        branches = [self._captured(lambda b=b: self.ex(b)) for b in (node.body, node.orelse)]
+        self.depth -= 1
+        leaves = list(dict.fromkeys(leaf for _, (_, c) in branches for leaf in (c or {})))
+        names = {leaf: f"{self.pre}c{self.count + k}" for k, leaf in enumerate(leaves)}
+        self.count += len(leaves)
+        for word, (lines, (value, coefs)) in zip(("if", "else"), branches, strict=True):
+            self.emit(f"if {test}:" if word == "if" else "else:")
+            self.lines.extend(lines)
+            self.depth += 1
+            self.emit(f"{p} = {value}")
+            for leaf in leaves:
+                self.emit(f"{names[leaf]} = {(coefs or {}).get(leaf, '0.0')}")
+                if leaf[0] == "e" and leaf not in (coefs or {}) and not _is_number(leaf[2]):
+                    self.emit(f"{leaf[2]} = 0")  # the other branch's index: defined, never used
+            self.depth -= 1
+        return p, {leaf: names[leaf] for leaf in leaves} or None
+
+    def _where(self, node, callee):
+        test = self.atom(ast.unparse(node.args[0]))
+        (pa, ta), (pb, tb) = self.ex(node.args[1]), self.ex(node.args[2])
+        a, b = self.atom(pa), self.atom(pb)
+        p = self.temp(f"{callee}({test}, {a}, {b})")
+        return p, self._combine(ta, tb, lambda t: f"({t} if {test} else 0.0)", lambda u: f"(0.0 if {test} else {u})")
+
+    def _helper_call(self, node, helper):
+        """A helper's partial derivatives: its forward-mode version, one unit tangent per active argument."""
+        code = helper.__code__
+        n = code.co_argcount
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) > n:
+            raise NotAdjoint("a helper called with keywords")
+        values = [self.ex(a) for a in node.args]
+        defaults = helper.__defaults__ or ()
+        missing = n - len(values)
+        if missing > len(defaults) or any(not isinstance(v, (int, float, bool, type(None)))
+                                          for v in defaults[len(defaults) - missing:] if missing):
+            raise NotAdjoint("a helper's defaults")
+        values += [(repr(v), None) for v in (defaults[len(defaults) - missing:] if missing else ())]
+        active = [i for i, (_, c) in enumerate(values) if c is not None]
+        seeds = tuple("arg" if c is not None else None for _, c in values)
+        made = transform(helper, Plan(k=len(active), seeds=seeds, finish="helper", single=True,
+                                      transform=self.plan.transform, mode="forward"))
+        name = self.helpers.setdefault(made, f"{self.pre}h{len(self.helpers)}")
+        self.closure[name] = made
+        args = [self.atom(p) for p, _ in values]
+        units = ["1.0" if i == j else "0.0" for j in active for i in active]
+        p = f"{self.pre}p{self.count}"
+        partials = [f"{self.pre}d{self.count}_{j}" for j in range(len(active))]
+        self.count += 1
+        self.emit(f"{p}, {', '.join(partials)} = {name}({', '.join(args + units)})")
+        self.temp(f'{self.pre}ad.scalar_result({p}, "{self.plan.transform} (the result of {helper.__qualname__})")')
+        return p, self._chain([(values[i][1], d) for i, d in zip(active, partials, strict=True)])
+
+    def _custom_call(self, node, fn):
+        """A custom_jvp function: its rule with a unit tangent on each active argument in turn."""
+        p, parts = custom_partials(self, node, fn)
+        return p, self._chain(parts)
+
+    def _chain(self, parts) -> dict | None:
+        """``sum_j coefs_j * d_j``: the partials of a call whose argument j has partials coefs_j."""
+        out: dict = {}
+        for coefs, d in parts:
+            for leaf, c in coefs.items():
+                term = d if c == "1.0" else f"{c} * {d}"
+                out[leaf] = f"{out[leaf]} + {term}" if leaf in out else term
+        return {leaf: self.atom(c) for leaf, c in out.items()} or None
+
+    def _captured(self, make):
+        """``(lines emitted by make(), its result)``, the lines kept out of the output."""
+        saved, self.lines = self.lines, []
+        try:
+            result = make()
+            return self.lines, result
+        finally:
+            self.lines = saved
+
+    # -- the stack
+
+    def _push(self, values: list[str]) -> list[str]:
+        """Emit the pushes of ``values``; return the reverse sweep's lines that pop them into
+        fresh names (indices back to ints), and the names, as ``(lines, names)``."""
+        if not values:
+            return [], []
+        n, sp, ad = len(values), self.top, f"{self.pre}ad"
+        self.emit(f"if {sp} + {n} > {self.capacity}:")
+        self.emit(f"    {self.stack}, {self.capacity} = {ad}.grow({self.owner}, {self.stack}, {sp}, {n})")
+        for k, (value, _) in enumerate(values):
+            self.emit(f"{ad}.poke({self.stack}, {sp} + {k}, {value})" if k else
+                      f"{ad}.poke({self.stack}, {sp}, {value})")
+        self.emit(f"{sp} += {n}")
+        names = [f"{self.pre}r{self.count + k}" for k in range(n)]
+        self.count += n
+        pops = [f"{sp} -= {n}"]
+        for k, (name, (_, index)) in enumerate(zip(names, values, strict=True)):
+            at = f"{sp} + {k}" if k else sp
+            pops.append(f"{name} = int({ad}.peek({self.stack}, {at}))" if index else
+                        f"{name} = {ad}.peek({self.stack}, {at})")
+        return pops, names
+
+    # -- statements: forward here, the reverse sweep returned as lines
+
+    def adjoint(self, name: str) -> str:
+        return f"{self.pre}a_{name}"
+
+    def fw_block(self, statements) -> list[str]:
+        reverse: list[str] = []
+        for statement in statements:
+            reverse = self.fw(statement) + reverse
+        return reverse
+
+    def fw(self, node) -> list[str]:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            return []
+        where = f"# {os.path.basename(_where(self.fn, node))}: {_first_line(node)}"
+        self.emit(where)
+        method = getattr(self, f"_fw_{type(node).__name__}", None)
+        if method is None:
+            raise NotAdjoint(f"the statement {type(node).__name__}")
+        reverse = method(node)
+        return [where.replace("# ", "# adjoint of ", 1)] + reverse if reverse else []
+
+    def _fw_Pass(self, node):
+        self.emit("pass")
+        return []
+
+    def _fw_Expr(self, node):
+        self.emit(ast.unparse(node))
+        return []
+
+    _fw_Assert = _fw_Raise = _fw_Expr
+
+    def _fw_Assign(self, node):
+        *firsts, last = node.targets
+        if firsts and not all(isinstance(t, ast.Name) for t in node.targets):
+            raise NotAdjoint("a chained assignment to something other than names")
+        reverse = self._assign(last, node.value)  # x = y = e: y = e, then x = y
+        for target in firsts:
+            reverse = self._assign(target, ast.copy_location(ast.Name(last.id, ast.Load()), node)) + reverse
+        return reverse
+
+    def _fw_AnnAssign(self, node):
+        if node.value is None:
+            return []
+        return self._assign(node.target, node.value)
+
+    def _fw_AugAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            if self.activity.expr(node.target) or self.activity.expr(node.value):
+                raise NotAdjoint("an augmented assignment into an active array")
+            self.emit(ast.unparse(node))
+            return []
+        value = ast.copy_location(ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value), node)
+        return self._assign(node.target, value)
+
+    def _assign(self, target, value) -> list[str]:
+        pairs = _pairs(target, value)
+        if pairs is None:
+            if any(self.activity.expr(t) for t in _names_in(target)) or self.activity.expr(value):
+                raise NotAdjoint(f"the assignment {ast.unparse(target)} = ... of active values")
+            self.emit(f"{ast.unparse(target)} = {ast.unparse(value)}")
+            return []
+        results = []
+        for name, expr in pairs:
+            p, coefs = self.ex(expr)
+            results.append((name, self.atom(p) if len(pairs) > 1 else p, coefs))
+        pushed, terms = [], []
+        for name, _, coefs in results:
+            if name not in self.active:
+                continue
+            mine = []
+            for leaf, c in (coefs or {}).items():
+                index = leaf[2] if leaf[0] == "e" else None
+                c = c if _is_number(c) else _slot(pushed, c, False)
+                if index is not None and not _is_number(index):
+                    index = _slot(pushed, index, True)
+                mine.append((leaf, c, index))
+            terms.append((name, mine))
+        pops, names = self._push(pushed)
+        texts = ", ".join(n for n, _, _ in results)
+        self.emit(f"{texts} = {', '.join(p for _, p, _ in results)}")
+        if not terms:
+            return []
+        return pops + self._adjoint_lines(terms, names)
+
+    def _adjoint_lines(self, terms, names) -> list[str]:
+        """``g = x̄; x̄ = 0; v̄ += ∂·g`` for each assigned name (its own leaf first, assigned)."""
+        def value(slot):
+            return names[slot] if isinstance(slot, int) else slot
+
+        lines = []
+        for name, _ in terms:
+            lines.append(f"{self.pre}g_{name} = {self.adjoint(name)}")
+        for name, mine in terms:
+            own = [t for t in mine if t[0] == ("v", name)] if len(terms) == 1 else []
+            lines.append(f"{self.adjoint(name)} = {value(own[0][1])} * {self.pre}g_{name}" if own
+                         else f"{self.adjoint(name)} = 0.0")
+        for name, mine in terms:
+            for leaf, c, index in mine:
+                if len(terms) == 1 and leaf == ("v", name):
+                    continue
+                scaled = f"{value(c)} * {self.pre}g_{name}"
+                target = self.adjoint(leaf[1]) + (f"[{value(index)}]" if leaf[0] == "e" else "")
+                lines.append(f"{target} += {scaled}")
+        return lines
+
+    def _fw_If(self, node):
+        test = ast.unparse(node.test)
+        self.depth += 1
+        body_lines, body_rev = self._captured(lambda: self.fw_block(node.body))
+        else_lines, else_rev = self._captured(lambda: self.fw_block(node.orelse))
+        self.depth -= 1
+        if not body_rev and not else_rev:
+            self.emit(f"if {test}:")
+            self.lines.extend(body_lines or ["    " * (self.depth + 1) + "pass"])
+            if else_lines:
+                self.emit("else:")
+                self.lines.extend(else_lines)
+            return []
+        for word, lines, flag in (("if", body_lines, "1.0"), ("else", else_lines, "0.0")):
+            self.emit(f"if {test}:" if word == "if" else "else:")
+            self.lines.extend(lines)
+            self.depth += 1
+            self._push([(flag, False)])  # which branch ran: pushed last, so popped first
+            self.depth -= 1
+        return [f"{self.top} -= 1", f"if {self.pre}ad.peek({self.stack}, {self.top}) != 0.0:"] + _indent(body_rev or ["pass"]) + \
+            ["else:"] + _indent(else_rev or ["pass"])
+
+    def _fw_While(self, node):
+        if node.orelse:
+            raise NotAdjoint("while ... else")
+        return self._loop(f"while {ast.unparse(node.test)}:", node.body)
+
+    def _fw_For(self, node):
+        if node.orelse or self.activity.expr(node.iter):
+            raise NotAdjoint("a for loop over active values, or for ... else")
+        return self._loop(f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:", node.body)
+
+    def _loop(self, head: str, body) -> list[str]:
+        """The loop, counting its trips when its body records anything; the reverse sweep
+        runs the body's adjoint that many times."""
+        trips = f"{self.pre}n{self.count}"
+        self.count += 1
+        self.depth += 1
+        lines, rev = self._captured(lambda: self.fw_block(body))
+        self.depth -= 1
+        if rev:
+            self.emit(f"{trips} = 0")
+        self.emit(head)
+        if rev:
+            self.emit(f"    {trips} += 1")
+        self.lines.extend(lines or ["    " * (self.depth + 1) + "pass"])
+        if not rev:
+            return []
+        pops, names = self._push([(trips, True)])
+        return pops + [f"for {self.pre}k in range({names[0]}):"] + _indent(rev)
+
+    def _fw_Return(self, node):
+        raise NotAdjoint("a return before the end")  # structure() leaves only the last one
+
+    # -- the function
+
+    def _body(self) -> None:
+        for p in self.differentiated:
+            if p not in self.arrays:
+                self.emit(f'{self.pre}ad.require_scalar_input({p}, "{p}", "{self.plan.transform}")')
+            self.emit(f'{self.adjoint(p)} = {self.pre}ad.adjoint_of({p}, "{p}", "{self.plan.transform}")')
+        self.emit(f"{self.owner}, {self.stack}, {self.capacity} = {self.pre}ad.new_stack()")
+        self.emit(f"{self.top} = 0")
+        body = self.fdef.body
+        if not body or not isinstance(body[-1], ast.Return):
+            raise NotAdjoint("no return at the end")
+        reverse = self.fw_block(body[:-1])
+        self.emit(f"# {os.path.basename(_where(self.fn, body[-1]))}: {_first_line(body[-1])}")
+        value = _unwrap(self.fn, body[-1].value)
+        aux = None
+        if self.plan.has_aux:
+            if not (isinstance(value, ast.Tuple) and len(value.elts) == 2):
+                raise NotAdjoint("has_aux with a result not written as (value, aux)")
+            value, aux = value.elts[0], self.temp(ast.unparse(value.elts[1]))
+        leaves: list = []
+        if self.plan.finish == "vjp":
+            shape = self._leaves(value, f"{self.pre}cotangent", leaves)
+            sweeps = [leaves]
+        else:
+            shape = self._leaves(value, None, leaves)
+            sweeps = [[leaf] for leaf in leaves]  # one sweep per output leaf, each from the same stack
+        end = f"{self.pre}end"
+        if len(sweeps) > 1:
+            self.emit(f"{end} = {self.top}")
+        results = [self._sweep(seeds, reverse, first=k == 0, restart=end if k else None)
+                   for k, seeds in enumerate(sweeps)]
+        if self.plan.finish == "vjp":
+            result = f"({shape}, {results[0]})"
+        else:
+            result = _fill(value, iter(results))
+            result = f"({result}, {aux})" if aux is not None else result
+        self.emit(f"return {self.pre}ad.out({result})")
+
+    def _sweep(self, seeds, reverse: list[str], first: bool, restart: str | None) -> str:
+        """One reverse sweep from the output ``seeds`` ([(partials, seed)]): the text of its gradients."""
+        self.emit("# the reverse sweep")
+        if restart is not None:
+            self.emit(f"{self.top} = {restart}")
+        for name in sorted(n for n in self.active if n not in self.arrays):
+            if name not in self.differentiated or not first:
+                self.emit(f"{self.adjoint(name)} = 0.0")
+        if not first:
+            for p in sorted(self.arrays):
+                self.emit(f'{self.adjoint(p)} = {self.pre}ad.adjoint_of({p}, "{p}", "{self.plan.transform}")')
+        for coefs, seed in seeds:
+            for leaf, c in (coefs or {}).items():
+                target = self.adjoint(leaf[1]) + (f"[{leaf[2]}]" if leaf[0] == "e" else "")
+                self.emit(f"{target} += {c} * {seed}")
+        for line in reverse:
+            self.emit(line)
+        picked = [self.adjoint(p) for p in self._order()]
+        grads = picked[0] if self.plan.single else "(" + "".join(t + ", " for t in picked) + ")"
+        return self.temp(grads)
+
+    def _leaves(self, value, cotangent: str | None, leaves: list) -> str:
+        """The primal of a returned expression; each scalar leaf's (partials, seed) appended
+        (the seed: the leaf's part of ``cotangent``, or 1.0 without one)."""
+        if isinstance(value, ast.Tuple):
+            parts = [self._leaves(e, f"{cotangent}[{k}]" if cotangent else None, leaves)
+                     for k, e in enumerate(value.elts)]
+            return "(" + "".join(q + ", " for q in parts) + ")"
+        p, coefs = self.ex(value)
+        p = self.atom(p)
+        self.temp(f'{self.pre}ad.scalar_result({p}, "{self.plan.transform}'
+                  f'{" (each returned leaf)" if self.plan.finish == "vjp" else ""}")')
+        leaves.append((coefs, self.atom(cotangent) if cotangent else "1.0"))
+        return p
+
+    def _order(self) -> list[str]:
+        order = sorted((s.index(1.0), p) for p, s in zip(self.params, self.plan.seeds, strict=True)
+                       if isinstance(s, tuple))
+        return [p for _, p in order]
+
+    def _tangent_params(self) -> list[str]:
+        return [f"{self.pre}cotangent"] if self.plan.finish == "vjp" else []
+
+    def _how(self) -> str:
+        return "reverse mode: adjoint code over a value stack"
+
+
+def _unwrap(fn, value):
+    """A transformed lane's ``return ad.out(e)`` is ``return e`` (a derivative of a derivative)."""
+    from . import intrinsics
+    if isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords \
+            and _resolve(fn, value.func) is intrinsics.out:
+        return value.args[0]
+    return value
+
+
+def _fill(value, results) -> str:
+    """The Jacobian's structure: the returned tuple's, with one sweep's gradients at each leaf."""
+    if isinstance(value, ast.Tuple):
+        return "(" + "".join(_fill(e, results) + ", " for e in value.elts) + ")"
+    return next(results)
+
+
+def _slot(pushed: list, value: str, index: bool) -> int:
+    pushed.append((value, index))
+    return len(pushed) - 1
+
+
+def _pairs(target, value):
+    """``[(name, expression)]`` for ``x = e`` and ``x, y = e1, e2``; None for any other form."""
+    if isinstance(target, ast.Name):
+        return [(target.id, value)]
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+            and len(target.elts) == len(value.elts) and all(isinstance(t, ast.Name) for t in target.elts):
+        return [(t.id, v) for t, v in zip(target.elts, value.elts, strict=True)]
+    return None
+
+
+def _names_in(target):
+    return [n for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return ["    " + line for line in lines]
+
+
+def _reads_as_array(fn, positions: list[int], depth: int) -> bool:
+    """Whether ``fn`` (a helper) may read its parameters at ``positions`` as arrays."""
+    from ..spmd.syntax import Unsupported, function_ast
+    try:
+        fdef = function_ast(fn)
+    except Unsupported:
+        return True
+    names = {fdef.args.args[k].arg for k in positions if k < len(fdef.args.args)}
+    parents = {child: node for node in ast.walk(fdef) for child in ast.iter_child_nodes(node)}
+    for node in ast.walk(fdef):
+        if not (isinstance(node, ast.Name) and node.id in names):
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, (ast.Subscript, ast.For)) or \
+                (isinstance(parent, ast.Attribute) and parent.attr in INERT_ATTRIBUTES) or \
+                (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len"):
+            return True
+        if isinstance(parent, ast.Call) and node in parent.args:
+            inner = _helper(_resolve(fn, parent.func))
+            if inner is not None and (depth == 0 or _reads_as_array(inner, [parent.args.index(node)], depth - 1)):
+                return True
+    return False
+
+
+EMITTERS["reverse"] = ReverseMode
+EMITTERS["tape"] = ReverseEmitter

@@ -1,0 +1,207 @@
+"""Reverse mode's adjoint code (autodiff/adjoint.py, autodiff/structured.py): control flow
+that exits early, against forward mode, the tape, JAX and mpmath, on both backends."""
+
+from __future__ import annotations
+
+import ast
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import lanewise as lw
+from lanewise.autodiff import intrinsics
+from lanewise.autodiff.forward import Plan, transform
+from lanewise.autodiff.structured import structure
+from lanewise.spmd.syntax import function_ast
+from test_autodiff import _mp_grad, escape_lane
+from test_autodiff_reverse import _softplus
+
+jax.config.update("jax_enable_x64", True)
+
+
+def nested_exits(x, y):
+    s = 0.0
+    for i in range(6):
+        if i == 4:
+            continue
+        j = 0
+        while True:
+            j += 1
+            s += math.sin(x * j) * y
+            if s > 2.0 or j > 3:
+                break
+        if s > 3.5:
+            return s * x
+        s = s * 0.9 + x
+    return s + y * y
+
+
+def stepped(x, y):
+    acc = 1.0
+    for k in range(10, 1, -3):
+        acc = acc * x + k * y
+        if acc > 50.0:
+            break
+    return acc
+
+
+def variable_range(x, y, n=5):
+    acc = x
+    for k in range(n, -n, -2):
+        if k == 1:
+            continue
+        acc = acc + y / k - acc * 0.1
+    return acc * x
+
+
+def choices(x, y):
+    z = x * y if x > y else x / y
+    w = np.where(z > 1.0, z * z, -z)
+    m = max(x, y)
+    return z + w + m + abs(x - y)
+
+
+def chained(x, y):
+    a = b = x * y
+    a, b = b + y, a * x
+    a += b
+    return a * b
+
+
+def early(x, y):
+    if x < 0.0:
+        return -x * y
+    t = x
+    while t > 1.0:
+        t = t / 2.0
+        if t < y:
+            return t + y
+    return t * y
+
+
+def _cube_plus(u, v):
+    return u * u * u + math.cos(v) * u
+
+
+def calls(x, y):
+    return _cube_plus(x, y) + _softplus(x * y) + lw.stop_gradient(x) * y
+
+
+CORPUS = [nested_exits, stepped, variable_range, choices, chained, early, calls]
+POINTS = [(0.3, 0.7), (1.7, 0.4), (-0.6, 1.3), (2.5, -0.8), (0.05, 2.2)]
+
+
+def _tape(lane, argnums=(0, 1)):
+    n = lane.__code__.co_argcount
+    seeds = [None] * n
+    for j, a in enumerate(argnums):
+        seeds[a] = tuple(1.0 if i == j else 0.0 for i in range(len(argnums)))
+    return transform(lane, Plan(k=1, seeds=tuple(seeds), finish="jacrev", single=False, transform="lw.jacrev",
+                                mode="tape"))
+
+
+@pytest.mark.parametrize("lane", CORPUS, ids=[f.__name__ for f in CORPUS])
+def test_adjoint_code_is_used_and_matches_forward_mode_and_the_tape(lane):
+    rev = lw.jacrev(lane, argnums=(0, 1))
+    assert "adjoint code" in rev._lw_source.splitlines()[0], getattr(rev, "_lw_tape_reason", "")
+    tape = _tape(lane)
+    for x, y in POINTS:
+        want = lw.jacfwd(lane, argnums=(0, 1))(x, y)
+        np.testing.assert_allclose(rev(x, y), want, rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(tape(x, y), want, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_vmapped_adjoint_code_matches_forward_mode(backend):
+    rng = np.random.default_rng(3)
+    x, y = rng.uniform(-1.0, 2.5, 64), rng.uniform(-1.0, 2.5, 64)
+    for lane in CORPUS:
+        got = lw.vmap(lw.jacrev(lane, argnums=(0, 1)), backend=backend)(x, y)
+        want = lw.vmap(lw.jacfwd(lane, argnums=(0, 1)), backend="python")(x, y)
+        np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-11, atol=1e-12, err_msg=lane.__name__)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(-3.0, 3.0), st.floats(-3.0, 3.0))
+def test_the_structured_lane_computes_what_the_lane_computes(x, y):
+    """break/continue/return rewritten as flags: the same value on every path."""
+    for lane in CORPUS:
+        namespace = dict(lane.__globals__, _q_ad=intrinsics)
+        tree = ast.Module([structure(function_ast(lane), "_q_")], [])
+        exec(compile(ast.fix_missing_locations(tree), "<structured>", "exec"), namespace)
+        try:
+            want = lane(x, y)
+        except ZeroDivisionError:
+            continue
+        assert namespace[lane.__name__](x, y) == want, lane.__name__
+
+
+@pytest.mark.parametrize("point", [(-0.5, 0.3), (0.2, 0.55), (-1.2, 0.1), (0.26, 0.0)])
+def test_reverse_through_a_break_matches_mpmath(point):
+    rev = lw.jacrev(escape_lane, argnums=(0, 1))
+    assert "adjoint code" in rev._lw_source.splitlines()[0]
+    np.testing.assert_allclose(rev(*point), _mp_grad(escape_lane, *point), rtol=1e-9, atol=1e-12)
+
+
+def _long(x, y, n):
+    s = x
+    k = 0
+    while k < n:  # grows the stack far past its first 4096 values
+        s = s + math.sin(s * y) * 1e-3
+        k += 1
+    return s
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_the_stack_grows_with_the_trip_count(backend):
+    n = np.array([10, 3000, 20000])
+    x, y = np.full(3, 0.3), np.full(3, 1.1)
+    got = lw.vmap(lw.jacrev(_long, argnums=(0, 1)), backend=backend)(x, y, n)
+    want = lw.vmap(lw.grad(_long, argnums=(0, 1)), backend="python")(x, y, n)
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-11)
+
+
+def _weights(w, x):
+    s = 0.0
+    n = w.shape[0]
+    for i in range(n):
+        if i + 1 < n:
+            s += w[i] * w[i + 1] * x
+        else:
+            s += math.exp(w[i]) / x
+    return s
+
+
+def _weights_twin(w, x):
+    return jnp.sum(w[:-1] * w[1:] * x) + jnp.exp(w[-1]) / x
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_array_elements_and_several_outputs_match_jax(backend):
+    w = np.array([[0.5, -1.0, 2.0, 0.25], [1.5, 0.5, -0.5, 1.0]])
+    x = np.array([1.3, 0.7])
+    dw, dx = lw.vmap(lw.jacrev(_weights, argnums=(0, 1)), backend=backend)(w, x)
+    want_w, want_x = jax.vmap(jax.jacrev(_weights_twin, argnums=(0, 1)))(w, x)
+    np.testing.assert_allclose(dw, want_w, rtol=1e-13)
+    np.testing.assert_allclose(dx, want_x, rtol=1e-13)
+
+    def two(x, y):
+        return (x * y, (math.exp(x), y / x))
+
+    got = lw.jacrev(two, argnums=(0, 1))(1.5, 2.0)
+    assert "adjoint code" in lw.jacrev(two, argnums=(0, 1))._lw_source.splitlines()[0]
+    want = jax.jacrev(lambda x, y: (x * y, (jnp.exp(x), y / x)), argnums=(0, 1))(1.5, 2.0)
+    np.testing.assert_allclose(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want), rtol=1e-14)
+
+
+def test_a_whole_array_used_as_a_number_is_a_clear_error():
+    def scaled(w, x):
+        return w * x
+
+    for backend in ("python", "cpu"):
+        with pytest.raises(lw.LanewiseError, match="argument w is an array that the lane uses whole"):
+            lw.vmap(lw.jacrev(scaled), in_axes=(None, 0), backend=backend)(np.ones(3), np.ones(2))
