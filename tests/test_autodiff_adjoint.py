@@ -158,7 +158,7 @@ def _long(x, y, n):
 
 @pytest.mark.parametrize("backend", ["python", "cpu"])
 def test_the_stack_grows_with_the_trip_count(backend):
-    n = np.array([10, 3000, 20000])
+    n = np.array([10, 3000, 100000])  # 1.6 MB: a buffer the allocator maps and unmaps
     x, y = np.full(3, 0.3), np.full(3, 1.1)
     got = lw.vmap(lw.jacrev(_long, argnums=(0, 1)), backend=backend)(x, y, n)
     want = lw.vmap(lw.grad(_long, argnums=(0, 1)), backend="python")(x, y, n)
@@ -205,3 +205,115 @@ def test_a_whole_array_used_as_a_number_is_a_clear_error():
     for backend in ("python", "cpu"):
         with pytest.raises(lw.LanewiseError, match="argument w is an array that the lane uses whole"):
             lw.vmap(lw.jacrev(scaled), in_axes=(None, 0), backend=backend)(np.ones(3), np.ones(2))
+
+
+# ---------------------------------------------------------------------------- checkpoints and the budget
+
+
+def _drift(x, y, n):
+    s = x
+    k = 0
+    while k < n:
+        s = s + math.sin(s * y) * 1e-3
+        k += 1
+    return s
+
+
+def _segments(x, y, n):
+    s, t = x, 0.0
+    for i in range(2, n, 3):
+        j = 0
+        while j < 3:  # an inner loop, recorded whole inside each recomputed segment
+            t = math.cos(s + j) * y
+            j += 1
+        if t > 0.0:
+            s = s + t * 1e-3 + i * 1e-6
+        else:
+            s = s - t * t * 1e-3
+    return s * t
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_checkpointed_loops_match_forward_mode(backend):
+    n = np.array([0, 1, 7, 130, 1000, 2500])
+    x, y = np.full(6, 0.3), np.full(6, 1.1)
+    with lw.config.overridden(reverse_memory=8192):  # 1024 values: checkpoints thinned many times
+        lanes = [lw.jacrev(_drift, argnums=(0, 1)), lw.jacrev(_segments, argnums=(0, 1))]
+    for lane, lane_fn in zip(lanes, (_drift, _segments), strict=True):
+        assert "_lw0_seg" in lane._lw_source and "thin" in lane._lw_source
+        got = lw.vmap(lane, backend=backend)(x, y, n)
+        want = lw.vmap(lw.jacfwd(lane_fn, argnums=(0, 1)), backend="python")(x, y, n)
+        np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-11, atol=1e-300)
+
+
+def test_a_million_step_loop_stays_within_the_budget():
+    """Unbudgeted, the lane records 2 values per step (16 MB); with a 64 KB budget the
+    stack can never pass 8192 values (it raises first), and the gradient is exact."""
+    n, x, y = np.array([10**6, 10**6 + 3]), np.array([0.3, 0.2]), np.array([1.1, 0.9])
+    with lw.config.overridden(reverse_memory=64 * 1024):
+        got = lw.vmap(lw.jacrev(_drift, argnums=(0, 1)))(x, y, n)
+    want = lw.vmap(lw.jacfwd(_drift, argnums=(0, 1)))(x, y, n)
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-10, atol=1e-300)
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_a_lane_over_the_budget_is_a_clear_error(backend):
+    with lw.config.overridden(reverse_memory=4096):
+        lane = lw.vmap(lw.jacrev(_drift, argnums=(0, 1)), backend=backend)
+    n = np.array([10**5]) if backend == "cpu" else np.array([20000])
+    with pytest.raises(lw.LanewiseError, match=r"more than lw.config.reverse_memory"):
+        lane(np.array([0.3]), np.array([1.1]), n)
+    with lw.config.overridden(reverse_memory=100), pytest.raises(lw.LanewiseError, match="at least 4096"):
+        lw.jacrev(_drift)
+
+
+def test_the_budget_reads_sizes():
+    from lanewise.config import _bytes
+    assert (_bytes("64MB"), _bytes("1GiB"), _bytes("5000"), _bytes("none"), _bytes(None)) == \
+        (64 * 2**20, 2**30, 5000, None, None)
+
+
+def _writes(x, y, n):
+    buf = np.zeros(n)
+    s = x
+    for i in range(n):  # stores into an array: not checkpointed, recorded whole
+        s = s * y + 0.1
+        buf[i] = s
+    return s + buf[0]
+
+
+def test_a_loop_that_cannot_be_checkpointed_is_recorded_whole():
+    with lw.config.overridden(reverse_memory=1 << 20):
+        lane = lw.jacrev(_writes, argnums=(0, 1))
+    assert "thin" not in lane._lw_source
+    np.testing.assert_allclose(lane(0.3, 0.9, 50), lw.jacfwd(_writes, argnums=(0, 1))(0.3, 0.9, 50), rtol=1e-12)
+
+
+_BIG_STACK = """
+import math, numpy as np, lanewise as lw
+def lane(x, y, n):
+    s = x
+    for k in range(n):
+        s = s + math.cos(s * y + k) * 1e-3
+    return s
+n = np.array([100000, 3, 100007])
+x, y = np.full(3, 0.3), np.full(3, 1.1)
+got = lw.vmap(lw.jacrev(lane, argnums=(0, 1)))(x, y, n)
+want = lw.vmap(lw.jacfwd(lane, argnums=(0, 1)))(x, y, n)
+np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-10, atol=1e-300)
+print("ok")
+"""
+
+
+def test_the_stack_outlives_its_last_growth(tmp_path):
+    """The reverse sweep reads the stack through an address: its buffer must live until
+    the lane returns.  In a process without JAX's allocator, a 1.6 MB buffer freed
+    early is unmapped, and reading it crashes (it did, before ad.keep)."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, LANEWISE_CACHE_DIR=str(tmp_path))
+    script = tmp_path / "big_stack.py"
+    script.write_text(_BIG_STACK)
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])

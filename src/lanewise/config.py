@@ -29,6 +29,17 @@ def _default_cache_dir() -> Path:
     return Path(base) / "lanewise"
 
 
+def _bytes(value: str | None) -> int | None:
+    """``"64MB"``, ``"1GiB"``, ``"1000000"`` -> bytes; empty/None/"none" -> None."""
+    if value is None or value.strip().lower() in ("", "none", "0"):
+        return None
+    text = value.strip().upper().replace("IB", "B")
+    for suffix, scale in (("KB", 2**10), ("MB", 2**20), ("GB", 2**30), ("TB", 2**40), ("B", 1)):
+        if text.endswith(suffix):
+            return int(float(text[:-len(suffix)]) * scale)
+    return int(float(text))
+
+
 def _spmd_mode(value: str) -> str | bool:
     value = value.strip().lower()
     if value in ("", "auto"):
@@ -69,7 +80,14 @@ class Config:
     #: AVX2 or NEON) (``LANEWISE_SPMD_WIDTH``).
     spmd_width: int | None = field(default_factory=lambda: int(os.environ["LANEWISE_SPMD_WIDTH"])
                                    if os.environ.get("LANEWISE_SPMD_WIDTH") else None)
-
+    #: Reverse mode's memory budget per lane, in bytes (``lw.jacrev``, ``lw.vjp``;
+    #: ``LANEWISE_REVERSE_MEMORY=64MB``).  None: every loop iteration's record
+    #: is kept (fastest; memory grows with the trip count).  A number: a lane's
+    #: outermost loops keep checkpoints instead (their state every few
+    #: iterations, thinned as the loop runs) and recompute one segment at a time
+    #: in the reverse sweep, and a lane that would need more than the budget
+    #: stops with an error.  Taken when the derivative lane is made.
+    reverse_memory: int | None = field(default_factory=lambda: _bytes(os.environ.get("LANEWISE_REVERSE_MEMORY")))
 
     @contextlib.contextmanager
     def overridden(self, **values):

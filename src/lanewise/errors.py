@@ -62,6 +62,11 @@ class LaneIndexError(LanewiseError, IndexError):
     read (docs/safety.md, "Indexing")."""
 
 
+class ReverseMemoryError(LanewiseError, MemoryError):
+    """A lane differentiated in reverse mode needs more memory for its records than
+    ``lw.config.reverse_memory`` allows (docs/autodiff.md, "What is stored")."""
+
+
 class BackendError(LanewiseError, ValueError):
     """An unknown or unavailable backend was requested."""
 

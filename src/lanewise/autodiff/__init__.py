@@ -199,7 +199,17 @@ def _forward(fun, argnums, has_aux: bool, finish: str, name: str, mode: str = "f
     for j, a in enumerate(nums):
         seeds[a] = tuple(1.0 if i == j else 0.0 for i in range(len(nums)))
     return transform(fun, Plan(k=len(nums) if mode == "forward" else 1, seeds=tuple(seeds), finish=finish,
-                               single=single, has_aux=bool(has_aux), transform=name, mode=mode))
+                               single=single, has_aux=bool(has_aux), transform=name, mode=mode,
+                               memory=_memory() if mode == "reverse" else None))
+
+
+def _memory() -> int | None:
+    from ..config import config
+    budget = config.reverse_memory
+    if budget is not None and (not isinstance(budget, int) or budget < 4096):
+        raise LanewiseError(f"lw.config.reverse_memory={budget!r}: give a number of bytes of at least 4096 "
+                            "(or None for no budget)")
+    return budget
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
@@ -279,7 +289,8 @@ def vjp(fun: Callable, *primals):
     """
     n = len(primals)
     seeds = tuple(tuple(1.0 if i == j else 0.0 for i in range(n)) for j in range(n))
-    lane = transform(fun, Plan(k=1, seeds=seeds, finish="vjp", single=False, transform="lw.vjp", mode="reverse"))
+    lane = transform(fun, Plan(k=1, seeds=seeds, finish="vjp", single=False, transform="lw.vjp", mode="reverse",
+                               memory=_memory()))
     return lane(*primals, _zero_like_result(fun, primals))[0], lambda cotangent: lane(*primals, cotangent)[1]
 
 

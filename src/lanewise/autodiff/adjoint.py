@@ -47,6 +47,7 @@ import dataclasses
 import os
 
 from ..errors import LaneCompileError
+from . import checkpoint, intrinsics
 from .activity import INERT_ATTRIBUTES, Activity, helper as _helper, where as _where
 from .forward import EMITTERS, Emitter, Plan, transform
 from .reverse import ReverseEmitter, custom_partials
@@ -96,6 +97,8 @@ class AdjointEmitter(Emitter):
         self.differentiated = [p for p, s in zip(self.params, plan.seeds, strict=True) if isinstance(s, tuple)]
         self.arrays = self._element_arrays()
         self.owner, self.stack, self.capacity, self.top = (f"{self.pre}{n}" for n in ("owner", "S", "cap", "sp"))
+        self.limit = plan.memory // 8 if plan.memory else -1  # the budget, in stack values
+        self.loops, self.scalars = 0, None
 
     # -- which differentiated arguments are arrays read element by element
 
@@ -270,7 +273,7 @@ class AdjointEmitter(Emitter):
             return [], []
         n, sp, ad = len(values), self.top, f"{self.pre}ad"
         self.emit(f"if {sp} + {n} > {self.capacity}:")
-        self.emit(f"    {self.stack}, {self.capacity} = {ad}.grow({self.owner}, {self.stack}, {sp}, {n})")
+        self.emit(f"    {self.stack}, {self.capacity} = {ad}.grow({self.owner}, {self.stack}, {sp}, {n}, {self.limit})")
         for k, (value, _) in enumerate(values):
             self.emit(f"{ad}.poke({self.stack}, {sp} + {k}, {value})" if k else
                       f"{ad}.poke({self.stack}, {sp}, {value})")
@@ -415,21 +418,27 @@ class AdjointEmitter(Emitter):
     def _fw_While(self, node):
         if node.orelse:
             raise NotAdjoint("while ... else")
-        return self._loop(f"while {ast.unparse(node.test)}:", node.body)
+        return self._loop(node, f"while {ast.unparse(node.test)}:")
 
     def _fw_For(self, node):
         if node.orelse or self.activity.expr(node.iter):
             raise NotAdjoint("a for loop over active values, or for ... else")
-        return self._loop(f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:", node.body)
+        return self._loop(node, f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:")
 
-    def _loop(self, head: str, body) -> list[str]:
+    def _loop(self, node, head: str) -> list[str]:
         """The loop, counting its trips when its body records anything; the reverse sweep
-        runs the body's adjoint that many times."""
+        runs the body's adjoint that many times (or, checkpointed, one segment at a time)."""
         trips = f"{self.pre}n{self.count}"
         self.count += 1
         self.depth += 1
-        lines, rev = self._captured(lambda: self.fw_block(body))
+        self.loops += 1
+        lines, rev = self._captured(lambda: self.fw_block(node.body))
+        self.loops -= 1
         self.depth -= 1
+        if rev and self.limit >= 0 and self.loops == 0:
+            held = checkpoint.state(self.fdef, node, self._scalars())
+            if held is not None:
+                return self._checkpointed(node, held, lines, rev)
         if rev:
             self.emit(f"{trips} = 0")
         self.emit(head)
@@ -441,6 +450,74 @@ class AdjointEmitter(Emitter):
         pops, names = self._push([(trips, True)])
         return pops + [f"for {self.pre}k in range({names[0]}):"] + _indent(rev)
 
+    def _scalars(self) -> set:
+        if self.scalars is None:
+            ad = f"{self.pre}ad"
+
+            def resolve(node):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == ad:
+                    return getattr(intrinsics, node.attr, None)
+                return self.resolve(node)
+            numbers = {p for p in self.differentiated if p not in self.arrays}
+            self.scalars = checkpoint.scalar_names(self.fdef, numbers, self.arrays, resolve)
+        return self.scalars
+
+    def _checkpointed(self, node, held: list[str], lines: list[str], rev: list[str]) -> list[str]:
+        """The loop keeping its state ``held`` every ``seg`` iterations (at most ``most``
+        checkpoints: past that, every other one is dropped and ``seg`` doubles); the
+        reverse sweep recomputes each segment from its checkpoint, recording it, and runs
+        its adjoint, last segment first."""
+        n, ad, sp, width = self.count, f"{self.pre}ad", self.top, len(held)
+        self.count += 1
+        trips, seg, kept, base, top, first, count, j, c = (f"{self.pre}{w}{n}" for w in (
+            "n", "seg", "kept", "base", "top", "first", "count", "j", "c"))
+        most = max(2, (self.limit // 2) // max(1, width)) // 2 * 2
+        loop = self._counted(node, n, j)
+        self.emit(f"{trips}, {seg}, {kept}, {base} = 0, 1, 0, {sp}")
+        self.emit(loop["head"])
+        self.depth += 1
+        self.emit(f"if {trips} % {seg} == 0:")
+        self.emit(f"    if {kept} == {most}:")
+        self.emit(f"        {ad}.thin({self.stack}, {base}, {kept}, {width})")
+        self.emit(f"        {kept}, {seg} = {most // 2}, {seg} * 2")
+        self.emit(f"        {sp} = {base} + {kept} * {width}")
+        self.depth += 1
+        self._push([(name, False) for name in held])
+        self.emit(f"{kept} += 1")
+        self.depth -= 1
+        for line in loop["enter"]:
+            self.emit(line)
+        self.emit(f"{trips} += 1")
+        for statement in node.body:  # the plain body: nothing recorded
+            for line in ast.unparse(statement).splitlines():
+                self.emit(line)
+        self.depth -= 1
+        pops, names = self._push([(trips, True), (seg, True), (kept, True)] + [(v, True) for v in loop["keep"]])
+        relative = [line[4 * (self.depth + 1):] for line in lines]
+        restore = [f"{v} = {ad}.restore({v}, {ad}.peek({self.stack}, {base} + {c} * {width} + {k}))"
+                   for k, v in enumerate(held)]
+        return pops + [f"{trips}, {seg}, {kept} = {names[0]}, {names[1]}, {names[2]}"] + \
+            [f"{v} = {r}" for v, r in zip(loop["keep"], names[3:], strict=True)] + \
+            [f"{top} = {sp}", f"{base} = {top} - {kept} * {width}",
+             f"for {c} in range({kept} - 1, -1, -1):",
+             f"    {sp} = {top}"] + _indent(restore) + \
+            [f"    {first} = {c} * {seg}", f"    {count} = min({seg}, {trips} - {first})",
+             f"    for {j} in range({first}, {first} + {count}):"] + _indent(_indent(loop["enter"] + relative)) + \
+            [f"    for {self.pre}k in range({count}):"] + _indent(_indent(rev)) + [f"{sp} = {base}"]
+
+    def _counted(self, node, n: int, j: str) -> dict:
+        """How a checkpointed loop is written: ``head``, the lines that ``enter`` iteration
+        ``j`` (a range's target), and the values to ``keep`` for the reverse sweep."""
+        if isinstance(node, ast.While):
+            return {"head": f"while {ast.unparse(node.test)}:", "enter": [], "keep": []}
+        args = [ast.unparse(a) for a in node.iter.args]
+        start, stop, step = (["0"] + args + ["1"])[:3] if len(args) == 1 else (args + ["1"])[:3]
+        first, stride, total = (f"{self.pre}{w}{n}" for w in ("from", "by", "total"))
+        self.emit(f"{first}, {stride} = {start}, {step}")
+        self.emit(f"{total} = {self.pre}ad.trips({first}, {stop}, {stride})")
+        return {"head": f"for {j} in range({total}):",
+                "enter": [f"{ast.unparse(node.target)} = {first} + {j} * {stride}"], "keep": [first, stride]}
+
     def _fw_Return(self, node):
         raise NotAdjoint("a return before the end")  # structure() leaves only the last one
 
@@ -451,7 +528,7 @@ class AdjointEmitter(Emitter):
             if p not in self.arrays:
                 self.emit(f'{self.pre}ad.require_scalar_input({p}, "{p}", "{self.plan.transform}")')
             self.emit(f'{self.adjoint(p)} = {self.pre}ad.adjoint_of({p}, "{p}", "{self.plan.transform}")')
-        self.emit(f"{self.owner}, {self.stack}, {self.capacity} = {self.pre}ad.new_stack()")
+        self.emit(f"{self.owner}, {self.stack}, {self.capacity} = {self.pre}ad.new_stack({self.limit})")
         self.emit(f"{self.top} = 0")
         body = self.fdef.body
         if not body or not isinstance(body[-1], ast.Return):
@@ -481,6 +558,7 @@ class AdjointEmitter(Emitter):
         else:
             result = _fill(value, iter(results))
             result = f"({result}, {aux})" if aux is not None else result
+        self.emit(f"{self.pre}ad.keep({self.owner})  # the stack's buffer lives to here")
         self.emit(f"return {self.pre}ad.out({result})")
 
     def _sweep(self, seeds, reverse: list[str], first: bool, restart: str | None) -> str:
@@ -532,7 +610,6 @@ class AdjointEmitter(Emitter):
 
 def _unwrap(fn, value):
     """A transformed lane's ``return ad.out(e)`` is ``return e`` (a derivative of a derivative)."""
-    from . import intrinsics
     if isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords \
             and _resolve(fn, value.func) is intrinsics.out:
         return value.args[0]

@@ -74,7 +74,8 @@ class Plan:
     single: bool = True
     has_aux: bool = False
     transform: str = "lw.jvp"
-    mode: str = "forward"  # or "reverse" (autodiff.reverse: one node id per value, a tape, a sweep)
+    mode: str = "forward"  # or "reverse" (autodiff.adjoint: adjoint code, else autodiff.reverse's tape)
+    memory: int | None = None  # reverse mode's budget per lane in bytes (lw.config.reverse_memory)
 
 
 def transform(fn, plan: Plan):

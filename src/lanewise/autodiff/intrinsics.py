@@ -23,7 +23,7 @@ from numba.core.errors import TypingError
 from llvmlite import ir
 from numba.extending import intrinsic, overload, register_jitable
 
-from ..errors import LaneTypeError
+from ..errors import LaneTypeError, ReverseMemoryError
 
 _INTEGRAL = (bool, int, np.integer, np.bool_)
 
@@ -397,16 +397,24 @@ def trips(start, stop, step):
 _STACK_START = 4096  # 32 KB: malloc hands the same block back lane after lane
 
 
-def new_stack():
-    """``(owner, address, capacity)`` of a new value stack for one lane's adjoint code."""
-    buffer = np.empty(_STACK_START)
-    return [buffer], buffer, _STACK_START
+def new_stack(limit=-1):
+    """``(owner, address, capacity)`` of a new value stack for one lane's adjoint code
+    (of at most ``limit`` values when it is not -1)."""
+    size = _STACK_START if limit < 0 else min(_STACK_START, limit)
+    buffer = np.empty(size)
+    return [buffer], buffer, size
 
 
-def grow(owner, address, top, n):
-    """A stack at least twice as large with the ``top`` values kept: ``(address, capacity)``."""
+def grow(owner, address, top, n, limit=-1):
+    """A stack at least twice as large (at most ``limit`` values when it is not -1) with
+    the ``top`` values kept: ``(address, capacity)``."""
     old = owner[0]
-    bigger = np.empty(max(2 * old.shape[0], top + n))
+    size = max(2 * old.shape[0], top + n)
+    if limit >= 0:
+        if top + n > limit:
+            raise ReverseMemoryError(_budget_message(limit))
+        size = min(size, limit)
+    bigger = np.empty(size)
     bigger[:top] = old[:top]
     owner[0] = bigger  # the old buffer is freed; the address it had is not used again
     return bigger, bigger.shape[0]
@@ -422,19 +430,38 @@ def peek(address, k) -> float:
     return address[k]
 
 
+def keep(owner) -> None:
+    """Nothing, but a use of ``owner``: compiled code frees a variable after its last use,
+    and the stack is read through a bare address until the lane returns."""
+
+
+@overload(keep, jit_options={"error_model": "numpy"})
+def _keep_overload(owner):
+    return lambda owner: None
+
+
 @overload(new_stack, jit_options={"error_model": "numpy"})
-def _new_stack_overload():
-    def impl():
-        buffer = np.empty(_STACK_START)
-        return [buffer], buffer.ctypes.data, _STACK_START
+def _new_stack_overload(limit=-1):
+    def impl(limit=-1):
+        size = _STACK_START if limit < 0 else min(_STACK_START, limit)
+        buffer = np.empty(size)
+        return [buffer], buffer.ctypes.data, size
     return impl
 
 
 @overload(grow, jit_options={"error_model": "numpy"})
-def _grow_overload(owner, address, top, n):
-    def impl(owner, address, top, n):
+def _grow_overload(owner, address, top, n, limit=-1):
+    message = "lanewise reverse mode: the lane needs more than lw.config.reverse_memory for its records; " \
+        "raise the budget (or set it to None), or use forward mode (lw.grad, lw.jacfwd)"
+
+    def impl(owner, address, top, n, limit=-1):
         old = owner[0]
-        bigger = np.empty(max(2 * old.shape[0], top + n))
+        size = max(2 * old.shape[0], top + n)
+        if limit >= 0:
+            if top + n > limit:
+                raise ReverseMemoryError(message)
+            size = min(size, limit)
+        bigger = np.empty(size)
         bigger[:top] = old[:top]
         owner[0] = bigger
         return bigger.ctypes.data, bigger.shape[0]
@@ -477,6 +504,38 @@ def _poke_overload(address, k, value):
 def _peek_overload(address, k):
     if isinstance(address, types.Integer):
         return lambda address, k: _peek(address, k)
+
+
+@register_jitable
+def thin(stack, base, held, width):
+    """Keep every other of ``held`` checkpoints of ``width`` values at ``base`` (the
+    even ones, moved down): the loop's checkpoints, twice as far apart."""
+    for i in range(1, held // 2):
+        for k in range(width):
+            poke(stack, base + i * width + k, peek(stack, base + 2 * i * width + k))
+
+
+def restore(like, value):
+    """``value`` (a float64 from the stack) as the type of ``like``: a checkpointed local back."""
+    return type(like)(value)
+
+
+@overload(restore, jit_options={"error_model": "numpy"}, inline="always")
+def _restore_overload(like, value):
+    if isinstance(like, types.Boolean):
+        return lambda like, value: value != 0.0
+    if isinstance(like, types.Integer):
+        return lambda like, value: int(value)
+    if like == types.float32:
+        return lambda like, value: np.float32(value)
+    if isinstance(like, types.Float):
+        return lambda like, value: value
+    raise TypingError(f"lanewise reverse mode: a checkpointed loop carries a {like}, not a number")
+
+
+def _budget_message(limit: int) -> str:
+    return (f"lanewise reverse mode: the lane needs more than lw.config.reverse_memory ({limit * 8} bytes) "
+            "for its records; raise the budget (or set it to None), or use forward mode (lw.grad, lw.jacfwd)")
 
 
 def adjoint_of(x, name: str, transform: str):
