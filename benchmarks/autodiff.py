@@ -244,7 +244,7 @@ def workloads(size):
     yield ("Divergent loop: gradient of an escape-time observable", f"{n['divergent']:.0e} lanes",
            divergent_data(n["divergent"]), divergent_tools(), divergent_check,
            None, "lanewise grad", "lanewise primal")
-    yield ("Divergent loop, reverse mode (lw.jacrev: a tape per lane)", f"{n['divergent']:.0e} lanes",
+    yield ("Divergent loop, reverse mode (lw.jacrev: adjoint code)", f"{n['divergent']:.0e} lanes",
            divergent_data(n["divergent"]), divergent_tools(lw.jacrev, "lanewise jacrev"), divergent_check,
            None, "lanewise jacrev", "lanewise primal")
 

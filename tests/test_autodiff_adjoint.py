@@ -261,7 +261,7 @@ def test_a_lane_over_the_budget_is_a_clear_error(backend):
     with lw.config.overridden(reverse_memory=4096):
         lane = lw.vmap(lw.jacrev(_drift, argnums=(0, 1)), backend=backend)
     n = np.array([10**5]) if backend == "cpu" else np.array([20000])
-    with pytest.raises(lw.LanewiseError, match=r"more than lw.config.reverse_memory"):
+    with pytest.raises(lw.ReverseMemoryError, match=r"more than lw.config.reverse_memory"):
         lane(np.array([0.3]), np.array([1.1]), n)
     with lw.config.overridden(reverse_memory=100), pytest.raises(lw.LanewiseError, match="at least 4096"):
         lw.jacrev(_drift)

@@ -32,6 +32,7 @@ from .errors import (
     LanewiseError,
     LaneTypeError,
     OutputError,
+    ReverseMemoryError,
     SizeMismatchError,
     UnmappedOutputError,
 )
@@ -41,7 +42,7 @@ __all__ = [
     "jvp", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "stop_gradient", "custom_jvp", "custom_vjp",
     "Explanation", "config",
     "LanewiseError", "AxisSpecError", "SizeMismatchError", "UnmappedOutputError",
-    "LaneCompileError", "LaneIndexError", "LaneTypeError", "OutputError", "BackendError",
+    "LaneCompileError", "LaneIndexError", "LaneTypeError", "OutputError", "BackendError", "ReverseMemoryError",
 ]
 
 
