@@ -91,7 +91,21 @@ def calls(x, y):
     return _cube_plus(x, y) + _softplus(x * y) + lw.stop_gradient(x) * y
 
 
-CORPUS = [nested_exits, stepped, variable_range, choices, chained, early, calls]
+def _cmul(ar, ai, br, bi):
+    return ar * br - ai * bi, ar * bi + ai * br
+
+
+def pairs(x, y):
+    zr, zi = x, y
+    for _ in range(5):
+        zr, zi = _cmul(zr, zi, zr, zi)
+        zr, zi = zr + x, zi + 0.5 * y
+        if zr * zr + zi * zi > 16.0:
+            break
+    return math.atan2(zi, zr) + zr
+
+
+CORPUS = [nested_exits, stepped, variable_range, choices, chained, early, calls, pairs]
 POINTS = [(0.3, 0.7), (1.7, 0.4), (-0.6, 1.3), (2.5, -0.8), (0.05, 2.2)]
 
 
@@ -196,6 +210,16 @@ def test_array_elements_and_several_outputs_match_jax(backend):
     assert "adjoint code" in lw.jacrev(two, argnums=(0, 1))._lw_source.splitlines()[0]
     want = jax.jacrev(lambda x, y: (x * y, (jnp.exp(x), y / x)), argnums=(0, 1))(1.5, 2.0)
     np.testing.assert_allclose(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want), rtol=1e-14)
+
+
+def test_a_helper_unpacked_into_the_wrong_number_of_names_is_a_clear_error():
+    def three(x, y):
+        a, b, c = _cmul(x, y, x, y)
+        return a + b + c
+
+    for backend in ("python", "cpu"):
+        with pytest.raises(lw.LanewiseError, match="_cmul returns a tuple of 3 numbers here"):
+            lw.vmap(lw.jacrev(three, argnums=(0, 1)), backend=backend)(np.ones(2), np.ones(2))
 
 
 def test_a_whole_array_used_as_a_number_is_a_clear_error():
@@ -317,3 +341,30 @@ def test_the_stack_outlives_its_last_growth(tmp_path):
     script.write_text(_BIG_STACK)
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
+
+
+def _weighted(w, x):
+    s = 0.0
+    for i in range(w.shape[0]):
+        s += w[i] * math.sin(i * x)
+    return s
+
+
+def _through_helper(w, x):
+    return _weighted(w, x) * x
+
+
+def test_what_the_adjoint_code_does_not_take_falls_back_to_the_tape():
+    """An array handed whole to a helper that reads its elements: the tape, same numbers."""
+    lane = lw.jacrev(_through_helper, argnums=(0, 1))
+    assert "a tape" in lane._lw_source.splitlines()[0]
+    assert "passed to a helper" in lane._lw_tape_reason
+    w = np.array([0.5, -1.0, 2.0])
+    got = lw.vmap(lane, in_axes=(None, 0))(w, np.array([0.3, 1.2]))
+
+    def twin(w, x):
+        return jnp.sum(w * jnp.sin(jnp.arange(3) * x)) * x
+
+    want = jax.vmap(jax.jacrev(twin, argnums=(0, 1)), in_axes=(None, 0))(w, np.array([0.3, 1.2]))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-13)

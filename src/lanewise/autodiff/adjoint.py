@@ -149,6 +149,12 @@ class AdjointEmitter(Emitter):
 
     def _ex_Subscript(self, node):
         base = node.value
+        helper = _helper(self.resolve(base.func)) if isinstance(base, ast.Call) else None
+        if helper is not None and getattr(helper, "_lw_jvp_rule", None) is None \
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
+            k = node.slice.value  # helper(...)[k]: one item of a helper's tuple
+            p, parts = self._helper_partials(base, helper)
+            return self.atom(f"{p}[{k}]"), self._chain([(coefs, f"{d}[{k}]") for coefs, d in parts])
         if not (isinstance(base, ast.Name) and base.id in self.arrays):
             raise NotAdjoint("a subscript of an active value that is not a differentiated array")
         index = self.atom(ast.unparse(node.slice))
@@ -215,6 +221,13 @@ class AdjointEmitter(Emitter):
 
     def _helper_call(self, node, helper):
         """A helper's partial derivatives: its forward-mode version, one unit tangent per active argument."""
+        p, parts = self._helper_partials(node, helper)
+        self.temp(f'{self.pre}ad.scalar_result({p}, "{self.plan.transform} (the result of {helper.__qualname__})")')
+        return p, self._chain(parts)
+
+    def _helper_partials(self, node, helper):
+        """``(result, [(partials of active argument j, d result / d argument j)])`` of a helper
+        call (the derivatives are tuples when the helper returns one)."""
         code = helper.__code__
         n = code.co_argcount
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) > n:
@@ -238,8 +251,23 @@ class AdjointEmitter(Emitter):
         partials = [f"{self.pre}d{self.count}_{j}" for j in range(len(active))]
         self.count += 1
         self.emit(f"{p}, {', '.join(partials)} = {name}({', '.join(args + units)})")
-        self.temp(f'{self.pre}ad.scalar_result({p}, "{self.plan.transform} (the result of {helper.__qualname__})")')
-        return p, self._chain([(values[i][1], d) for i, d in zip(active, partials, strict=True)])
+        return p, [(values[i][1], d) for i, d in zip(active, partials, strict=True)]
+
+    def _unpacked_call(self, target, value):
+        """``a, b = helper(...)``: ``[(name, primal, partials)]`` for each name, or None for
+        any other assignment."""
+        if not (isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(t, ast.Name) for t in target.elts)
+                and isinstance(value, ast.Call) and self.activity.expr(value)):
+            return None
+        helper = _helper(self.resolve(value.func))
+        if helper is None or getattr(helper, "_lw_jvp_rule", None) is not None:
+            return None
+        p, parts = self._helper_partials(value, helper)
+        m = len(target.elts)
+        self.temp(f'{self.pre}ad.unpacks({p}, {m}, "{self.plan.transform}: {helper.__qualname__} returns '
+                  f'a tuple of {m} numbers here")')
+        return [(t.id, self.atom(f"{p}[{k}]"), self._chain([(coefs, f"{d}[{k}]") for coefs, d in parts]))
+                for k, t in enumerate(target.elts)]
 
     def _custom_call(self, node, fn):
         """A custom_jvp function: its rule with a unit tangent on each active argument in turn."""
@@ -343,16 +371,18 @@ class AdjointEmitter(Emitter):
         return self._assign(node.target, value)
 
     def _assign(self, target, value) -> list[str]:
-        pairs = _pairs(target, value)
-        if pairs is None:
+        results = self._unpacked_call(target, value)
+        pairs = _pairs(target, value) if results is None else []
+        if results is None and pairs is None:
             if any(self.activity.expr(t) for t in _names_in(target)) or self.activity.expr(value):
                 raise NotAdjoint(f"the assignment {ast.unparse(target)} = ... of active values")
             self.emit(f"{ast.unparse(target)} = {ast.unparse(value)}")
             return []
-        results = []
-        for name, expr in pairs:
-            p, coefs = self.ex(expr)
-            results.append((name, self.atom(p) if len(pairs) > 1 else p, coefs))
+        if results is None:
+            results = []
+            for name, expr in pairs:
+                p, coefs = self.ex(expr)
+                results.append((name, self.atom(p) if len(pairs) > 1 else p, coefs))
         pushed, terms = [], []
         for name, _, coefs in results:
             if name not in self.active:

@@ -538,6 +538,21 @@ def _budget_message(limit: int) -> str:
             "for its records; raise the budget (or set it to None), or use forward mode (lw.grad, lw.jacfwd)")
 
 
+def unpacks(value, n: int, what: str) -> None:
+    """Raise unless ``value`` is a tuple of ``n`` numbers (a helper's result unpacked)."""
+    if not (isinstance(value, tuple) and len(value) == n and all(np.ndim(v) == 0 for v in value)):
+        raise LaneTypeError(what)
+
+
+@overload(unpacks, jit_options={"error_model": "numpy"}, inline="always", prefer_literal=True)
+def _unpacks_overload(value, n, what):
+    count = getattr(n, "literal_value", None)
+    if not (isinstance(value, types.BaseTuple) and len(value) == count
+            and all(isinstance(t, (types.Number, types.Boolean)) for t in value)):
+        raise TypingError(_literal(what))
+    return lambda value, n, what: None
+
+
 def adjoint_of(x, name: str, transform: str):
     """The zero adjoint of a differentiated argument: 0.0 for a float, zeros for a 1-D float array."""
     _check_reverse_argument(x, name, transform)
