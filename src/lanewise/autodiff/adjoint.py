@@ -48,10 +48,11 @@ import os
 
 from ..errors import LaneCompileError
 from . import checkpoint, intrinsics
-from .activity import INERT_ATTRIBUTES, Activity, helper as _helper, where as _where
+from .activity import INERT_ATTRIBUTES, Activity, helper as _helper, is_scan as _is_scan, where as _where
 from .forward import EMITTERS, Emitter, Plan, transform
 from .reverse import ReverseEmitter, custom_partials
 from .source import first_line as _first_line, is_number as _is_number
+from .scans import NotDesugared, desugar
 from .structured import NotStructured, structure
 from ..spmd.syntax import resolve as _resolve
 
@@ -75,7 +76,10 @@ class ReverseMode:
                 return AdjointEmitter(self.fn, self.plan).function()
             except (NotAdjoint, LaneCompileError) as e:
                 why = str(e)  # the tape takes it, or gives the error with the user's line
-        made = ReverseEmitter(self.fn, self.plan).function()
+        try:
+            made = ReverseEmitter(self.fn, self.plan).function()
+        except LaneCompileError as e:
+            raise LaneCompileError(f"{e}\n(reverse mode's adjoint code did not take it either: {why})") from None
         made._lw_tape_reason = why
         return made
 
@@ -88,8 +92,8 @@ class AdjointEmitter(Emitter):
     def __init__(self, fn, plan: Plan):
         super().__init__(fn, plan)
         try:
-            self.fdef = structure(self.fdef, self.pre)
-        except NotStructured as e:
+            self.fdef = structure(desugar(self.fdef, lambda f: _is_scan(self.resolve(f)), self.pre), self.pre)
+        except (NotStructured, NotDesugared) as e:
             raise NotAdjoint(str(e)) from None
         seeded = {p for p, s in zip(self.params, plan.seeds, strict=True) if s is not None}
         self.activity = Activity(fn, self.fdef, seeded, self.objects)
@@ -232,42 +236,58 @@ class AdjointEmitter(Emitter):
         n = code.co_argcount
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) > n:
             raise NotAdjoint("a helper called with keywords")
-        values = [self.ex(a) for a in node.args]
+        values = [self._argument(a) for a in node.args]
         defaults = helper.__defaults__ or ()
         missing = n - len(values)
         if missing > len(defaults) or any(not isinstance(v, (int, float, bool, type(None)))
                                           for v in defaults[len(defaults) - missing:] if missing):
             raise NotAdjoint("a helper's defaults")
         values += [(repr(v), None) for v in (defaults[len(defaults) - missing:] if missing else ())]
-        active = [i for i, (_, c) in enumerate(values) if c is not None]
-        seeds = tuple("arg" if c is not None else None for _, c in values)
-        made = transform(helper, Plan(k=len(active), seeds=seeds, finish="helper", single=True,
+        # The active slots: (argument, item of a tuple argument or None), one unit tangent each.
+        slots = [(i, e) for i, (_, c) in enumerate(values)
+                 for e in ([None] if isinstance(c, dict) else range(len(c)) if isinstance(c, list) else [])
+                 if e is None or c[e] is not None]
+        active = sorted({i for i, _ in slots})
+        seeds = tuple("arg" if i in active else None for i in range(len(values)))
+        made = transform(helper, Plan(k=len(slots), seeds=seeds, finish="helper", single=True,
                                       transform=self.plan.transform, mode="forward"))
         name = self.helpers.setdefault(made, f"{self.pre}h{len(self.helpers)}")
         self.closure[name] = made
         args = [self.atom(p) for p, _ in values]
-        units = ["1.0" if i == j else "0.0" for j in active for i in active]
+        units = [_unit(values[i][1], i, slot) for slot in slots for i in active]
         p = f"{self.pre}p{self.count}"
-        partials = [f"{self.pre}d{self.count}_{j}" for j in range(len(active))]
+        partials = [f"{self.pre}d{self.count}_{j}" for j in range(len(slots))]
         self.count += 1
         self.emit(f"{p}, {', '.join(partials)} = {name}({', '.join(args + units)})")
-        return p, [(values[i][1], d) for i, d in zip(active, partials, strict=True)]
+        return p, [(values[i][1] if e is None else values[i][1][e], d)
+                   for (i, e), d in zip(slots, partials, strict=True)]
+
+    def _argument(self, node):
+        """A helper's argument: ``(primal, partials)``, or for a tuple written in the call,
+        ``(primal, [partials of each item])``."""
+        if isinstance(node, ast.Tuple) and self.activity.expr(node):
+            items = [self.ex(e) for e in node.elts]
+            return "(" + "".join(self.atom(p) + ", " for p, _ in items) + ")", [c for _, c in items]
+        return self.ex(node)
 
     def _unpacked_call(self, target, value):
         """``a, b = helper(...)``: ``[(name, primal, partials)]`` for each name, or None for
         any other assignment."""
-        if not (isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(t, ast.Name) for t in target.elts)
-                and isinstance(value, ast.Call) and self.activity.expr(value)):
+        paths = _paths(target) if isinstance(target, (ast.Tuple, ast.List)) else None
+        if not (paths and isinstance(value, ast.Call) and self.activity.expr(value)):
             return None
         helper = _helper(self.resolve(value.func))
         if helper is None or getattr(helper, "_lw_jvp_rule", None) is not None:
             return None
         p, parts = self._helper_partials(value, helper)
-        m = len(target.elts)
-        self.temp(f'{self.pre}ad.unpacks({p}, {m}, "{self.plan.transform}: {helper.__qualname__} returns '
-                  f'a tuple of {m} numbers here")')
-        return [(t.id, self.atom(f"{p}[{k}]"), self._chain([(coefs, f"{d}[{k}]") for coefs, d in parts]))
-                for k, t in enumerate(target.elts)]
+        shape = ast.unparse(target)
+        what = f"{self.plan.transform}: {helper.__qualname__} returns what {shape} unpacks, with numbers for names"
+        for path, m in _levels(target):
+            self.emit(f'{self.pre}ad.unpacks({p}{path}, {m}, "{what}")')
+        for _, path in paths:
+            self.emit(f'{self.pre}ad.number({p}{path}, "{what}")')
+        return [(name, self.atom(f"{p}{path}"), self._chain([(coefs, f"{d}{path}") for coefs, d in parts]))
+                for name, path in paths]
 
     def _custom_call(self, node, fn):
         """A custom_jvp function: its rule with a unit tangent on each active argument in turn."""
@@ -489,8 +509,13 @@ class AdjointEmitter(Emitter):
                     return getattr(intrinsics, node.attr, None)
                 return self.resolve(node)
             numbers = {p for p in self.differentiated if p not in self.arrays}
-            self.scalars = checkpoint.scalar_names(self.fdef, numbers, self.arrays, resolve)
+            self.scalars = checkpoint.scalar_names(self.fdef, numbers, self.arrays, resolve, self._checked)
         return self.scalars
+
+    def _checked(self, call) -> bool:
+        """Whether ``_unpacked_call`` takes (and checks) names unpacked from ``call``."""
+        helper = _helper(self.resolve(call.func)) if isinstance(call, ast.Call) else None
+        return helper is not None and getattr(helper, "_lw_jvp_rule", None) is None and self.activity.expr(call)
 
     def _checkpointed(self, node, held: list[str], lines: list[str], rev: list[str]) -> list[str]:
         """The loop keeping its state ``held`` every ``seg`` iterations (at most ``most``
@@ -651,6 +676,30 @@ def _fill(value, results) -> str:
     if isinstance(value, ast.Tuple):
         return "(" + "".join(_fill(e, results) + ", " for e in value.elts) + ")"
     return next(results)
+
+
+def _unit(partials, i: int, slot) -> str:
+    """Argument ``i``'s tangent when only ``slot`` has a unit tangent (a tuple for a tuple argument)."""
+    if isinstance(partials, list):
+        return "(" + "".join(("1.0" if (i, e) == slot else "0.0") + ", " for e in range(len(partials))) + ")"
+    return "1.0" if slot == (i, None) else "0.0"
+
+
+def _paths(target, path: str = "") -> list | None:
+    """``[(name, "[0][1]")]`` for a (nested) tuple of names; None for any other target."""
+    if isinstance(target, ast.Name):
+        return [(target.id, path)]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        found = [_paths(e, f"{path}[{k}]") for k, e in enumerate(target.elts)]
+        return None if any(f is None for f in found) else [x for f in found for x in f]
+    return None
+
+
+def _levels(target, path: str = "") -> list:
+    """``[(path, length)]`` of every tuple level of an unpacking target."""
+    if not isinstance(target, (ast.Tuple, ast.List)):
+        return []
+    return [(path, len(target.elts))] + [x for k, e in enumerate(target.elts) for x in _levels(e, f"{path}[{k}]")]
 
 
 def _slot(pushed: list, value: str, index: bool) -> int:

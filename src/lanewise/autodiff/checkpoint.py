@@ -35,9 +35,11 @@ from . import intrinsics
 from .rules import is_zero, rule_for
 
 
-def scalar_names(fdef, scalars: set, arrays: set, resolve) -> set:
+def scalar_names(fdef, scalars: set, arrays: set, resolve, checked=lambda call: False) -> set:
     """The locals that only ever hold numbers: every assignment to them is a number
-    (a greatest fixpoint from the assigned names, arguments other than ``scalars`` unknown)."""
+    (a greatest fixpoint from the assigned names, arguments other than ``scalars`` unknown).
+    ``checked(call)``: whether the names a call's tuple is unpacked into are checked to
+    be numbers where the lane runs (the adjoint code checks a helper's)."""
     params = {a.arg for a in fdef.args.args}
     assigned: dict[str, list] = {}
     for node in ast.walk(fdef):
@@ -48,7 +50,8 @@ def scalar_names(fdef, scalars: set, arrays: set, resolve) -> set:
     while changed:
         changed = False
         for name in sorted(names & set(assigned)):
-            if not all(v == "int" or _scalar(v, names, arrays, resolve) for v in assigned[name]):
+            if not all(v == "int" or (checked(v[1]) if isinstance(v, tuple) else _scalar(v, names, arrays, resolve))
+                       for v in assigned[name]):
                 names.discard(name)
                 changed = True
     return names
@@ -76,7 +79,9 @@ def _bound(target, value):
     elif isinstance(target, (ast.Tuple, ast.List)):
         paired = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
         for k, element in enumerate(target.elts):
-            yield from _bound(element, value.elts[k] if paired else None)
+            unpacked = value if isinstance(value, tuple) else ("unpacked", value) if isinstance(value, ast.Call) \
+                else None
+            yield from _bound(element, value.elts[k] if paired else unpacked)
     elif isinstance(target, ast.Starred):
         yield from _bound(target.value, None)
 

@@ -539,18 +539,29 @@ def _budget_message(limit: int) -> str:
 
 
 def unpacks(value, n: int, what: str) -> None:
-    """Raise unless ``value`` is a tuple of ``n`` numbers (a helper's result unpacked)."""
-    if not (isinstance(value, tuple) and len(value) == n and all(np.ndim(v) == 0 for v in value)):
+    """Raise unless ``value`` is a tuple of ``n`` items (a helper's result unpacked)."""
+    if not (isinstance(value, tuple) and len(value) == n):
         raise LaneTypeError(what)
 
 
 @overload(unpacks, jit_options={"error_model": "numpy"}, inline="always", prefer_literal=True)
 def _unpacks_overload(value, n, what):
-    count = getattr(n, "literal_value", None)
-    if not (isinstance(value, types.BaseTuple) and len(value) == count
-            and all(isinstance(t, (types.Number, types.Boolean)) for t in value)):
+    if not (isinstance(value, types.BaseTuple) and len(value) == getattr(n, "literal_value", None)):
         raise TypingError(_literal(what))
     return lambda value, n, what: None
+
+
+def number(value, what: str) -> None:
+    """Raise unless ``value`` is one number (an item unpacked into a name)."""
+    if isinstance(value, tuple) or np.ndim(value) != 0:
+        raise LaneTypeError(what)
+
+
+@overload(number, jit_options={"error_model": "numpy"}, inline="always")
+def _number_overload(value, what):
+    if not isinstance(value, (types.Number, types.Boolean)):
+        raise TypingError(_literal(what))
+    return lambda value, what: None
 
 
 def adjoint_of(x, name: str, transform: str):

@@ -87,8 +87,9 @@ class ReverseEmitter(Emitter):
         return [self.tape]
 
     def _scan_call(self, node, callee):
-        self._fail(node, "lw.scan inside a lane differentiated in reverse mode is not supported yet (write the "
-                         "loop as a for loop, or use forward mode: lw.grad, lw.jacfwd)")
+        self._fail(node, "reverse mode takes lw.scan written as (a, b), _ = lw.scan(step, (a0, b0), xs) or "
+                         "c, _ = lw.scan(step, c0, xs), with ys unused (or write the loop, or use forward mode: "
+                         "lw.grad, lw.jacfwd)")
 
     def _custom_call(self, node, fn):
         """A custom_jvp function: its rule with a unit tangent on each active argument
