@@ -16,7 +16,13 @@ with adjoints in locals (registers) and partials popped off the stack:
   that many times, so data-dependent ``while`` loops need no bound;
 * ``break``, ``continue`` and early ``return`` are first rewritten as flags
   (:mod:`.structured`), so every loop iteration runs a whole body;
-* a read ``w[i]`` of a differentiated 1-D array also pushes ``i``.
+* a read ``w[i]`` of a differentiated 1-D array also pushes ``i``;
+* a helper's partials come from its forward-mode version (one unit tangent per
+  active argument, items of a tuple written in the call included), and its
+  tuple result is taken when unpacked into names or indexed;
+* ``lw.scan`` is first written as its loop (:mod:`.scans`);
+* with a memory budget, outermost loops keep checkpoints instead of records
+  (:mod:`.checkpoint`).
 
 What is stored, per lane: one float64 per non-constant partial derivative of
 each active assignment executed, one per ``if`` on a path that records, one per
