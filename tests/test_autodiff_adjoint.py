@@ -457,3 +457,40 @@ def test_a_scan_whose_ys_are_used_is_refused_with_the_reason():
 
     with pytest.raises(lw.LaneCompileError, match="ys is used"):
         lw.jacrev(uses_ys)
+
+
+# ---------------------------------------------------------------------------- whole arrays: sum, mean, dot
+
+
+def _linear_model(w, x, y, b):
+    s = np.dot(w, x) + b * w.sum() + np.mean(w) * y
+    t = 0.0
+    for i in range(w.shape[0]):
+        t += w[i] * w[i]
+    return math.tanh(s) - y + 0.01 * t + (w @ x) * 0.5 + np.sum(w) * w.mean()
+
+
+def _linear_model_twin(w, x, y, b):
+    s = jnp.dot(w, x) + b * w.sum() + jnp.mean(w) * y
+    return jnp.tanh(s) - y + 0.01 * jnp.sum(w * w) + (w @ x) * 0.5 + jnp.sum(w) * w.mean()
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_sums_means_and_dots_of_a_differentiated_array_match_jax(backend):
+    rng = np.random.default_rng(11)
+    w, x, y = rng.normal(size=(6, 5)), rng.normal(size=(6, 5)), rng.normal(size=6)
+    lane = lw.jacrev(_linear_model, argnums=(0, 3))
+    assert "adjoint code" in lane._lw_source.splitlines()[0]
+    got = lw.vmap(lane, in_axes=(0, 0, 0, None), backend=backend)(w, x, y, 0.3)
+    want = jax.vmap(jax.jacrev(_linear_model_twin, argnums=(0, 3)), in_axes=(0, 0, 0, None))(w, x, y, 0.3)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-13, atol=1e-15)
+
+
+def test_a_dot_with_a_written_array_is_refused_with_the_reason():
+    def written(w, x):
+        v = x * 2.0
+        return np.dot(w, v)
+
+    with pytest.raises(lw.LaneCompileError, match="an argument never written"):
+        lw.jacrev(written)

@@ -52,6 +52,8 @@ import ast
 import dataclasses
 import os
 
+import numpy as np
+
 from ..errors import LaneCompileError
 from . import checkpoint, intrinsics
 from .activity import INERT_ATTRIBUTES, Activity, helper as _helper, is_scan as _is_scan, where as _where
@@ -64,9 +66,16 @@ from ..spmd.syntax import resolve as _resolve
 
 __all__ = ["AdjointEmitter", "NotAdjoint", "ReverseMode"]
 
+#: Array methods reducing a differentiated array, and the direction of their derivative.
+_REDUCING_METHODS = {"sum": "", "mean": "mean"}
+
 
 class NotAdjoint(Exception):
     """The lane uses something the adjoint code does not handle; the tape is used instead."""
+
+
+class Refused(LaneCompileError):
+    """Something neither the adjoint code nor the tape differentiates: the error, with the line."""
 
 
 class ReverseMode:
@@ -80,6 +89,8 @@ class ReverseMode:
         if self.plan.finish in ("jacrev", "vjp"):
             try:
                 return AdjointEmitter(self.fn, self.plan).function()
+            except Refused:
+                raise
             except (NotAdjoint, LaneCompileError) as e:
                 why = str(e)  # the tape takes it, or gives the error with the user's line
         try:
@@ -118,9 +129,9 @@ class AdjointEmitter(Emitter):
         for node in ast.walk(self.fdef):
             if isinstance(node, ast.Name) and node.id in uses:
                 uses[node.id].add(self._use(node, parents.get(node)))
-        arrays = {p for p, kinds in uses.items() if kinds & {"element", "inert"}}
+        arrays = {p for p, kinds in uses.items() if kinds & {"element", "inert", "linear"}}
         for p in arrays:
-            if uses[p] - {"element", "inert"}:
+            if uses[p] - {"element", "inert", "linear"}:
                 raise NotAdjoint(f"{p} is used both element by element and whole")
         for p in set(uses) - arrays:
             if "store" in uses[p] and "whole" not in uses[p]:
@@ -129,10 +140,13 @@ class AdjointEmitter(Emitter):
                 raise NotAdjoint(f"{p} is passed to a helper that reads it as an array")
         return arrays
 
-    @staticmethod
-    def _use(node, parent) -> str:
+    def _use(self, node, parent) -> str:
         if isinstance(node.ctx, ast.Store):
             return "store"
+        if (isinstance(parent, ast.Attribute) and parent.attr in _REDUCING_METHODS) or \
+                (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult)) or \
+                (isinstance(parent, ast.Call) and node in parent.args and self._linear_numpy(parent)):
+            return "linear"
         if isinstance(parent, ast.Subscript) and parent.value is node:
             return "whole" if isinstance(parent.slice, (ast.Slice, ast.Tuple)) else "element"
         if isinstance(parent, ast.Attribute) and parent.attr in INERT_ATTRIBUTES:
@@ -156,6 +170,70 @@ class AdjointEmitter(Emitter):
         if node.id in self.arrays:
             raise NotAdjoint(f"{node.id} is used whole")
         return node.id, {("v", node.id): "1.0"}
+
+    # -- linear functions of a whole differentiated array: sum, mean, dot with a constant array
+
+    def _linear_numpy(self, call) -> str | None:
+        obj = self.resolve(call.func)
+        return next((n for n in ("sum", "mean", "dot") if obj is not None and obj is getattr(np, n)), None)
+
+    def _ex_Call(self, node):
+        whole = self._whole_call(node)
+        return whole if whole is not None else super()._ex_Call(node)
+
+    def _ex_BinOp(self, node):
+        if isinstance(node.op, ast.MatMult):
+            return self._dot(node, [node.left, node.right])
+        return super()._ex_BinOp(node)
+
+    def _whole_call(self, node):
+        """``np.sum(w)``, ``w.mean()``, ``np.dot(w, v)``...: ``(primal, partials)`` or None."""
+        if node.keywords:
+            return None
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _REDUCING_METHODS and not node.args \
+                and isinstance(func.value, ast.Name) and func.value.id in self.arrays:
+            return self.temp(ast.unparse(node)), {("a", func.value.id, _REDUCING_METHODS[func.attr]): "1.0"}
+        kind = self._linear_numpy(node)
+        if kind == "dot" and len(node.args) == 2:
+            return self._dot(node, node.args)
+        if kind in ("sum", "mean") and len(node.args) == 1 and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id in self.arrays:
+            return self.temp(ast.unparse(node)), {("a", node.args[0].id, _REDUCING_METHODS[kind]): "1.0"}
+        return None
+
+    def _dot(self, node, operands):
+        """``w @ v`` or ``np.dot(w, v)`` of a differentiated 1-D array and an argument never written."""
+        names = [o.id if isinstance(o, ast.Name) else None for o in operands]
+        mine = [n for n in names if n in self.arrays]
+        other = [n for n in names if n not in self.arrays]
+        if len(mine) != 1 or len(other) != 1 or not self._constant(other[0]):
+            try:  # the tape cannot either: the error, with the line
+                self._fail(node, "reverse mode takes np.dot (or @) of a differentiated 1-D array and an argument "
+                                 "never written in the lane; write the loop: for i in range(len(w)): s += w[i] * v[i]")
+            except LaneCompileError as e:
+                raise Refused(str(e)) from None
+        return self.temp(ast.unparse(node)), {("a", mine[0], other[0]): "1.0"}
+
+    def _constant(self, name) -> bool:
+        """An argument that is neither differentiated nor written: its value in the reverse sweep is its value."""
+        if name is None or name not in self.params or name in self.active:
+            return False
+        return not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) or
+                       isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+                       and isinstance(n.value, ast.Name) and n.value.id == name for n in ast.walk(self.fdef))
+
+    def _accumulate(self, leaf, scaled: str, index: str | None = None) -> str:
+        """The reverse sweep's statement adding ``scaled`` times ``leaf``'s direction to its adjoint."""
+        if leaf[0] == "e":
+            return f"{self.adjoint(leaf[1])}[{index}] += {scaled}"
+        if leaf[0] == "a":
+            direction = leaf[2]
+            if direction in ("", "mean"):
+                share = f"({scaled}) / {leaf[1]}.shape[0]" if direction == "mean" else scaled
+                return f"{self.pre}ad.spread_all({self.adjoint(leaf[1])}, {share})"
+            return f"{self.pre}ad.spread_along({self.adjoint(leaf[1])}, {direction}, {scaled})"
+        return f"{self.adjoint(leaf[1])} += {scaled}"
 
     def _ex_Subscript(self, node):
         base = node.value
@@ -444,9 +522,8 @@ class AdjointEmitter(Emitter):
             for leaf, c, index in mine:
                 if len(terms) == 1 and leaf == ("v", name):
                     continue
-                scaled = f"{value(c)} * {self.pre}g_{name}"
-                target = self.adjoint(leaf[1]) + (f"[{value(index)}]" if leaf[0] == "e" else "")
-                lines.append(f"{target} += {scaled}")
+                lines.append(self._accumulate(leaf, f"{value(c)} * {self.pre}g_{name}",
+                                              value(index) if leaf[0] == "e" else None))
         return lines
 
     def _fw_If(self, node):
@@ -635,8 +712,7 @@ class AdjointEmitter(Emitter):
                 self.emit(f'{self.adjoint(p)} = {self.pre}ad.adjoint_of({p}, "{p}", "{self.plan.transform}")')
         for coefs, seed in seeds:
             for leaf, c in (coefs or {}).items():
-                target = self.adjoint(leaf[1]) + (f"[{leaf[2]}]" if leaf[0] == "e" else "")
-                self.emit(f"{target} += {c} * {seed}")
+                self.emit(self._accumulate(leaf, f"{c} * {seed}", leaf[2] if leaf[0] == "e" else None))
         for line in reverse:
             self.emit(line)
         picked = [self.adjoint(p) for p in self._order()]

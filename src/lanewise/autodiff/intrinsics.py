@@ -564,6 +564,22 @@ def _number_overload(value, what):
     return lambda value, what: None
 
 
+@register_jitable
+def spread_all(adjoint, scale):
+    """``adjoint += scale`` (the reverse of ``np.sum``), in place."""
+    for k in range(adjoint.shape[0]):
+        adjoint[k] += scale
+
+
+@register_jitable
+def spread_along(adjoint, direction, scale):
+    """``adjoint += direction * scale`` (the reverse of ``np.dot`` with ``direction``), in place."""
+    if direction.shape[0] != adjoint.shape[0]:
+        raise ValueError("np.dot of arrays of different lengths")
+    for k in range(adjoint.shape[0]):
+        adjoint[k] += direction[k] * scale
+
+
 def adjoint_of(x, name: str, transform: str):
     """The zero adjoint of a differentiated argument: 0.0 for a float, zeros for a 1-D float array."""
     _check_reverse_argument(x, name, transform)
