@@ -49,14 +49,11 @@ Example:
 from __future__ import annotations
 
 import ast
-import dataclasses
 import os
 
-import numpy as np
-
 from ..errors import LaneCompileError
-from . import checkpoint, intrinsics
-from .activity import INERT_ATTRIBUTES, Activity, helper as _helper, is_scan as _is_scan, where as _where
+from . import arrays, checkpoint, intrinsics
+from .activity import Activity, helper as _helper, is_scan as _is_scan, where as _where
 from .forward import EMITTERS, Emitter, Plan, transform
 from .reverse import ReverseEmitter, custom_partials
 from .source import first_line as _first_line, is_number as _is_number
@@ -66,8 +63,6 @@ from ..spmd.syntax import resolve as _resolve
 
 __all__ = ["AdjointEmitter", "NotAdjoint", "ReverseMode"]
 
-#: Array methods reducing a differentiated array, and the direction of their derivative.
-_REDUCING_METHODS = {"sum": "", "mean": "mean"}
 
 
 class NotAdjoint(Exception):
@@ -124,45 +119,10 @@ class AdjointEmitter(Emitter):
     # -- which differentiated arguments are arrays read element by element
 
     def _element_arrays(self) -> set:
-        uses = {p: set() for p in self.differentiated}
-        parents = {child: node for node in ast.walk(self.fdef) for child in ast.iter_child_nodes(node)}
-        for node in ast.walk(self.fdef):
-            if isinstance(node, ast.Name) and node.id in uses:
-                uses[node.id].add(self._use(node, parents.get(node)))
-        arrays = {p for p, kinds in uses.items() if kinds & {"element", "inert", "linear"}}
-        for p in arrays:
-            if uses[p] - {"element", "inert", "linear"}:
-                raise NotAdjoint(f"{p} is used both element by element and whole")
-        for p in set(uses) - arrays:
-            if "store" in uses[p] and "whole" not in uses[p]:
-                continue
-            if self._passed_as_array(p):
-                raise NotAdjoint(f"{p} is passed to a helper that reads it as an array")
-        return arrays
-
-    def _use(self, node, parent) -> str:
-        if isinstance(node.ctx, ast.Store):
-            return "store"
-        if (isinstance(parent, ast.Attribute) and parent.attr in _REDUCING_METHODS) or \
-                (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult)) or \
-                (isinstance(parent, ast.Call) and node in parent.args and self._linear_numpy(parent)):
-            return "linear"
-        if isinstance(parent, ast.Subscript) and parent.value is node:
-            return "whole" if isinstance(parent.slice, (ast.Slice, ast.Tuple)) else "element"
-        if isinstance(parent, ast.Attribute) and parent.attr in INERT_ATTRIBUTES:
-            return "inert"
-        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len":
-            return "inert"
-        return "whole"
-
-    def _passed_as_array(self, name: str) -> bool:
-        for node in ast.walk(self.fdef):
-            if isinstance(node, ast.Call) and any(isinstance(a, ast.Name) and a.id == name for a in node.args):
-                fn = _helper(self.resolve(node.func))
-                if fn is not None and _reads_as_array(fn, [k for k, a in enumerate(node.args)
-                                                           if isinstance(a, ast.Name) and a.id == name], 3):
-                    return True
-        return False
+        try:
+            return arrays.element_arrays(self.fdef, self.differentiated, self.resolve)
+        except arrays.Mixed as e:
+            raise NotAdjoint(str(e)) from None
 
     # -- expressions: {leaf: partial}; a leaf is ("v", name) or ("e", array, index)
 
@@ -172,10 +132,6 @@ class AdjointEmitter(Emitter):
         return node.id, {("v", node.id): "1.0"}
 
     # -- linear functions of a whole differentiated array: sum, mean, dot with a constant array
-
-    def _linear_numpy(self, call) -> str | None:
-        obj = self.resolve(call.func)
-        return next((n for n in ("sum", "mean", "dot") if obj is not None and obj is getattr(np, n)), None)
 
     def _ex_Call(self, node):
         whole = self._whole_call(node)
@@ -191,15 +147,15 @@ class AdjointEmitter(Emitter):
         if node.keywords:
             return None
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in _REDUCING_METHODS and not node.args \
+        if isinstance(func, ast.Attribute) and func.attr in arrays.REDUCING_METHODS and not node.args \
                 and isinstance(func.value, ast.Name) and func.value.id in self.arrays:
-            return self.temp(ast.unparse(node)), {("a", func.value.id, _REDUCING_METHODS[func.attr]): "1.0"}
-        kind = self._linear_numpy(node)
+            return self.temp(ast.unparse(node)), {("a", func.value.id, arrays.REDUCING_METHODS[func.attr]): "1.0"}
+        kind = arrays.linear_numpy(self.resolve(node.func))
         if kind == "dot" and len(node.args) == 2:
             return self._dot(node, node.args)
         if kind in ("sum", "mean") and len(node.args) == 1 and isinstance(node.args[0], ast.Name) \
                 and node.args[0].id in self.arrays:
-            return self.temp(ast.unparse(node)), {("a", node.args[0].id, _REDUCING_METHODS[kind]): "1.0"}
+            return self.temp(ast.unparse(node)), {("a", node.args[0].id, arrays.REDUCING_METHODS[kind]): "1.0"}
         return None
 
     def _dot(self, node, operands):
@@ -545,8 +501,8 @@ class AdjointEmitter(Emitter):
             self.depth += 1
             self._push([(flag, False)])  # which branch ran: pushed last, so popped first
             self.depth -= 1
-        return [f"{self.top} -= 1", f"if {self.pre}ad.peek({self.stack}, {self.top}) != 0.0:"] + _indent(body_rev or ["pass"]) + \
-            ["else:"] + _indent(else_rev or ["pass"])
+        return [f"{self.top} -= 1", f"if {self.pre}ad.peek({self.stack}, {self.top}) != 0.0:"] + \
+            _indent(body_rev or ["pass"]) + ["else:"] + _indent(else_rev or ["pass"])
 
     def _fw_While(self, node):
         if node.orelse:
@@ -805,30 +761,6 @@ def _names_in(target):
 
 def _indent(lines: list[str]) -> list[str]:
     return ["    " + line for line in lines]
-
-
-def _reads_as_array(fn, positions: list[int], depth: int) -> bool:
-    """Whether ``fn`` (a helper) may read its parameters at ``positions`` as arrays."""
-    from ..spmd.syntax import Unsupported, function_ast
-    try:
-        fdef = function_ast(fn)
-    except Unsupported:
-        return True
-    names = {fdef.args.args[k].arg for k in positions if k < len(fdef.args.args)}
-    parents = {child: node for node in ast.walk(fdef) for child in ast.iter_child_nodes(node)}
-    for node in ast.walk(fdef):
-        if not (isinstance(node, ast.Name) and node.id in names):
-            continue
-        parent = parents.get(node)
-        if isinstance(parent, (ast.Subscript, ast.For)) or \
-                (isinstance(parent, ast.Attribute) and parent.attr in INERT_ATTRIBUTES) or \
-                (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "len"):
-            return True
-        if isinstance(parent, ast.Call) and node in parent.args:
-            inner = _helper(_resolve(fn, parent.func))
-            if inner is not None and (depth == 0 or _reads_as_array(inner, [parent.args.index(node)], depth - 1)):
-                return True
-    return False
 
 
 EMITTERS["reverse"] = ReverseMode
