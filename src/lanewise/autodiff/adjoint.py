@@ -55,14 +55,13 @@ from ..errors import LaneCompileError
 from . import arrays, checkpoint, intrinsics
 from .activity import Activity, helper as _helper, is_scan as _is_scan, where as _where
 from .forward import EMITTERS, Emitter, Plan, transform
-from .reverse import ReverseEmitter, custom_partials
+from .reverse import ReverseEmitter, argnums_order, custom_partials
 from .source import first_line as _first_line, is_number as _is_number
 from .scans import NotDesugared, desugar
-from .structured import NotStructured, structure
+from .structured import NotStructured, range_bounds, structure
 from ..spmd.syntax import resolve as _resolve
 
 __all__ = ["AdjointEmitter", "NotAdjoint", "ReverseMode"]
-
 
 
 class NotAdjoint(Exception):
@@ -124,7 +123,8 @@ class AdjointEmitter(Emitter):
         except arrays.Mixed as e:
             raise NotAdjoint(str(e)) from None
 
-    # -- expressions: {leaf: partial}; a leaf is ("v", name) or ("e", array, index)
+    # -- expressions: {leaf: partial}; a leaf is ("v", name), ("e", array, index) or
+    #    ("a", array, direction): a whole array, reduced along a direction (see _accumulate)
 
     def _ex_Name(self, node):
         if node.id in self.arrays:
@@ -193,9 +193,8 @@ class AdjointEmitter(Emitter):
 
     def _ex_Subscript(self, node):
         base = node.value
-        helper = _helper(self.resolve(base.func)) if isinstance(base, ast.Call) else None
-        if helper is not None and getattr(helper, "_lw_jvp_rule", None) is None \
-                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
+        helper = self._tuple_helper(base)
+        if helper is not None and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
             k = node.slice.value  # helper(...)[k]: one item of a helper's tuple
             p, parts = self._helper_partials(base, helper)
             return self.atom(f"{p}[{k}]"), self._chain([(coefs, f"{d}[{k}]") for coefs, d in parts])
@@ -272,17 +271,7 @@ class AdjointEmitter(Emitter):
     def _helper_partials(self, node, helper):
         """``(result, [(partials of active argument j, d result / d argument j)])`` of a helper
         call (the derivatives are tuples when the helper returns one)."""
-        code = helper.__code__
-        n = code.co_argcount
-        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) > n:
-            raise NotAdjoint("a helper called with keywords")
-        values = [self._argument(a) for a in node.args]
-        defaults = helper.__defaults__ or ()
-        missing = n - len(values)
-        if missing > len(defaults) or any(not isinstance(v, (int, float, bool, type(None)))
-                                          for v in defaults[len(defaults) - missing:] if missing):
-            raise NotAdjoint("a helper's defaults")
-        values += [(repr(v), None) for v in (defaults[len(defaults) - missing:] if missing else ())]
+        values = self._helper_arguments(node, helper, self._argument)
         # The active slots: (argument, item of a tuple argument or None), one unit tangent each.
         slots = [(i, e) for i, (_, c) in enumerate(values)
                  for e in ([None] if isinstance(c, dict) else range(len(c)) if isinstance(c, list) else [])
@@ -314,10 +303,8 @@ class AdjointEmitter(Emitter):
         """``a, b = helper(...)``: ``[(name, primal, partials)]`` for each name, or None for
         any other assignment."""
         paths = _paths(target) if isinstance(target, (ast.Tuple, ast.List)) else None
-        if not (paths and isinstance(value, ast.Call) and self.activity.expr(value)):
-            return None
-        helper = _helper(self.resolve(value.func))
-        if helper is None or getattr(helper, "_lw_jvp_rule", None) is not None:
+        helper = self._tuple_helper(value) if paths else None
+        if helper is None:
             return None
         p, parts = self._helper_partials(value, helper)
         shape = ast.unparse(target)
@@ -354,7 +341,7 @@ class AdjointEmitter(Emitter):
 
     # -- the stack
 
-    def _push(self, values: list[str]) -> list[str]:
+    def _push(self, values: list[tuple[str, bool]]) -> tuple[list[str], list[str]]:
         """Emit the pushes of ``values``; return the reverse sweep's lines that pop them into
         fresh names (indices back to ints), and the names, as ``(lines, names)``."""
         if not values:
@@ -548,13 +535,17 @@ class AdjointEmitter(Emitter):
                     return getattr(intrinsics, node.attr, None)
                 return self.resolve(node)
             numbers = {p for p in self.differentiated if p not in self.arrays}
-            self.scalars = checkpoint.scalar_names(self.fdef, numbers, self.arrays, resolve, self._checked)
+            self.scalars = checkpoint.scalar_names(self.fdef, numbers, self.arrays, resolve,
+                                                   lambda call: self._tuple_helper(call) is not None)
         return self.scalars
 
-    def _checked(self, call) -> bool:
-        """Whether ``_unpacked_call`` takes (and checks) names unpacked from ``call``."""
-        helper = _helper(self.resolve(call.func)) if isinstance(call, ast.Call) else None
-        return helper is not None and getattr(helper, "_lw_jvp_rule", None) is None and self.activity.expr(call)
+    def _tuple_helper(self, call):
+        """The user helper an active ``call`` calls (not a custom rule), whose tuple result the
+        adjoint code takes item by item (checked to be numbers where unpacked), or None."""
+        if not (isinstance(call, ast.Call) and self.activity.expr(call)):
+            return None
+        helper = _helper(self.resolve(call.func))
+        return helper if helper is not None and getattr(helper, "_lw_jvp_rule", None) is None else None
 
     def _checkpointed(self, node, held: list[str], lines: list[str], rev: list[str]) -> list[str]:
         """The loop keeping its state ``held`` every ``seg`` iterations (at most ``most``
@@ -604,8 +595,7 @@ class AdjointEmitter(Emitter):
         ``j`` (a range's target), and the values to ``keep`` for the reverse sweep."""
         if isinstance(node, ast.While):
             return {"head": f"while {ast.unparse(node.test)}:", "enter": [], "keep": []}
-        args = [ast.unparse(a) for a in node.iter.args]
-        start, stop, step = (["0"] + args + ["1"])[:3] if len(args) == 1 else (args + ["1"])[:3]
+        start, stop, step = range_bounds([ast.unparse(a) for a in node.iter.args], "0", "1")
         first, stride, total = (f"{self.pre}{w}{n}" for w in ("from", "by", "total"))
         self.emit(f"{first}, {stride} = {start}, {step}")
         self.emit(f"{total} = {self.pre}ad.trips({first}, {stop}, {stride})")
@@ -690,9 +680,7 @@ class AdjointEmitter(Emitter):
         return p
 
     def _order(self) -> list[str]:
-        order = sorted((s.index(1.0), p) for p, s in zip(self.params, self.plan.seeds, strict=True)
-                       if isinstance(s, tuple))
-        return [p for _, p in order]
+        return argnums_order(self.params, self.plan.seeds)
 
     def _tangent_params(self) -> list[str]:
         return [f"{self.pre}cotangent"] if self.plan.finish == "vjp" else []

@@ -347,12 +347,7 @@ class Emitter:
 
     def _custom_call(self, node, fn):
         """A call of an ``lw.custom_jvp`` function: its rule, once per tangent."""
-        if node.keywords or len(node.args) != fn.__code__.co_argcount:
-            self._fail(node, f"{fn.__qualname__} has a custom derivative rule: pass all its arguments by position")
-        values = [self.ex(a) for a in node.args]
-        primals = "(" + "".join(self.atom(p) + ", " for p, _ in values) + ")"
-        name = self.helpers.setdefault(fn._lw_jvp_rule, f"{self.pre}h{len(self.helpers)}")
-        self.closure[name] = fn._lw_jvp_rule
+        values, primals, name = self._custom_rule(node, fn)
         p = f"{self.pre}p{self.count}"
         ts = [f"{self.pre}d{self.count}_{j}" for j in range(self.plan.k)]
         self.count += 1
@@ -361,6 +356,16 @@ class Emitter:
                                      for (pv, tv), a in zip(values, node.args, strict=True)) + ")"
             self.emit(f"{p}, {t} = {name}({primals}, {tangents})")
         return p, ts
+
+    def _custom_rule(self, node, fn):
+        """``(argument values, primals tuple text, rule name)`` of a call of a custom_jvp function."""
+        if node.keywords or len(node.args) != fn.__code__.co_argcount:
+            self._fail(node, f"{fn.__qualname__} has a custom derivative rule: pass all its arguments by position")
+        values = [self.ex(a) for a in node.args]
+        primals = "(" + "".join(self.atom(p) + ", " for p, _ in values) + ")"
+        name = self.helpers.setdefault(fn._lw_jvp_rule, f"{self.pre}h{len(self.helpers)}")
+        self.closure[name] = fn._lw_jvp_rule
+        return values, primals, name
 
     def _scan_call(self, node, callee):
         """``lw.scan(f, init, xs, ...)``: a scan of f's transformed step over (carry, its
@@ -413,21 +418,7 @@ class Emitter:
                                       for j, _ in enumerate(zero)])
 
     def _helper_call(self, node, helper):
-        code = helper.__code__
-        n = code.co_argcount
-        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) > n:
-            self._fail(node, f"calls of {helper.__qualname__} with keywords or *args cannot be differentiated "
-                             "(pass the arguments by position)")
-        values = [self.ex(a) for a in node.args]
-        defaults = helper.__defaults__ or ()
-        missing = n - len(values)
-        if missing > len(defaults):
-            self._fail(node, f"{helper.__qualname__} is called with too few arguments")
-        for value in defaults[len(defaults) - missing:] if missing else ():
-            if not isinstance(value, (int, float, bool, type(None))):
-                self._fail(node, f"{helper.__qualname__} is called without an argument whose default "
-                                 f"({value!r}) is not a number; pass it explicitly")
-            values.append((repr(value), None))
+        values = self._helper_arguments(node, helper, self.ex)
         seeds = tuple("arg" if t is not None else None for _, t in values)
         made = transform(helper, self._helper_plan(seeds))
         name = self.helpers.setdefault(made, f"{self.pre}h{len(self.helpers)}")
@@ -441,6 +432,25 @@ class Emitter:
         call = ", ".join(args + tangents + self._helper_extra())
         self.emit(f"{p}, {', '.join(ts)} = {name}({call})")  # unpacked: SPMD needs it
         return p, ts
+
+    def _helper_arguments(self, node, helper, value_of) -> list:
+        """``value_of(argument)`` for each argument of a helper call, then ``(repr, None)``
+        for each numeric default it leaves out."""
+        n = helper.__code__.co_argcount
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) > n:
+            self._fail(node, f"calls of {helper.__qualname__} with keywords or *args cannot be differentiated "
+                             "(pass the arguments by position)")
+        values = [value_of(a) for a in node.args]
+        defaults = helper.__defaults__ or ()
+        missing = n - len(values)
+        if missing > len(defaults):
+            self._fail(node, f"{helper.__qualname__} is called with too few arguments")
+        for value in defaults[len(defaults) - missing:] if missing else ():
+            if not isinstance(value, (int, float, bool, type(None))):
+                self._fail(node, f"{helper.__qualname__} is called without an argument whose default "
+                                 f"({value!r}) is not a number; pass it explicitly")
+            values.append((repr(value), None))
+        return values
 
     # -- hooks reverse mode overrides
 

@@ -397,12 +397,16 @@ def trips(start, stop, step):
 _STACK_START = 4096  # 32 KB: malloc hands the same block back lane after lane
 
 
+@register_jitable
+def _stack_size(limit):
+    return _STACK_START if limit < 0 else min(_STACK_START, limit)
+
+
 def new_stack(limit=-1):
     """``(owner, address, capacity)`` of a new value stack for one lane's adjoint code
     (of at most ``limit`` values when it is not -1)."""
-    size = _STACK_START if limit < 0 else min(_STACK_START, limit)
-    buffer = np.empty(size)
-    return [buffer], buffer, size
+    buffer = np.empty(_stack_size(limit))
+    return [buffer], buffer, buffer.shape[0]
 
 
 def grow(owner, address, top, n, limit=-1):
@@ -443,9 +447,8 @@ def _keep_overload(owner):
 @overload(new_stack, jit_options={"error_model": "numpy"})
 def _new_stack_overload(limit=-1):
     def impl(limit=-1):
-        size = _STACK_START if limit < 0 else min(_STACK_START, limit)
-        buffer = np.empty(size)
-        return [buffer], buffer.ctypes.data, size
+        buffer = np.empty(_stack_size(limit))
+        return [buffer], buffer.ctypes.data, buffer.shape[0]
     return impl
 
 

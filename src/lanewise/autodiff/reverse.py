@@ -48,8 +48,7 @@ class ReverseEmitter(Emitter):
         if plan.k != 1:
             raise ValueError("reverse mode carries one node id per value (k = 1)")
         self.tape = f"{self.pre}tape"
-        order = sorted((s.index(1.0), p) for p, s in zip(self.params, plan.seeds, strict=True) if isinstance(s, tuple))
-        self.order = [p for _, p in order]  # the differentiated parameters, in argnums order
+        self.order = argnums_order(self.params, plan.seeds)
 
     def _how(self) -> str:
         return "reverse mode: a tape, swept back at return"
@@ -158,16 +157,17 @@ class ReverseEmitter(Emitter):
         return p
 
 
+def argnums_order(params, seeds) -> list[str]:
+    """The differentiated parameters, in argnums order (a seed is its basis vector)."""
+    return [p for _, p in sorted((s.index(1.0), p) for p, s in zip(params, seeds, strict=True)
+                                 if isinstance(s, tuple))]
+
+
 def custom_partials(emitter: Emitter, node, fn):
     """``(result, [(derivative of an active argument, its partial)])`` of a call of a
     custom_jvp function: its rule run once per active argument, with a unit tangent
     there (both reverse modes use it)."""
-    if node.keywords or len(node.args) != fn.__code__.co_argcount:
-        emitter._fail(node, f"{fn.__qualname__} has a custom derivative rule: pass all its arguments by position")
-    values = [emitter.ex(a) for a in node.args]
-    primals = "(" + "".join(emitter.atom(p) + ", " for p, _ in values) + ")"
-    rule = emitter.helpers.setdefault(fn._lw_jvp_rule, f"{emitter.pre}h{len(emitter.helpers)}")
-    emitter.closure[rule] = fn._lw_jvp_rule
+    values, primals, rule = emitter._custom_rule(node, fn)
     p, parts = f"{emitter.pre}p{emitter.count}", []
     emitter.count += 1
     for i, (_, derivative) in enumerate(values):

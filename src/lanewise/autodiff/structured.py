@@ -148,8 +148,7 @@ class _Rewriter:
                 and 1 <= len(call.args) <= 3 and not call.keywords):
             raise NotStructured("an exit from a for loop that is not over range(...)")
         args = list(call.args)
-        start, stop_at, step = ([ast.Constant(0)] + args + [ast.Constant(1)])[:3] if len(args) == 1 else \
-            (args + [ast.Constant(1)])[:3]
+        start, stop_at, step = range_bounds(args, ast.Constant(0), ast.Constant(1))
         names = [f"{self.pre}{what}{n}" for what in ("start", "stop", "step", "trips", "trip")]
         first, last, stride, trips, trip = names
         setup = [_assign(first, start, node), _assign(last, stop_at, node), _assign(stride, step, node),
@@ -161,6 +160,11 @@ class _Rewriter:
         test = _and([_not(f) for f in stop] + [ast.Compare(_load(trip), [ast.Lt()], [_load(trips)])])
         body = head + top + self.block(node.body, loop)
         return setup + [ast.copy_location(ast.While(test, body, []), node)]
+
+
+def range_bounds(args: list, zero, one) -> tuple:
+    """``(start, stop, step)`` of ``range(*args)``, with ``zero`` and ``one`` for those left out."""
+    return (zero, args[0], one) if len(args) == 1 else tuple((args + [one])[:3])
 
 
 # ----------------------------------------------------------------------------- what a statement may do
