@@ -228,3 +228,54 @@ def test_rebinding_in_one_process_does_not_poison_the_disk_cache(tmp_path):
     assert first == {"1.0": x.tolist(), "2.0": (2 * x).tolist()}
     assert _child(tmp_path, cache_dir, "2") == {"2.0": (2 * x).tolist()}
     assert list(Path(cache_dir).rglob("lw_*.py"))  # the second process did read a disk cache
+
+
+def _square(x):
+    return x * x
+
+
+def _cube(x):
+    return x * x * x
+
+
+def test_functions_lanewise_makes_around_a_lane_are_hashed_with_the_lane():
+    """Derivative and bridge lanes are lanewise-made functions calling the user's lane:
+    hashed by name, every lane shared one key (an edited lane got its old gradient)."""
+    from lanewise.autodiff.source import build
+
+    def around(lane):
+        return build("# test", "def _lw_around(x):", ["    return _lw_lane(x) + 1.0"], {}, {"_lw_lane": lane})
+
+    assert fingerprint(around(around(_square))) != fingerprint(around(around(_cube)))
+    assert fingerprint(around(around(_square))) == fingerprint(around(around(_square)))
+    from lanewise.bridge.derive import tangent_program
+    from lanewise.bridge.signature import Op
+    tangents = [tangent_program(Op.of(lw.vmap(lane), (X,)), (0,)).program for lane in (_square, _cube)]
+    assert len({fingerprint(t.fun) for t in tangents}) == 2
+
+
+EDITED = r'''
+import json, sys
+import jax, jax.numpy as jnp
+import lanewise as lw
+jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, sys.argv[1])
+from lw_edited_gradient import f
+x = jnp.linspace(0.0, 1.0, 5)
+op = lw.jax.op(lw.vmap(f, in_axes=(0, None)))
+loss = lambda a: op(x, a).sum()
+print(json.dumps([float(jax.grad(loss)(1.5)), float(jax.jvp(loss, (1.5,), (1.0,))[1])]))
+'''
+
+
+def test_an_edited_lane_gets_its_own_gradient_from_the_disk_cache(tmp_path):
+    """Process 2 runs an edited lane whose JAX-op gradient programs process 1 cached."""
+    env = dict(os.environ, LANEWISE_CACHE_DIR=str(tmp_path / "cache"))
+    x = np.linspace(0.0, 1.0, 5)
+    for body, want in (("a * math.sin(x) * x", np.sum(np.sin(x) * x)),
+                       ("math.sin(a * x) * x", np.sum(np.cos(1.5 * x) * x * x))):
+        (tmp_path / "lw_edited_gradient.py").write_text(f"import math\n\ndef f(x, a):\n    return {body}\n")
+        proc = subprocess.run([sys.executable, "-c", EDITED, str(tmp_path)], env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        np.testing.assert_allclose(json.loads(proc.stdout.strip().splitlines()[-1]), [want, want], rtol=1e-12)

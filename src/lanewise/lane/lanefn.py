@@ -438,9 +438,23 @@ def _feed_value(h, value: Any, seen: set[int], names=frozenset()) -> None:
 
 def _pinned_function(value) -> bool:
     """A function (not a class, not a partial or bound object carrying data) defined by
-    a pinned module, named by its qualified name."""
+    a pinned module, named by its qualified name.
+
+    Only a definition found under that name in its module counts: a closure or a
+    generated function that lanewise makes around the user's lane (a derivative
+    lane calling it, a bridge's cotangent lane) carries the lane in its closure
+    or globals, so it is hashed by its code and what it reaches, never by its name
+    (named alone, an edited lane reused the derivatives of its old version)."""
     return (callable(value) and not isinstance(value, type) and _pinned(value) and _pinned(type(value))
-            and isinstance(getattr(value, "__qualname__", None), str) and not hasattr(value, "__self__"))
+            and isinstance(getattr(value, "__qualname__", None), str) and not hasattr(value, "__self__")
+            and _defined_at_its_name(value))
+
+
+def _defined_at_its_name(value) -> bool:
+    found = sys.modules.get(value.__module__)
+    for part in value.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is value
 
 
 def _pinned(obj) -> bool:
