@@ -293,6 +293,20 @@ def test_batched_backward_jacobian(scaled_op):
     close(jac(scaled_op), jac(scaled_twin))
 
 
+def test_second_derivatives_double_backward(bump_op):
+    """The cotangent programs are operators with autograd too (the shared parameter's
+    summed one included): create_graph=True, then a second backward."""
+    x = torch.linspace(-1, 1, 4, dtype=torch.float64, requires_grad=True)
+    y = torch.linspace(-0.5, 1.5, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
+
+    def second(op):
+        first = torch.autograd.grad((op(x, y, w) ** 2).sum(), (x, y, w), create_graph=True)
+        return torch.autograd.grad(sum((g * g).sum() for g in first), (x, y, w))
+
+    close(second(bump_op), second(bump_twin))
+
+
 @pytest.mark.xfail(raises=RuntimeError, strict=False,
                    reason="torch.library.register_autograd ops under torch.func.grad: PyTorch issue #170834")
 def test_func_grad(decay_op):

@@ -33,6 +33,7 @@ from ..reducing import reduce
 from ..autodiff.source import build
 from ..errors import LanewiseError
 from ..ir.program import unwrap_nest
+from ..ir.reduction import Monoid, Outer, Segments, reduced_levels
 from .signature import Op
 
 
@@ -56,12 +57,30 @@ def mapped(op: Op) -> Op:
 
 
 def batched(op: Op, axes: tuple) -> Op:
-    """``op`` under ``jax.vmap``: leaf ``k`` batched along ``axes[k]`` (None: not batched)."""
+    """``op`` under ``jax.vmap``: leaf ``k`` batched along ``axes[k]`` (None: not batched).
+    A reduction keeps the new level: it reduces what it reduced, batch by batch."""
     key = ("batch", axes)
     if key not in op.derived:
         in_axes = tuple(optree.tree_unflatten(op.in_tree, list(axes)))
-        op.derived[key] = Op(vmap(op.program, in_axes=in_axes, out_axes=0), op.in_tree, op.name)
+        if reduced(op):
+            red = op.program
+            if isinstance(red.axis, Segments) or isinstance(red.op, Monoid):
+                raise NotImplementedError(f"lw.jax.op({op.name}): jax.vmap of a segmented or lw.Monoid reduction "
+                                          "is not supported; use the op of its lw.vmap program and reduce in JAX")
+            program = reduce(vmap(red.fun, in_axes=in_axes, out_axes=0), red.op, axis=Outer(red.axis))
+        else:
+            program = vmap(op.program, in_axes=in_axes, out_axes=0)
+        op.derived[key] = Op(program, op.in_tree, op.name)
     return op.derived[key]
+
+
+def reduced_axes(op: Op, types) -> list[tuple]:
+    """Per result leaf of ``op``'s ``lw.vmap`` program, the axes the reduction ``op``
+    folds (``types``: each argument leaf's (shape, dtype))."""
+    outputs = mapped(op).infer(*types).exe.program.outputs
+    n = len(outputs[0].level_dims) if outputs else 0
+    return [tuple(sorted(o.level_dims[lv] for lv in reduced_levels(o.level_dims, o.ndim, op.program.axis, n)))
+            for o in outputs]
 
 
 def arg_leaves(op: Op) -> list[list[int]]:
@@ -147,8 +166,14 @@ def tangent_program(op: Op, active: tuple) -> Op:
             raise NotImplementedError(f"lw.jax.op({op.name}): only sum and mean reductions are differentiated, "
                                       f"not {op.program.op!r}")
         program = reduce(program, op.program.op, axis=op.program.axis)
-    args = [object()] * n + [object()] * len(active)
-    return Op(program, pytree.flatten(tuple(args))[1], f"tangents of {op.name}")
+    return Op(program, _args_and(op, [object()] * len(active)), f"tangents of {op.name}")
+
+
+def _args_and(op: Op, extra: list):
+    """The pytree structure of ``op``'s arguments followed by ``extra`` ones (a derived
+    program takes each argument as the op does: a tuple argument stays a tuple)."""
+    args = pytree.unflatten(op.in_tree, [object()] * op.in_tree.num_leaves)
+    return pytree.flatten((*args, *extra))[1]
 
 
 #: Reductions that are linear in the lanes' values: their tangent is the reduction of the tangents.
@@ -189,16 +214,14 @@ def cotangent_programs(lin: Linear, types) -> list[Cotangents]:
     Arguments no level maps (parameters shared by every lane) are summed over the
     lanes by a ``lw.reduce``: per-lane gradients are never stored.  The others get
     a ``lw.vmap`` laid out as the argument, with a leading axis per level that does
-    not map them (to be summed by the caller).  A reduction's output cotangent is
-    the same for every lane it reduced (a mean's divided by the count: the caller's
-    part); partial reductions are not transposed."""
+    not map them (to be summed by the caller).  A reduction of every axis has one
+    output cotangent for all its lanes (a mean's divided by the count: the caller's
+    part); the caller spreads that of a partial reduction over the lanes it folded
+    and transposes the ``lw.vmap`` op instead."""
     types = tuple((tuple(shape), str(np.dtype(dtype))) for shape, dtype in types)
     key = ("cotangents", lin.active, types)
     op = lin.op
     if key not in op.derived:
-        if reduced(op) and op.program.axis is not None:
-            raise NotImplementedError(f"lw.jax.op({op.name}): gradients of a reduction over some axes only "
-                                      "are not supported; reduce every axis, or reduce the lw.vmap op in JAX")
         leaves = {j: arg_leaves(op)[j][0] for j in lin.active}
         shared = tuple(j for j in lin.active if all(a is None for a in _leaf_axes(op, leaves[j])))
         own = tuple(j for j in lin.active if j not in shared)
@@ -230,7 +253,7 @@ def _cotangent_program(op: Op, group: tuple, ndims, structure, reduce_lanes: boo
     if reduce_lanes:
         program = reduce(program, "sum")
     out_value = pytree.unflatten(structure.tree, [object()] * len(structure.ranks))
-    made = Op(program, pytree.flatten(tuple([object()] * n + [out_value]))[1], f"cotangents of {op.name}")
+    made = Op(program, _args_and(op, [out_value]), f"cotangents of {op.name}")
     summed = tuple(0 if reduce_lanes else sum(1 for b in ax if b is None) for ax in axes)
     return Cotangents(made, tuple(leaves), summed)
 

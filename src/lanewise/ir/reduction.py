@@ -60,6 +60,20 @@ class Segments:
 
 
 @dataclass(frozen=True)
+class Outer:
+    """The ``axis`` of a reduction whose function gained an outer vmap level with
+    ``out_axes=0`` (``jax.vmap`` of a ``lw.jax.op`` reduction): ``axis`` as it
+    selected the inner function's axes, and the new level kept.
+
+    Example:
+      >>> reduced_levels((0, 1), 2, Outer(None), 2), reduced_levels((0, 2, 1), 3, Outer(-1), 3)
+      ((1,), (1,))
+    """
+
+    axis: Any
+
+
+@dataclass(frozen=True)
 class Op:
     """One reduction: its source templates (``{a}``, ``{v}``) and NumPy meaning."""
 
@@ -147,6 +161,9 @@ def check_op(op, axis) -> None:
 
 def reduced_levels(out_level_dims, ndim: int, axis, n_levels: int) -> tuple[int, ...]:
     """Which vmap levels an output leaf's ``axis`` selection reduces."""
+    if isinstance(axis, Outer):  # the inner output: the leading axis and level 0 removed
+        inner = [None if dim is None else dim - 1 for dim in out_level_dims[1:]]
+        return tuple(lv + 1 for lv in reduced_levels(inner, ndim - 1, axis.axis, n_levels - 1))
     level_of = {dim: lv for lv, dim in enumerate(out_level_dims) if dim is not None}
     if axis is None or isinstance(axis, Segments):
         return tuple(sorted(level_of.values()))

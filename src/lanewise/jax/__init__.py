@@ -47,17 +47,18 @@ def op(program: Mapped) -> Callable:
     Args:
       program: the lanewise program.  It runs on lanewise's CPU backend (its
         ``backend=`` must be None or ``"cpu"``).  A ``lw.reduce`` op runs the fused
-        map-reduce (nothing mapped is stored); sum and mean reductions are
-        differentiated (``jax.grad`` for reductions of every axis); it is not
-        yet batched by ``jax.vmap``, and segmented or ``lw.Monoid`` reductions are
-        refused.
+        map-reduce (nothing mapped is stored), is batched by ``jax.vmap`` (the
+        reduction keeps the new level) and differentiated over any axes (min,
+        max and prod through the lanes' values, as JAX differentiates them);
+        segmented or ``lw.Monoid`` reductions are refused.
 
     Returns:
       A function of the program's positional arguments (JAX arrays, NumPy arrays
       or Python scalars, in pytrees) returning JAX arrays shaped as ``program``'s
       results.  It works inside and outside ``jax.jit``, under ``jax.vmap``
       (one more mapped level of the same kernel), ``jax.jvp`` and ``jax.grad``
-      (float arguments; each differentiated argument one array).  Output dtypes
+      (float arguments; each differentiated argument one array), to any order
+      (``jax.hessian``).  Output dtypes
       are the lane's, as JAX holds them: without ``jax_enable_x64`` a float64
       lane result arrives as float32.
 

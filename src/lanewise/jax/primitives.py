@@ -71,14 +71,7 @@ def _axes(dims) -> tuple:
     return tuple(d if isinstance(d, int) else None for d in dims)
 
 
-def _plain(op: Op, what: str) -> None:
-    if getattr(op.program, "_lw_reduce_spec", False):
-        raise NotImplementedError(f"lw.jax.op({op.name}): {what} of a lw.reduce op is not supported yet; use the "
-                                  "op of its lw.vmap program and reduce in JAX")
-
-
 def _batch(leaves, dims, op: Op):
-    _plain(op, "jax.vmap")
     axes = _axes(dims)
     outs = call_p.bind(*leaves, op=derive.batched(op, axes))
     return outs, [0] * len(outs)
@@ -91,8 +84,30 @@ def _jvp(primals, tangents, op: Op):
     lin, diff = derive.linearize(op, primals, tangents, lambda t: type(t) is ad.Zero)
     if lin is None or not any(derive.is_float(o.dtype) for o in outs):
         return outs, zeros
-    touts = linear_p.bind(*primals, *(ad.instantiate_zeros(tangents[k]) for k in diff), lin=lin)
+    if derive.reduced(op) and op.program.op not in derive.LINEAR_REDUCTIONS:
+        touts = _tangents_of_values(op, primals, tangents, diff)
+    else:
+        touts = linear_p.bind(*primals, *(ad.instantiate_zeros(tangents[k]) for k in diff), lin=lin)
     return outs, [t if derive.is_float(o.dtype) else z for o, t, z in zip(outs, touts, zeros, strict=True)]
+
+
+def _tangents_of_values(op: Op, primals, tangents, diff) -> list:
+    """min, max, prod: JAX's derivative of the reduction of the lanes' values (the
+    ``lw.vmap`` op, then jax.numpy's reduction), ties and zeros as JAX treats them.
+    Unlike a sum's, these tangents need every lane's value: they are stored."""
+    inner, fold = derive.mapped(op), _FOLD[op.program.op]
+    axes = derive.reduced_axes(op, _types(primals))
+
+    def values(*xs):
+        leaves = list(primals)
+        for k, x in zip(diff, xs, strict=True):
+            leaves[k] = x
+        return [fold(v, axis=a) for v, a in zip(call_p.bind(*leaves, op=inner), axes, strict=True)]
+
+    return jax.jvp(values, [primals[k] for k in diff], [ad.instantiate_zeros(tangents[k]) for k in diff])[1]
+
+
+_FOLD = {"min": jax.numpy.min, "max": jax.numpy.max, "prod": jax.numpy.prod}
 
 
 def _linear_abstract(*avals, lin):
@@ -108,12 +123,29 @@ def _linear_lower(ctx, *leaves, lin):
     return _lower(ctx, *leaves, op=lin.forward())
 
 
+def _linear_jvp(primals, tangents, lin):
+    """Second derivatives: the tangent map is an op like any other (its program,
+    ``lw.jvp`` of the lane, differentiated by lanewise once more)."""
+    return _jvp(primals, tangents, op=lin.forward())
+
+
 def _linear_batch(leaves, dims, lin):
     n = len(leaves) - len(lin.diff)
-    leaves, dims = derive.align_tangent_dims(list(leaves), list(dims), lin.diff, n)
-    axes = _axes(dims[:n])
-    outs = linear_p.bind(*leaves, lin=derive.Linear(derive.batched(lin.op, axes), lin.diff))
+    leaves, dims = _align_tangents(list(leaves), list(dims), lin.diff, n)
+    outs = linear_p.bind(*leaves, lin=derive.Linear(derive.batched(lin.op, _axes(dims[:n])), lin.active))
     return outs, [0] * len(outs)
+
+
+def _align_tangents(leaves: list, dims: list, diff, n: int) -> tuple[list, list]:
+    """The tangent program maps each tangent as its primal: where JAX batched one
+    of the pair only, or both along different axes, both get the batch axis first."""
+    size = next(x.shape[d] for x, d in zip(leaves, dims, strict=True) if isinstance(d, int))
+    for i, k in enumerate(diff):
+        if dims[k] != dims[n + i]:
+            for j in (k, n + i):
+                leaves[j] = batching.bdim_at_front(leaves[j], dims[j], size)
+                dims[j] = 0
+    return leaves, dims
 
 
 def _linear_transpose(cts, *leaves, lin):
@@ -129,6 +161,8 @@ def _cotangents(lin, primals, cts) -> list:
     """The cotangent of each tangent argument of ``lin``: the cotangent programs'
     results, summed over the levels that do not map their leaf."""
     op, types = lin.op, _types(primals)
+    if derive.reduced(op) and op.program.axis is not None:
+        return _cotangents(derive.Linear(derive.mapped(op), lin.active), primals, _spread(op, types, cts))
     if derive.reduced(op) and op.program.op == "mean":  # each lane's share of a mean
         n = math.prod(derive.mapped(op).infer(*types).call.sizes)
         cts = [c / n for c in cts]
@@ -138,6 +172,20 @@ def _cotangents(lin, primals, cts) -> list:
             r = jax.numpy.sum(r, axis=tuple(range(summed))) if summed else r
             found[k] = r.astype(primals[k].dtype)
     return [found[k] for k in lin.diff]
+
+
+def _spread(op: Op, types, cts) -> list:
+    """A partial sum's or mean's result cotangents as those of the ``lw.vmap`` op's
+    values: each the same for every lane it folded (a mean's divided by their count)."""
+    inferred = derive.mapped(op).infer(*types)
+    spread = []
+    for ct, out, axes in zip(cts, inferred.out, derive.reduced_axes(op, types), strict=True):
+        if not derive.is_float(out.dtype):  # no cotangent: a placeholder of the right type
+            spread.append(jax.numpy.zeros(out.shape, out.dtype))
+            continue
+        ct = jax.numpy.broadcast_to(jax.numpy.expand_dims(ct, axes), out.shape)
+        spread.append(ct / math.prod(out.shape[a] for a in axes) if op.program.op == "mean" else ct)
+    return spread
 
 
 call_p.def_impl(_impl)
@@ -151,3 +199,4 @@ linear_p.def_abstract_eval(_linear_abstract)
 mlir.register_lowering(linear_p, _linear_lower, platform="cpu")
 batching.primitive_batchers[linear_p] = _linear_batch
 ad.primitive_transposes[linear_p] = _linear_transpose
+ad.primitive_jvps[linear_p] = _linear_jvp

@@ -36,7 +36,6 @@ from torch.fx.experimental.symbolic_shapes import optimization_hint
 from .. import pytree
 from ..bridge import derive
 from ..bridge.signature import Op
-from ..ir.program import unwrap_nest
 
 NAMESPACE = "lanewise"
 _LIB = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: dropping it deletes the ops
@@ -117,9 +116,8 @@ def define(op: Op, n_out: int):
         torch.library.define(qualname, f"({', '.join(f'Tensor a{k}' for k in range(n))}) -> {results}", lib=_LIB)
         torch.library.impl(qualname, "cpu", _runner(op), lib=_LIB)
         torch.library.register_fake(qualname, functools.partial(_fake, op), lib=_LIB)
-        if not derive.reduced(op):  # a cotangent's sum: no second derivatives of those
-            torch.library.register_autograd(qualname, functools.partial(_backward, op),
-                                            setup_context=_setup, lib=_LIB)
+        torch.library.register_autograd(qualname, functools.partial(_backward, op), setup_context=_setup,
+                                        lib=_LIB)  # cotangent programs too: second derivatives
         torch.library.register_vmap(qualname, functools.partial(_vmap, op), lib=_LIB)
         op.derived[key] = getattr(getattr(torch.ops, NAMESPACE), name).default
     return op.derived[key]
@@ -209,12 +207,5 @@ def _vmap(op: Op, info, in_dims, *tensors):
     if all(d is None for d in in_dims):
         outs = call(op, tensors)
         return _packed(outs), _packed([None] * len(outs))
-    if derive.reduced(op):
-        # A cotangent's sum over every lane (levels laid out first), batched: the
-        # batched lanes' values, summed here over the levels after the batch axis.
-        levels = len(unwrap_nest(op.program.fun)[1])
-        outs = [o.sum(dim=tuple(range(1, levels + 1)))
-                for o in call(derive.batched(derive.mapped(op), tuple(in_dims)), tensors)]
-    else:
-        outs = call(derive.batched(op, tuple(in_dims)), tensors)
+    outs = call(derive.batched(op, tuple(in_dims)), tensors)  # a cotangent's sum keeps the batch level
     return _packed(outs), _packed([0] * len(outs))
