@@ -8,6 +8,10 @@ Two rows, the bars of the bridge issue (docs/jax.md, section PyTorch):
   PyTorch's ``while_loop`` (the counterpart of ``lax.while_loop``; a Python
   ``for`` loop of 500 steps is unrolled by Dynamo and Inductor had not
   finished compiling it for 300² after 17 minutes);
+* the W3 backtest (2000 series × 5000 steps, a scan per series) as an op inside
+  a ``torch.compile``d function, against its PyTorch twin compiled the same way:
+  PyTorch's ``scan`` over time, every series one element of the carried
+  tensors (the counterpart of ``jax.vmap(lax.scan)``);
 * the per-call cost of a tiny op (8 lanes of ``x + 1``) inside a compiled
   function, against the same compiled function with ``x + 1`` written in
   PyTorch: the difference is what the operator adds.  PyTorch's floor for any
@@ -33,7 +37,7 @@ import numpy as np
 
 import lanewise as lw
 
-from . import w2_fractal
+from . import w2_fractal, w3_backtest
 from .jax_bridge import compare, loop
 from .report import save_rows
 
@@ -73,6 +77,45 @@ def fractal(torch, n: int, repeats: int) -> dict:
     row = compare("fractal", f"{n}x{n}, {w2_fractal.MAX_ITER} iterations", tools, (re, im), repeats, check)
     row["ratio"] = row["median_s"]["lanewise-op"] / row["median_s"]["torch-compile-while_loop"]
     row["bar"] = "<= 0.1x the PyTorch twin in torch.compile"
+    return row
+
+
+def _scan_twin(torch):
+    """W3 in PyTorch: one ``scan`` over time, the series side by side in each step."""
+    from torch._higher_order_ops.scan import scan
+
+    def step(carry, price):
+        fast, slow, pos, pnl, last = carry
+        pnl = pnl + pos * (price - last)
+        fast = fast + w3_backtest.FAST * (price - fast)
+        slow = slow + w3_backtest.SLOW * (price - slow)
+        pos = torch.where(fast > slow, 1.0, torch.where(fast < slow, -1.0, pos))
+        return (fast, slow, pos, pnl, price.clone()), fast.new_zeros(())  # scan refuses a carry aliasing x
+
+    def backtest(prices):
+        p0 = prices[:, 0]
+        init = (p0.clone(), p0.clone(), torch.zeros_like(p0), torch.zeros_like(p0), p0.clone())
+        return scan(step, init, prices.T.contiguous())[0][3]
+    return backtest
+
+
+def backtest(torch, n: int, repeats: int) -> dict:
+    program = w3_backtest._lanewise(lw)
+    op = lw.torch.op(program)
+    twin = _scan_twin(torch)
+    tools = {"lanewise-op": torch.compile(lambda p: op(p) * 1.0, fullgraph=True),
+             "torch-compile-scan": torch.compile(lambda p: twin(p) * 1.0, fullgraph=True),
+             "lanewise-direct": lambda p: program(p.numpy())}
+    (prices,) = w3_backtest.setup(n)
+
+    def check(a, b, direct):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-9)
+        np.testing.assert_array_equal(a.numpy(), direct)
+
+    row = compare("backtest", f"{n} series x {w3_backtest.STEPS} steps", tools, (torch.from_numpy(prices),),
+                   repeats, check)
+    row["ratio"] = row["median_s"]["lanewise-op"] / row["median_s"]["torch-compile-scan"]
+    row["bar"] = "<= 0.2x the PyTorch scan in torch.compile"
     return row
 
 
@@ -119,7 +162,9 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
-    rows = [fractal(torch, 300 if args.quick else 1500, args.repeats), overhead(torch, args.repeats)]
+    rows = [fractal(torch, 300 if args.quick else 1500, args.repeats),
+            backtest(torch, w3_backtest.SIZES["quick" if args.quick else "full"], args.repeats),
+            overhead(torch, args.repeats)]
     for row in rows:
         row["load_average_at_start"] = round(load, 2)
         row["torch_threads"] = torch.get_num_threads()

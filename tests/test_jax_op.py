@@ -227,6 +227,18 @@ def test_second_trace_reuses_the_compiled_program(wave_op, xs):
     assert cpu.stats == before
 
 
+def test_handlers_without_a_cache_key_get_names_never_reused(restore_config):
+    """XLA keeps the first handler registered under a name: uncached handlers were named
+    by ``id`` of their module, which Python reuses once the module is collected."""
+    from lanewise.jax.handler import _target_name
+
+    restore_config.disk_cache = False
+    assert _target_name(None) != _target_name(None)
+    ops = [lw.jax.op(lw.vmap(lambda x, k=k: x * k)) for k in (2.0, 3.0)]
+    for k, op in zip((2.0, 3.0), ops, strict=True):
+        np.testing.assert_array_equal(jax.jit(op)(jnp.arange(3.0)), k * np.arange(3.0))
+
+
 def test_errors_name_the_argument():
     with pytest.raises(TypeError, match="lw.vmap"):
         lw.jax.op(wave)

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -199,7 +200,17 @@ def build(exe, in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes) -> Targe
     host.complete(exe)  # the handler's compile may compile these kernels, which call the lane
     inject = {"kernel": exe.module.kernel, "kernel_serial": exe.module.kernel_serial}
     built = _load(key, source, inject)
-    return Target(f"lanewise_{key or id(built.module)}", built.module.handler, n_sizes)
+    return Target(_target_name(key), built.module.handler, n_sizes)
+
+
+_UNCACHED = itertools.count()
+
+
+def _target_name(key: str | None) -> str:
+    """The XLA target's name: the cache key, or a number never reused in this process
+    (XLA keeps the first handler registered under a name; an ``id`` could be reused
+    once a module is collected, and a new handler would have run the old one)."""
+    return f"lanewise_{key}" if key is not None else f"lanewise_uncached_{next(_UNCACHED)}"
 
 
 def _load(key, source: str, inject: dict):
@@ -288,4 +299,4 @@ def build_reduce(exe, types, outs, identities, indexed: bool, n_strides: int, sh
     host.complete(exe)
     inject = {"rkernel": exe.module.rkernel, "rkernel_serial": exe.module.rkernel_serial}
     built = _load(key, source, inject)
-    return Target(f"lanewise_{key or id(built.module)}", built.module.handler, 0), jax_dtypes
+    return Target(_target_name(key), built.module.handler, 0), jax_dtypes
