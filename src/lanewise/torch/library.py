@@ -36,6 +36,7 @@ from torch.fx.experimental.symbolic_shapes import optimization_hint
 from .. import pytree
 from ..bridge import derive
 from ..bridge.signature import Op
+from ..ir.program import unwrap_nest
 
 NAMESPACE = "lanewise"
 _LIB = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: dropping it deletes the ops
@@ -207,5 +208,12 @@ def _vmap(op: Op, info, in_dims, *tensors):
     if all(d is None for d in in_dims):
         outs = call(op, tensors)
         return _packed(outs), _packed([None] * len(outs))
-    outs = call(derive.batched(op, tuple(in_dims)), tensors)  # a cotangent's sum keeps the batch level
+    if derive.reduced(op):
+        # A cotangent's sum over every lane (levels laid out first), batched: the
+        # batched lanes' values, summed here over the levels after the batch axis.
+        levels = len(unwrap_nest(op.program.fun)[1])
+        outs = [o.sum(dim=tuple(range(1, levels + 1)))
+                for o in call(derive.batched(derive.mapped(op), tuple(in_dims)), tensors)]
+    else:
+        outs = call(derive.batched(op, tuple(in_dims)), tensors)
     return _packed(outs), _packed([0] * len(outs))
