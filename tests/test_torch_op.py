@@ -307,6 +307,55 @@ def test_second_derivatives_double_backward(bump_op):
     close(second(bump_op), second(bump_twin))
 
 
+# Every path: fused sum and mean over all lanes, PyTorch's rule over the values for partial
+# sums, max and prod, no derivative for argmax; min shares max's path.
+REDUCTIONS = [("sum", None), ("mean", None), ("mean", 1), ("max", None), ("prod", 1), ("argmax", None), ("sum", 0)]
+
+
+def _torch_fold(name, values, axis):
+    if name == "argmax":
+        return torch.argmax(values) if axis is None else torch.argmax(values, dim=axis)
+    if name == "prod":
+        return torch.prod(values) if axis is None else torch.prod(values, dim=axis)
+    fold = {"sum": torch.sum, "mean": torch.mean, "min": torch.amin, "max": torch.amax}[name]
+    return fold(values) if axis is None else fold(values, dim=axis)
+
+
+@pytest.mark.parametrize("name, axis", REDUCTIONS)
+def test_reduce_programs_are_operators(name, axis):
+    """A lw.reduce operator in eager mode, in a compiled graph, under torch.func.vmap
+    (the batch level kept by the fused reduction) and under autograd, against PyTorch."""
+    op = lw.torch.op(lw.reduce(lw.vmap(lw.vmap(bump, in_axes=(None, 0, None)), in_axes=(0, None, None)), name,
+                               axis=axis))
+
+    def twin(x, y, w):
+        return _torch_fold(name, bump_twin(x, y, w), axis)
+
+    x = torch.linspace(-1, 1, 5, dtype=torch.float64, requires_grad=True)
+    y = torch.linspace(-0.5, 1.5, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
+    got, want = op(x, y, w), twin(x, y, w)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    close(got, want)
+    close(_counted(lambda x, y, w: op(x, y, w) * 1)[0](x, y, w), want * 1)
+    rows = torch.stack([x.detach(), 0.5 * x.detach()])
+    close(torch.func.vmap(op, in_dims=(0, None, None))(rows, y.detach(), w.detach()),
+          torch.stack([twin(r, y.detach(), w.detach()) for r in rows]))
+    if name == "argmax":
+        return
+
+    def loss(f):
+        return lambda x, y, w: torch.sin(f(x, y, w)).sum()
+
+    close(_grads(loss(op), x, y, w), _grads(loss(twin), x, y, w))
+
+
+def test_reduce_operator_errors():
+    segmented = lw.reduce(lw.vmap(lambda x: (0, x)), "sum", segments=2)
+    with pytest.raises(lw.LanewiseError, match="segmented and lw.Monoid reductions are not operators"):
+        lw.torch.op(segmented)
+
+
 @pytest.mark.xfail(raises=RuntimeError, strict=False,
                    reason="torch.library.register_autograd ops under torch.func.grad: PyTorch issue #170834")
 def test_func_grad(decay_op):

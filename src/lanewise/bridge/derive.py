@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +73,11 @@ def batched(op: Op, axes: tuple) -> Op:
             program = vmap(op.program, in_axes=in_axes, out_axes=0)
         op.derived[key] = Op(program, op.in_tree, op.name)
     return op.derived[key]
+
+
+def lane_count(op: Op, types) -> int:
+    """How many lanes ``op``'s ``lw.vmap`` program has for arguments of ``types``."""
+    return math.prod(mapped(op).infer(*types).call.sizes)
 
 
 def reduced_axes(op: Op, types) -> list[tuple]:

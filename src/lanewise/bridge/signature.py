@@ -51,8 +51,8 @@ class Op:
 
     @classmethod
     def of(cls, program, args: tuple, name: str | None = None) -> "Op":
-        if not isinstance(program, Mapped):
-            raise TypeError(f"expected a program made by lw.vmap, got {type(program).__name__}")
+        if not isinstance(program, Mapped) and not getattr(program, "_lw_reduce_spec", False):
+            raise TypeError(f"expected a program made by lw.vmap or lw.reduce, got {type(program).__name__}")
         _, tree = pytree.flatten(tuple(args))
         return cls(program, tree, name or program.__name__)
 

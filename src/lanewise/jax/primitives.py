@@ -164,8 +164,7 @@ def _cotangents(lin, primals, cts) -> list:
     if derive.reduced(op) and op.program.axis is not None:
         return _cotangents(derive.Linear(derive.mapped(op), lin.active), primals, _spread(op, types, cts))
     if derive.reduced(op) and op.program.op == "mean":  # each lane's share of a mean
-        n = math.prod(derive.mapped(op).infer(*types).call.sizes)
-        cts = [c / n for c in cts]
+        cts = [c / derive.lane_count(op, types) for c in cts]
     found = {}
     for group in derive.cotangent_programs(lin, types):
         for k, r, summed in zip(group.leaves, bind(group.op, [*primals, *cts]), group.summed, strict=True):

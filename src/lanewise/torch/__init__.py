@@ -1,6 +1,6 @@
 """lanewise programs inside PyTorch programs: ``lw.torch.op``.
 
-``lw.torch.op(program)`` turns a ``lw.vmap`` program into a PyTorch operator
+``lw.torch.op(program)`` turns a ``lw.vmap`` or ``lw.reduce`` program into a PyTorch operator
 (``torch.library``, namespace ``lanewise``) on CPU tensors: it runs the
 program's compiled, multithreaded kernel on the tensors' memory, has a fake
 kernel (``torch.compile`` traces it without running it, with no graph break),
@@ -35,6 +35,8 @@ from typing import Callable
 import torch
 
 from ..api import Mapped
+from ..ir.reduction import Monoid, Segments
+from ..reducing import Reduced
 from ..bridge.signature import Op
 from ..errors import LanewiseError, LaneTypeError
 from . import library
@@ -43,11 +45,16 @@ __all__ = ["op"]
 
 
 def op(program: Mapped) -> Callable:
-    """``program`` (made by ``lw.vmap``, nested to any depth) as a PyTorch operator on CPU tensors.
+    """``program`` (made by ``lw.vmap``, nested to any depth, or ``lw.reduce``) as a PyTorch
+    operator on CPU tensors.
 
     Args:
       program: the lanewise program.  It runs on lanewise's CPU backend (its
-        ``backend=`` must be None or ``"cpu"``).
+        ``backend=`` must be None or ``"cpu"``).  A ``lw.reduce`` operator runs the
+        fused map-reduce (nothing mapped is stored); ``torch.func.vmap`` keeps the
+        new level; its gradient is fused for a sum or mean over every lane, and
+        otherwise PyTorch's rule for the reduction of the lanes' values (which are
+        then stored).  Segmented and ``lw.Monoid`` reductions are refused.
 
     Returns:
       A function of the program's positional arguments, each a CPU tensor or a
@@ -74,11 +81,15 @@ def op(program: Mapped) -> Callable:
       float tensors ``x`` and ``a`` (tests/test_torch_op.py checks them against
       PyTorch's own).
     """
-    if not isinstance(program, Mapped):
-        raise TypeError(f"lw.torch.op takes a program made by lw.vmap, got {type(program).__name__}")
-    if program.backend not in (None, "cpu"):
+    if not isinstance(program, (Mapped, Reduced)):
+        raise TypeError(f"lw.torch.op takes a program made by lw.vmap or lw.reduce, got {type(program).__name__}")
+    backend = program.fun.backend if isinstance(program, Reduced) else program.backend
+    if backend not in (None, "cpu"):
         raise LanewiseError(f"lw.torch.op runs programs on lanewise's CPU backend; {program!r} asks for "
-                            f"backend={program.backend!r}")
+                            f"backend={backend!r}")
+    if isinstance(program, Reduced) and (isinstance(program.axis, Segments) or isinstance(program.op, Monoid)):
+        raise LanewiseError(f"lw.torch.op({program.__name__}): segmented and lw.Monoid reductions are not "
+                            "operators yet; make the operator of the lw.vmap program and reduce in PyTorch")
     ops: dict[int, Op] = {}  # by arity: a lane with defaults may be called with fewer arguments
     names = _param_names(program)
     kinds: list[type] = []  # the lane's namedtuple classes (a constant cannot hold a class for Dynamo)

@@ -11,7 +11,9 @@ per number of outputs, with the schema ``(Tensor a0, ...) -> (Tensor, ...)``:
   the program typed without data (``Op.infer``); symbolic sizes stay symbolic;
 * autograd: the op's cotangent program (:mod:`lanewise.bridge.derive`, the
   lane's derivative by lanewise), run as another such operator, summed over the
-  levels that do not map an argument;
+  levels that do not map an argument; a reduction over every lane by a sum or
+  a mean stays fused, any other one is differentiated by PyTorch's rule for
+  the reduction of the ``lw.vmap`` operator's values;
 * vmap (``torch.func.vmap``): the op's batched program, one more ``lw.vmap``
   level of the same fused nest.
 
@@ -36,7 +38,7 @@ from torch.fx.experimental.symbolic_shapes import optimization_hint
 from .. import pytree
 from ..bridge import derive
 from ..bridge.signature import Op
-from ..ir.program import unwrap_nest
+from ..ir import reduction
 
 NAMESPACE = "lanewise"
 _LIB = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: dropping it deletes the ops
@@ -89,13 +91,8 @@ def resolve(op: Op, tensors) -> tuple:
 
 
 def _typed(op: Op, types):
-    """``op.infer``; for a reduction (only ever a cotangent program here: a parameter
-    shared by every lane, its per-lane gradients summed by ``lw.reduce`` and never
-    stored) its ``lw.vmap`` program typed: the sum of every lane has a lane's shape."""
-    if not derive.reduced(op):
-        return op.infer(*types)
-    if op.program.op != "sum" or op.program.axis is not None:  # never made by the bridge
-        raise NotImplementedError(f"lw.torch.op: {op.name}: only full sum reductions run as PyTorch operators")
+    """``op.infer``; for a reduction its ``lw.vmap`` program typed (:func:`_fake`
+    takes the reduced axes out of its results)."""
     return derive.mapped(op).infer(*types)
 
 
@@ -153,18 +150,22 @@ def _runner(op: Op):
 
 
 def _fake(op: Op, *tensors):
-    inferred = _typed(op, types_of(tensors))
-    if derive.reduced(op):
-        return _packed([torch.empty(inferred.lane_shapes.get(k, ()), dtype=torch_dtype(o.dtype))
-                        for k, o in enumerate(inferred.out)])
+    types = types_of(tensors)
+    inferred = _typed(op, types)
     if inferred.lane_shapes:
         # A per-lane array's shape was probed at these sizes and may depend on
         # them: specialise every size (guards) rather than assume it does not.
         for t in tensors:
             [int(s) for s in t.shape]
     sizes = level_sizes(inferred, [t.shape for t in tensors])
-    return _packed([torch.empty(o.shape(sizes, inferred.lane_shapes.get(k, ())), dtype=torch_dtype(t.dtype))
-                    for k, (o, t) in enumerate(zip(inferred.exe.program.outputs, inferred.out, strict=True))])
+    outputs = inferred.exe.program.outputs
+    shapes = [list(o.shape(sizes, inferred.lane_shapes.get(k, ()))) for k, o in enumerate(outputs)]
+    dtypes = [o.dtype for o in inferred.out]
+    if derive.reduced(op):
+        axes = derive.reduced_axes(op, types)
+        shapes = [[n for d, n in enumerate(shape) if d not in ax] for shape, ax in zip(shapes, axes, strict=True)]
+        dtypes = [reduction.OPS[op.program.op].result(d) for d in dtypes]
+    return _packed([torch.empty(s, dtype=torch_dtype(d)) for s, d in zip(shapes, dtypes, strict=True)])
 
 
 def level_sizes(inferred, shapes) -> list:
@@ -191,10 +192,14 @@ def _backward(op: Op, ctx, *grads):
     result = [None] * len(primals)
     if not active:
         return tuple(result)
+    if derive.reduced(op) and (op.program.axis is not None or op.program.op not in derive.LINEAR_REDUCTIONS):
+        return _backward_of_values(op, primals, active, grads)
     lin = derive.Linear(op, active)
     # Integer outputs have no gradient; the cotangent program still takes a leaf for them.
     cts = [torch.zeros(shape, dtype=dtype) if g is None else g for g, (shape, dtype) in
            zip(grads, ctx.out_types, strict=True)]
+    if derive.reduced(op) and op.program.op == "mean":  # each lane's share of a mean
+        cts = [c / derive.lane_count(op, types_of(primals)) for c in cts]
     found = {}
     for group in derive.cotangent_programs(lin, types_of(primals)):
         for k, r, summed in zip(group.leaves, call(group.op, [*primals, *cts]), group.summed, strict=True):
@@ -204,16 +209,39 @@ def _backward(op: Op, ctx, *grads):
     return tuple(result)
 
 
+def _backward_of_values(op: Op, primals, active, grads) -> tuple:
+    """A reduction over some axes, or by min, max or prod: PyTorch's derivative of the
+    reduction of the ``lw.vmap`` operator's values (ties and zeros as PyTorch treats
+    them), the values' own gradient by lanewise.  The values are stored."""
+    xs = [p.detach().requires_grad_(j in active) for j, p in enumerate(primals)]
+    with torch.enable_grad():
+        values = call(derive.mapped(op), xs)
+        folded = [_fold(op.program.op, v, axes) for v, axes in zip(values, derive.reduced_axes(op, types_of(xs)),
+                                                                  strict=True)]
+    pairs = [(f, g) for f, g in zip(folded, grads, strict=True) if g is not None and f.requires_grad]
+    found = torch.autograd.grad([f for f, _ in pairs], [xs[j] for j in active], [g for _, g in pairs],
+                                allow_unused=True, materialize_grads=True, create_graph=torch.is_grad_enabled())
+    result = [None] * len(primals)
+    for j, g in zip(active, found, strict=True):
+        result[j] = g
+    return tuple(result)
+
+
+def _fold(name: str, values: torch.Tensor, axes: tuple) -> torch.Tensor:
+    """``values`` reduced over ``axes`` as ``lw.reduce`` reduces them, by PyTorch."""
+    if name == "prod":  # one axis at a time: torch.prod takes one
+        for axis in sorted(axes, reverse=True):
+            values = torch.prod(values, dim=axis)
+        return values
+    fold = {"sum": torch.sum, "mean": torch.mean, "min": torch.amin, "max": torch.amax}.get(name)
+    if fold is None or not values.is_floating_point():  # argmin, any, ...: no derivative
+        return values.detach()
+    return fold(values, dim=axes)
+
+
 def _vmap(op: Op, info, in_dims, *tensors):
     if all(d is None for d in in_dims):
         outs = call(op, tensors)
         return _packed(outs), _packed([None] * len(outs))
-    if derive.reduced(op):
-        # A cotangent's sum over every lane (levels laid out first), batched: the
-        # batched lanes' values, summed here over the levels after the batch axis.
-        levels = len(unwrap_nest(op.program.fun)[1])
-        outs = [o.sum(dim=tuple(range(1, levels + 1)))
-                for o in call(derive.batched(derive.mapped(op), tuple(in_dims)), tensors)]
-    else:
-        outs = call(derive.batched(op, tuple(in_dims)), tensors)
+    outs = call(derive.batched(op, tuple(in_dims)), tensors)  # a reduction keeps the batch level
     return _packed(outs), _packed([0] * len(outs))
