@@ -205,3 +205,66 @@ def test_editing_a_module_attribute_invalidates(tmp_path):
     assert run() == {"typed": 1, "z": [0.5, 3.5, 6.5, 9.5]}
     write_cfg(3.0, -1.0)
     assert run() == {"typed": 1, "z": [-1.0, 2.0, 5.0, 8.0]}
+
+
+WARM_CHILD = textwrap.dedent('''
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np
+    import lanewise as lw
+    from numba.core.registry import cpu_target
+    import warm_lanes
+    x = np.linspace(0, 1, 20)
+    out = {"alloc": lw.vmap(warm_lanes.alloc)(x).tolist(), "keyed": lw.vmap(warm_lanes.keyed)(x).tolist()}
+    out["want_keyed"] = [v + 2 * v + hash("lanewise") % 7 for v in x.tolist()]
+    out["registries"] = len(cpu_target.target_context._registries)
+    from numba.core import entrypoints
+    out["entry_points"] = entrypoints._already_initialized
+    try:
+        lw.vmap(warm_lanes.checked)(np.linspace(0, 2, 5))
+    except ValueError as e:
+        out["error"] = str(e)
+    print(json.dumps(out))
+''')
+
+WARM_LANES = textwrap.dedent('''
+    import numpy as np
+    def alloc(x):                      # arrays: Numba's runtime (NRT)
+        w = np.zeros(3)
+        for k in range(3):
+            w[k] = x * (k + 1)
+        return w.sum() + w.max()
+    def keyed(x):                      # str hashing: the process's hash secret
+        d = {"a": x, "b": 2.0 * x}
+        return d["a"] + d["b"] + hash("lanewise") % 7
+    def checked(x):                    # an exception raised in compiled code
+        if x > 1.5:
+            raise ValueError("too big")
+        return x
+''')
+
+
+@pytest.mark.parametrize("refresh", ["", "1"])
+def test_warm_process_loads_kernels_without_numbas_registries(tmp_path, refresh):
+    """A warm process loads its kernels' object code without refreshing Numba's
+    registries (lanewise.runtime.warm), and what that object code calls is there:
+    the runtime for arrays, the hash secret of *this* process (Python's hash of a
+    str differs per process), exceptions.  LANEWISE_NUMBA_REFRESH=1 restores the
+    refresh.  Nor does it scan the installed packages for Numba extensions."""
+    (tmp_path / "warm_lanes.py").write_text(WARM_LANES)
+    env = dict(os.environ, LANEWISE_CACHE_DIR=str(tmp_path / "cache"), LANEWISE_NUMBA_REFRESH=refresh)
+    env.pop("NUMBA_CACHE_DIR", None)
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", WARM_CHILD, str(tmp_path)], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    x = [k / 19 for k in range(20)]
+    for got in runs:
+        assert got["alloc"] == pytest.approx([6 * v + 3 * v for v in x], rel=1e-12)
+        assert got["keyed"] == pytest.approx(got["want_keyed"], rel=1e-12)
+        assert got["error"] == "too big"
+    assert runs[0]["registries"] > 0  # the cold process compiled
+    assert (runs[1]["registries"] > 0) == bool(refresh)
+    assert runs[1]["entry_points"] == bool(refresh)

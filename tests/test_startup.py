@@ -11,7 +11,10 @@ CHILD = textwrap.dedent('''
     import json, sys
     import numpy as np
     import lanewise as lw
-    out = {"after_import": "scipy.linalg" in sys.modules}
+    out = {"after_import": "scipy.linalg" in sys.modules or "numba.np.arraymath" in sys.modules}
+
+    lw.vmap(lambda v: v + 1.0)(np.ones(3))  # a compile: Numba loads its registries
+    out["after_compile"] = "scipy.linalg" in sys.modules  # the probe ran before them
 
     def lane(a, b):  # a BLAS call per lane: Numba's np.dot of two vectors
         return np.dot(a, b)
@@ -41,13 +44,13 @@ def _child(tmp_path, **env) -> dict:
 
 def test_probe_skips_scipy_linalg_and_blas_still_works(tmp_path):
     got = _child(tmp_path)
-    assert got == {"after_import": False, "dot_ok": True, "solve_ok": True, "attr_ok": True,
-                   "have_blas": True}
+    assert got == {"after_import": False, "dot_ok": True, "after_compile": False, "solve_ok": True,
+                   "attr_ok": True, "have_blas": True}
 
 
 def test_switch_off(tmp_path):
     got = _child(tmp_path, LANEWISE_EAGER_SCIPY="1")
-    assert got["dot_ok"] and got["have_blas"] and got["solve_ok"]
+    assert got["dot_ok"] and got["have_blas"] and got["solve_ok"] and got["after_compile"]
 
 
 def test_probe_does_nothing_when_arraymath_is_loaded():
@@ -55,3 +58,22 @@ def test_probe_does_nothing_when_arraymath_is_loaded():
 
     import numba.np.arraymath  # noqa: F401 - loaded in this process already
     assert probe_blas_cheaply() is False
+
+
+def test_any_import_of_arraymath_gets_the_cheap_probe():
+    """Not only Numba's registries import numba.np.arraymath: a cached kernel's
+    environment naming one of its globals does, while it is unpickled in a warm
+    process.  Whatever imports it first gets the cheap probe."""
+    code = textwrap.dedent('''
+        import json, sys
+        import lanewise
+        before = "numba.np.arraymath" in sys.modules
+        import numba.np.arraymath as am
+        linalg = "scipy.linalg" in sys.modules
+        import scipy.linalg.cython_blas
+        print(json.dumps([before, linalg, bool(am._HAVE_BLAS), hasattr(scipy.linalg, "cython_blas")]))
+    ''')
+    environ = {k: v for k, v in os.environ.items() if k != "LANEWISE_EAGER_SCIPY"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [False, False, True, True]

@@ -17,7 +17,7 @@ from .runtime.bytecode import install as _install_bytecode_cache
 if config.disk_cache:  # before the other submodules: they are what it caches
     _install_bytecode_cache(__name__, __path__[0], str(config.cache_dir))
 
-from .runtime.startup import probe_blas_cheaply as _probe_blas_cheaply
+from .runtime.startup import probe_on_import as _probe_on_import
 from .runtime.slow_symbols import register_symbols as _register_slow_symbols
 from .api import Explanation, Mapped, explain, map, vmap  # noqa: A004 - jax.lax.map's name
 from . import random
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 
-_probe_blas_cheaply()  # before anything loads Numba's registries: 0.15 s off every start
+_probe_on_import()  # when numba.np.arraymath is first imported: 0.15 s off every start
 _register_slow_symbols()  # before any kernel loads: its object code links them by name
 
 #: Public names imported on first use: a process that only maps lanes does not pay

@@ -36,6 +36,7 @@ import numpy as np
 from ..version import __version__
 from ..config import config
 from .private import private_folders
+from .warm import lighten_cache_loads
 
 
 def entry_dir() -> Path:
@@ -187,6 +188,7 @@ def load_module(name: str, path: Path | None, source: str, inject: dict) -> Modu
     # module name when it reloads object code in a new process.
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    lighten_cache_loads(module.__dict__, name)
     return module
 
 

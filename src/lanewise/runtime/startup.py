@@ -18,6 +18,11 @@ expected (no SciPy, ``scipy.linalg`` or ``numba.np.arraymath`` already imported,
 a layout we do not know), it does nothing and Numba probes the usual way.
 ``LANEWISE_EAGER_SCIPY=1`` turns it off.
 
+The probe itself (importing ``numba.np.arraymath``, 70-140 ms) waits for the
+module's first import (:func:`probe_on_import`): a warm process, whose kernels
+load from disk without Numba's registries (:mod:`lanewise.runtime.warm`),
+often never imports it.
+
 Example:
     >>> from lanewise.runtime.startup import probe_blas_cheaply
     >>> probe_blas_cheaply() in (True, False)
@@ -26,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -53,13 +59,11 @@ def _load_extension(path: str):
     return module
 
 
-def probe_blas_cheaply() -> bool:
-    """Import ``numba.np.arraymath`` with its BLAS probe answered without ``scipy.linalg``.
-
-    Returns whether the cheap path was taken.
-    """
-    already = ("scipy.linalg" in sys.modules or _BLAS in sys.modules
-               or "numba.np.arraymath" in sys.modules)
+def _stub_blas() -> bool:
+    """Put the bare ``cython_blas`` extension in ``sys.modules`` for the probe; whether
+    it was (nothing when SciPy's BLAS is loaded already, the switch is on, or
+    anything is unexpected)."""
+    already = "scipy.linalg" in sys.modules or _BLAS in sys.modules or "numba.np.arraymath" in sys.modules
     if already or os.environ.get("LANEWISE_EAGER_SCIPY", "").strip() not in ("", "0"):
         return False
     try:
@@ -70,10 +74,71 @@ def probe_blas_cheaply() -> bool:
     except Exception:  # noqa: BLE001 - any surprise: let Numba probe the usual way
         sys.modules.pop(_BLAS, None)
         return False
+    return True
+
+
+def _unstub_blas() -> None:
+    # Why remove it: a later ``import scipy.linalg.cython_blas`` must run the
+    # package's __init__ (and bind the attribute on ``scipy.linalg``).
+    sys.modules.pop(_BLAS, None)
+
+
+def probe_blas_cheaply() -> bool:
+    """Import ``numba.np.arraymath`` now, with its BLAS probe answered without ``scipy.linalg``.
+
+    Returns whether the cheap path was taken.
+    """
+    if not _stub_blas():
+        return False
     try:
         import numba.np.arraymath  # noqa: F401 - the probe runs in its module body
     finally:
-        # Why remove it: a later ``import scipy.linalg.cython_blas`` must run the
-        # package's __init__ (and bind the attribute on ``scipy.linalg``).
-        del sys.modules[_BLAS]
+        _unstub_blas()
     return True
+
+
+class _Unstubbing:
+    """``numba.np.arraymath``'s loader, which takes the stub out once the module ran."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        try:
+            self._loader.exec_module(module)
+        finally:
+            _unstub_blas()
+
+    def __getattr__(self, name):  # get_source, get_filename, ...: the real loader's
+        return getattr(self._loader, name)
+
+
+class _ProbeOnImport(importlib.abc.MetaPathFinder):
+    """Answers the probe cheaply when ``numba.np.arraymath`` is first imported, by
+    whatever imports it: Numba's registries (a compile), or a cached kernel's
+    environment that names one of its globals.  Removes itself on that import."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "numba.np.arraymath":
+            return None
+        _remove_finder()
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is None or spec.loader is None or not _stub_blas():
+            return spec
+        spec.loader = _Unstubbing(spec.loader)
+        return spec
+
+
+def _remove_finder() -> None:
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _ProbeOnImport)]
+
+
+def probe_on_import() -> None:
+    """Answer the probe cheaply when ``numba.np.arraymath`` is first imported, not now
+    (70-140 ms that a warm process, whose kernels load without Numba's registries,
+    need not pay).  Nothing when it is imported already."""
+    if "numba.np.arraymath" not in sys.modules and not any(isinstance(f, _ProbeOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _ProbeOnImport())
