@@ -94,8 +94,9 @@ def _check_escape_gradient(ns):
 
 
 def _check_settle(ns):
-    """lw.jax.op's gradient against central differences of the plain Python lane."""
-    settle, x, h = ns["settle"], np.asarray(ns["x"]), 1e-6
+    """lw.jax.op's (or lw.torch.op's) gradient against central differences of the plain Python lane."""
+    x = ns["x"].detach().numpy() if hasattr(ns["x"], "detach") else np.asarray(ns["x"])
+    settle, h = ns["settle"], 1e-6
 
     def loss(x, rate):
         return np.mean([settle(v, rate) ** 2 for v in x])
