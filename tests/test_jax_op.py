@@ -464,3 +464,14 @@ def test_trig_slow_paths_are_bound_before_xla_calls_the_handler(tmp_path):
     env = dict(os.environ, LANEWISE_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", _BOUND_PROBE], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+def _bigger_abs(a, b):
+    return a if abs(a) >= abs(b) else b
+
+
+def test_segmented_and_monoid_reductions_are_refused_before_compiling():
+    for program in (lw.reduce(lw.vmap(lambda x: (0, x)), "sum", segments=2),
+                    lw.reduce(lw.vmap(lambda x: x), lw.Monoid(_bigger_abs, 0.0))):
+        with pytest.raises(lw.LanewiseError, match="segmented reductions and lw.Monoid are not supported"):
+            jax.jit(lw.jax.op(program))(jnp.arange(4.0))

@@ -54,10 +54,13 @@ def test_switch_off(tmp_path):
 
 
 def test_probe_does_nothing_when_arraymath_is_loaded():
-    from lanewise.runtime.startup import probe_blas_cheaply
+    import sys
+
+    from lanewise.runtime.startup import _ProbeOnImport, probe_on_import
 
     import numba.np.arraymath  # noqa: F401 - loaded in this process already
-    assert probe_blas_cheaply() is False
+    probe_on_import()
+    assert not any(isinstance(f, _ProbeOnImport) for f in sys.meta_path)
 
 
 def test_any_import_of_arraymath_gets_the_cheap_probe():

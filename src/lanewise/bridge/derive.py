@@ -48,6 +48,12 @@ def reduced(op: Op) -> bool:
     return getattr(op.program, "_lw_reduce_spec", False)
 
 
+def refused_by_ops(program) -> bool:
+    """Whether a ``lw.reduce`` program is segmented or folds with a ``lw.Monoid``:
+    reductions that JAX and PyTorch operators do not take yet."""
+    return isinstance(program.axis, Segments) or isinstance(program.op, Monoid)
+
+
 def mapped(op: Op) -> Op:
     """The op of ``op``'s ``lw.vmap`` program (itself, unless ``op`` reduces)."""
     if not reduced(op):
@@ -65,7 +71,7 @@ def batched(op: Op, axes: tuple) -> Op:
         in_axes = tuple(optree.tree_unflatten(op.in_tree, list(axes)))
         if reduced(op):
             red = op.program
-            if isinstance(red.axis, Segments) or isinstance(red.op, Monoid):
+            if refused_by_ops(red):
                 raise NotImplementedError(f"lw.jax.op({op.name}): jax.vmap of a segmented or lw.Monoid reduction "
                                           "is not supported; use the op of its lw.vmap program and reduce in JAX")
             program = reduce(vmap(red.fun, in_axes=in_axes, out_axes=0), red.op, axis=Outer(red.axis))

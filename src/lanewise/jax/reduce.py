@@ -29,6 +29,7 @@ import numpy as np
 from .. import backends, pytree
 from ..backends import cpu
 from ..backends.cpu.reduce import lane_array_shapes
+from ..bridge import derive
 from ..bridge.signature import Op, OutType, dummy
 from ..errors import LanewiseError
 from ..ir import reduction
@@ -52,13 +53,13 @@ class TracedReduce:
 
 def trace(op: Op, types) -> TracedReduce:
     red = op.program
+    if derive.refused_by_ops(red):  # before anything is compiled
+        raise LanewiseError(f"lw.jax.op({op.name}): segmented reductions and lw.Monoid are not supported "
+                            "as JAX ops yet; reduce the lw.vmap op's results in JAX")
     backend = backends.get("cpu")
     call = backend.bind_call(red.fun, tuple(pytree.unflatten(op.in_tree, [dummy(s, d) for s, d in types])), {})
     exe = red.executable(backend, call)
     spec = exe.spec
-    if spec.segmented or spec.op == "monoid":
-        raise LanewiseError(f"lw.jax.op({op.name}): segmented reductions and lw.Monoid are not supported "
-                            "as JAX ops yet; reduce the lw.vmap op's results in JAX")
     plan = cpu.plan_of(exe, call)
     lane_shapes = lane_array_shapes(exe, call)
     outs = []

@@ -7,7 +7,7 @@ whole ``scipy.linalg`` package first: 0.15-0.18 s here, a quarter of a warm star
 (new process, compiled kernels on disk), spent for a module no lane uses unless
 it calls ``np.dot`` or ``np.linalg``.
 
-:func:`probe_blas_cheaply` answers the probe with the real ``cython_blas``
+:func:`probe_on_import` answers the probe with the real ``cython_blas``
 extension module, loaded from its file without running ``scipy.linalg``'s
 ``__init__``, and removes it from ``sys.modules`` as soon as the probe is done.
 Nothing else changes: Numba's compiled code imports ``scipy.linalg.cython_blas``
@@ -18,14 +18,16 @@ expected (no SciPy, ``scipy.linalg`` or ``numba.np.arraymath`` already imported,
 a layout we do not know), it does nothing and Numba probes the usual way.
 ``LANEWISE_EAGER_SCIPY=1`` turns it off.
 
-The probe itself (importing ``numba.np.arraymath``, 70-140 ms) waits for the
-module's first import (:func:`probe_on_import`): a warm process, whose kernels
-load from disk without Numba's registries (:mod:`lanewise.runtime.warm`),
-often never imports it.
+It does so when anything first imports ``numba.np.arraymath`` (a meta-path
+hook), not at ``import lanewise``: the module costs 70-140 ms, and a warm
+process, whose kernels load from disk without Numba's registries
+(:mod:`lanewise.runtime.warm`), often never imports it.
 
 Example:
-    >>> from lanewise.runtime.startup import probe_blas_cheaply
-    >>> probe_blas_cheaply() in (True, False)
+    >>> import sys
+    >>> from lanewise.runtime.startup import probe_on_import
+    >>> probe_on_import()       # imported already, or the hook waits for it
+    >>> "numba.np.arraymath" in sys.modules or any(type(f).__name__ == "_ProbeOnImport" for f in sys.meta_path)
     True
 """
 
@@ -81,20 +83,6 @@ def _unstub_blas() -> None:
     # Why remove it: a later ``import scipy.linalg.cython_blas`` must run the
     # package's __init__ (and bind the attribute on ``scipy.linalg``).
     sys.modules.pop(_BLAS, None)
-
-
-def probe_blas_cheaply() -> bool:
-    """Import ``numba.np.arraymath`` now, with its BLAS probe answered without ``scipy.linalg``.
-
-    Returns whether the cheap path was taken.
-    """
-    if not _stub_blas():
-        return False
-    try:
-        import numba.np.arraymath  # noqa: F401 - the probe runs in its module body
-    finally:
-        _unstub_blas()
-    return True
 
 
 class _Unstubbing:

@@ -35,8 +35,8 @@ from typing import Callable
 import torch
 
 from ..api import Mapped
-from ..ir.reduction import Monoid, Segments
 from ..reducing import Reduced
+from ..bridge import derive
 from ..bridge.signature import Op
 from ..errors import LanewiseError, LaneTypeError
 from . import library
@@ -87,7 +87,7 @@ def op(program: Mapped) -> Callable:
     if backend not in (None, "cpu"):
         raise LanewiseError(f"lw.torch.op runs programs on lanewise's CPU backend; {program!r} asks for "
                             f"backend={backend!r}")
-    if isinstance(program, Reduced) and (isinstance(program.axis, Segments) or isinstance(program.op, Monoid)):
+    if isinstance(program, Reduced) and derive.refused_by_ops(program):
         raise LanewiseError(f"lw.torch.op({program.__name__}): segmented and lw.Monoid reductions are not "
                             "operators yet; make the operator of the lw.vmap program and reduce in PyTorch")
     ops: dict[int, Op] = {}  # by arity: a lane with defaults may be called with fewer arguments
