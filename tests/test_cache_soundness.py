@@ -46,6 +46,65 @@ def test_global_rebound_between_builds():
         G = 1.0
 
 
+TABLE = np.array([1.0, 2.0])
+SETTINGS = __import__("types").ModuleType("lw_test_settings")
+SETTINGS.SCALE = 1.0
+
+
+def scaled(x):
+    return x * SETTINGS.SCALE
+
+
+def reads_table(x):
+    return x + TABLE[0] + scaled(x) * G
+
+
+def _runs(backend):
+    return lw.vmap(reads_table, backend=backend), lw.reduce(lw.vmap(reads_table, backend=backend), "sum")
+
+
+def test_a_kept_program_sees_values_changed_after_its_first_call():
+    """The same ``lw.vmap`` / ``lw.reduce`` object called again after a value its lane
+    reads changed (an array mutated in place, a module attribute, a global rebound,
+    the global a helper reads) computes with the new value, as the python backend
+    does.  Before: the object kept its kernels, which froze the old values."""
+    global G
+    mapped, total = _runs("cpu")
+    spec_mapped, spec_total = _runs("python")
+
+    def check():
+        want = spec_mapped(X)
+        np.testing.assert_array_equal(mapped(X), want)
+        np.testing.assert_array_equal(total(X), spec_total(X))
+        return want
+
+    first = check()
+    kept = list(mapped._executables.values())
+    check()
+    assert list(mapped._executables.values()) == kept, "nothing changed: the executables must be kept"
+    try:
+        TABLE[0] = 100.0
+        SETTINGS.SCALE = 3.0
+        G = 2.0
+        assert not np.array_equal(check(), first)
+        assert list(mapped._executables.values()) != kept
+    finally:
+        TABLE[0], SETTINGS.SCALE, G = 1.0, 1.0, 1.0
+    np.testing.assert_array_equal(check(), first)
+
+
+def test_a_kept_program_sees_a_reassigned_closure_variable():
+    scale = 1.0
+
+    def lane(x):
+        return x * scale
+
+    mapped = lw.vmap(lane)
+    np.testing.assert_array_equal(mapped(X), X)
+    scale = 4.0
+    np.testing.assert_array_equal(mapped(X), 4.0 * X)
+
+
 def helper(x):
     return x + 1.0
 

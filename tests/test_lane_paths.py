@@ -176,3 +176,63 @@ def test_spmd_lanes_run_in_blocks_of_whole_groups():
     for work in (1, 100, 40_000):
         plan = reblocked(1, 2000, work, exe.group)
         assert plan.block % exe.group == 0 or plan.block == 2000
+
+
+def sq_minus(x, a):
+    return x * x - a
+
+
+def star_named(a):  # a small helper called with *args
+    args = (a,)
+    return sq_minus(3.0, *args)
+
+
+def solve_with(func, x, args=()):  # QuantEcon's / SciPy's convention: func(x, *args)
+    return func(x, *args)
+
+
+def star_passed(a):
+    return solve_with(sq_minus, 3.0, (a,))
+
+
+@pytest.mark.parametrize("lane", [star_named, star_passed], ids=lambda f: f.__name__)
+def test_helpers_called_with_star_args_compile(lane):
+    """Small helpers are inlined by Numba, whose inliner cannot inline a call with
+    ``*args``: such lanes failed with 'Calling a closure with *args is unsupported'.
+    What a function calls with ``*args`` is compiled, not inlined, now."""
+    a = np.linspace(0.0, 1.0, 5)
+    np.testing.assert_array_equal(lw.vmap(lane)(a), lw.vmap(lane, backend="python")(a))
+
+
+def v(t):  # a global function with a while loop, shadowed by the lanes below
+    n = 0
+    while t > 1.0:
+        t = t / 2.0
+        n += 1
+    return n
+
+
+def shadows_a_global(c, grid, vals):
+    v = lambda t: np.interp(t, grid, vals)  # noqa: E731 - the local name under test
+    return v(c)
+
+
+def shadows_a_global_function(x):
+    v = lambda t: t * 3.0  # noqa: E731
+    return v(x)
+
+
+def test_a_local_name_is_not_analysed_as_the_global_of_that_name(monkeypatch):
+    """A lane's local lambda ``v`` was resolved through the module's globals: a global
+    array ``v`` crashed the SPMD analysis (unhashable ndarray), and a global function
+    ``v`` with a while loop made ``lw.explain`` report that loop for the lane."""
+    grid = np.linspace(0.0, 1.0, 50)
+    monkeypatch.setitem(globals(), "v", grid ** 2)
+    args = (grid, grid, grid ** 2)
+    in_axes = (0, None, None)
+    np.testing.assert_array_equal(lw.vmap(shadows_a_global, in_axes=in_axes)(*args),
+                                  lw.vmap(shadows_a_global, in_axes=in_axes, backend="python")(*args))
+    monkeypatch.undo()
+    assert divergence(shadows_a_global_function) is None
+    x = np.linspace(0.0, 10.0, 100)
+    np.testing.assert_array_equal(lw.vmap(shadows_a_global_function)(x), 3.0 * x)

@@ -22,6 +22,7 @@ from .config import config
 from .errors import AxisSpecError, LaneCompileError, LaneTypeError
 from .ir.program import unwrap_nest
 from .lane.callables import as_lane_function
+from .lane.watch import watch
 from .reducing import Reduced
 from .runtime import interop
 
@@ -111,12 +112,15 @@ class Mapped:
         self._executables: dict = {}
         self._launchers: dict = {}  # fast path: argument types -> generated launcher
         self._last = _miss
+        self._watch = None  # what the kept executables froze (lane.watch); None: nothing
         functools.update_wrapper(self, unwrap_nest(fun)[0], updated=())
 
     def __repr__(self) -> str:
         return f"vmap({self.fun!r}, in_axes={self.in_axes!r}, out_axes={self.out_axes!r})"
 
     def __call__(self, *args, out=None, **kwargs):
+        if self._watch is not None and self._watch.changed():
+            self._forget()  # a value the kernels froze changed: build afresh
         fast = out is None and not kwargs and not self.progress and (self.backend or config.backend) in backends.FAST
         if fast:
             # The last launcher checks its argument types itself; others by key.
@@ -167,8 +171,15 @@ class Mapped:
         key = (backend.NAME, call.signature)
         exe = self._executables.get(key)
         if exe is None:
+            if not self._executables:
+                self._watch = watch(call.lane)  # before building: the values it freezes
             exe = self._executables[key] = backend.build(call)
         return exe
+
+    def _forget(self) -> None:
+        self._executables.clear()
+        self._launchers.clear()
+        self._last, self._watch = _miss, None
 
 
 def _fast_key(args: tuple):

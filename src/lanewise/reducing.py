@@ -25,6 +25,7 @@ import functools
 from . import backends
 from .errors import AxisSpecError
 from .ir.reduction import OPS, Monoid, Segments, check_op
+from .lane.watch import watch
 from .runtime import interop
 
 __all__ = ["OPS", "Monoid", "Reduced", "reduce"]
@@ -94,12 +95,16 @@ class Reduced:
     def __init__(self, fun, op, axis):
         self.fun, self.op, self.axis = fun, op, axis
         self._executables: dict = {}
+        self._watch = None  # what the kept executables froze (lane.watch); None: nothing
         functools.update_wrapper(self, fun, updated=())
 
     def __repr__(self) -> str:
         return f"reduce({self.fun!r}, {self.op!r}, axis={self.axis!r})"
 
     def __call__(self, *args, **kwargs):
+        if self._watch is not None and self._watch.changed():
+            self._executables.clear()  # a value the kernels froze changed: build afresh
+            self._watch = None
         backend = backends.select(args, kwargs, self.fun.backend)
         call = backend.bind_call(self.fun, args, kwargs)
         return interop.to_library(backend.run_reduce(self.executable(backend, call), call), call.library)
@@ -109,5 +114,7 @@ class Reduced:
         key = (backend.NAME, call.signature)
         exe = self._executables.get(key)
         if exe is None:
+            if not self._executables:
+                self._watch = watch(call.lane)  # before building: the values it freezes
             exe = self._executables[key] = backend.build_reduce(self.op, self.axis, call)
         return exe

@@ -98,6 +98,13 @@ def _code_has(code: types.CodeType, opnames: frozenset) -> bool:
 def _code_indexes(code: types.CodeType) -> bool:
     return _code_has(code, _SUBSCRIPTS)
 
+
+def _star_calls(code: types.CodeType) -> bool:
+    """Whether ``code`` calls something with ``*args``/``**kwargs`` (``func(x, *args)``,
+    the calling convention of QuantEcon's and SciPy-style solvers): Numba's inliner
+    cannot inline such a call ("Calling a closure with *args is unsupported")."""
+    return _code_has(code, frozenset({"CALL_FUNCTION_EX"}))
+
 _STANDIN = sys.modules.setdefault("lanewise._lanes", types.ModuleType("lanewise._lanes"))
 
 _jitted: "weakref.WeakKeyDictionary[Callable, Dispatcher]" = weakref.WeakKeyDictionary()
@@ -188,9 +195,11 @@ HELPER_INLINE_LIMIT = 200
 def jit_helper(fn: Callable) -> Dispatcher:
     """A helper a lane calls, compiled: inlined by Numba into its caller when it is
     small and never subscripts anything (its caller's bounds checks are decided
-    by the caller's own code, :func:`indexes`), else as :func:`jit_lane`."""
+    by the caller's own code, :func:`indexes`), else as :func:`jit_lane`.  A helper
+    that calls with ``*args`` is compiled, not inlined (:func:`_star_calls`)."""
     code = getattr(fn, "__code__", None)
-    if code is None or indexes(fn) or sum(1 for _ in dis.get_instructions(code)) > HELPER_INLINE_LIMIT:
+    if (code is None or indexes(fn) or _star_calls(code)
+            or sum(1 for _ in dis.get_instructions(code)) > HELPER_INLINE_LIMIT):
         return jit_lane(fn)
     return inlined_lane(fn)
 
@@ -227,7 +236,9 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
     new_globals = dict(fn.__globals__)
     retarget = jit is not jit_lane
     if not retarget:
-        jit = jit_helper  # the CPU: small helpers are inlined into the lane
+        # The CPU: small helpers are inlined into the lane, unless the lane calls
+        # with *args (what it calls that way cannot be inlined: _star_calls).
+        jit = jit_lane if _star_calls(code) else jit_helper
     # Only names the code loads as globals are callees: ``sqrt`` in ``np.sqrt(x)`` is an
     # attribute, and rebinding the global of that name (a helper *called* sqrt) recursed
     # forever.  A function calling itself is bound to its own dispatcher (_bind_self).

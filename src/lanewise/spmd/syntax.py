@@ -76,6 +76,8 @@ def resolve(fn, node):
     """The object a name or attribute chain in ``fn`` refers to (``math.exp``,
     ``helper``, ``np``): a closure variable, a global or a builtin; None if unknown."""
     if isinstance(node, ast.Name):
+        if node.id in fn.__code__.co_varnames or node.id in fn.__code__.co_cellvars:
+            return None  # a local (a lambda bound in the lane, say), not the global of that name
         if node.id in fn.__code__.co_freevars and fn.__closure__:
             try:
                 return fn.__closure__[fn.__code__.co_freevars.index(node.id)].cell_contents
@@ -277,7 +279,7 @@ def flat_branch(stmts) -> bool:
 def first_in_helpers(fn, seen, find) -> str | None:
     """``find(fn, fdef)`` for ``fn``, else for the helpers it calls by name (depth
     first): the first answer that is not None."""
-    if fn in seen or not isinstance(fn, types.FunctionType):
+    if not isinstance(fn, types.FunctionType) or fn in seen:  # (a call of an array, say: unhashable)
         return None
     seen.add(fn)
     try:

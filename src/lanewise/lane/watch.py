@@ -1,0 +1,143 @@
+"""What a compiled lane froze: the user values it read, checked again on every call.
+
+Numba compiles the values of the globals a lane reads into its code (an array
+becomes a constant), and a ``lw.vmap`` or ``lw.reduce`` object keeps its
+compiled kernels.  So a value changed after the first call — a global rebound,
+an array mutated in place, ``cfg.SCALE = 2``, a closure variable reassigned —
+did not reach the next call of the same object, while the ``python`` backend
+(the spec) read the new value: a silently stale result.  The disk and memory
+caches were keyed soundly (:func:`lanewise.lane.lanefn.fingerprint`); the
+object's own table of executables was not.
+
+:func:`watch` lists every user value the lane reaches, as the fingerprint does
+(globals and closure cells of the lane and of its helpers, attributes of user
+modules it reads, defaults), with a snapshot of each array's bytes.  The objects
+check the list before each call and drop their executables when something
+changed: the next call builds afresh, and the caches, keyed by the new
+fingerprint, serve or compile the matching kernel.  Values of pinned modules
+(NumPy, ``math``, lanewise) are not watched.  The cost per call is a
+dictionary look-up per watched name, plus a copy-and-compare of each watched
+array (nothing at all for a lane that reads no user value).
+
+Example:
+    >>> import numpy as np
+    >>> TABLE = np.array([1.0, 2.0])
+    >>> w = watch(lambda x: x * TABLE[0])
+    >>> w.changed()
+    False
+    >>> TABLE[0] = 3.0
+    >>> w.changed()
+    True
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One value the compiled code froze: ``read()`` gives its current binding."""
+
+    read: Callable[[], Any]
+    value: Any
+    data: bytes | None  # an array's bytes when watched (None: identity alone)
+
+    def changed(self) -> bool:
+        now = self.read()
+        if now is not self.value:
+            return True
+        return self.data is not None and (now.shape != self.value.shape or now.tobytes() != self.data)
+
+
+@dataclass(frozen=True)
+class Watch:
+    """The values one build of a lane froze (see the module docstring)."""
+
+    entries: tuple[_Entry, ...]
+
+    def changed(self) -> bool:
+        """Whether any watched binding or array changed since :func:`watch` ran."""
+        return any(entry.changed() for entry in self.entries)
+
+
+def watch(fn: Callable) -> Watch | None:
+    """The watch list of the user values ``fn`` reaches; None when there is none.
+    (Called when a kernel is built: what it imports is not paid by ``import lanewise``.)"""
+    from .lanefn import python_function
+
+    entries: list[_Entry] = []
+    _function(python_function(fn), set(), entries)
+    return Watch(tuple(entries)) if entries else None
+
+
+def _function(fn, seen: set[int], out: list) -> None:
+    from .lanefn import _all_names
+
+    if not isinstance(fn, types.FunctionType) or id(fn) in seen:
+        return
+    seen.add(id(fn))
+    names = _all_names(fn.__code__)
+    for cell in fn.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell: nothing was frozen
+            continue
+        _bind(lambda c=cell: _cell_value(c), value, names, seen, out)
+    if fn.__defaults__:
+        _bind(lambda f=fn: f.__defaults__, fn.__defaults__, names, seen, out)
+    space = fn.__globals__
+    for name in sorted(n for n in names if n in space):
+        _bind(lambda s=space, n=name: s.get(n, _MISSING), space[name], names, seen, out)
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _MISSING
+
+
+def _bind(read, value, names, seen: set[int], out: list) -> None:
+    """Watch the binding ``read()`` (now ``value``) unless it is pinned, and what it reaches."""
+    if _is_pinned(value):
+        return
+    out.append(_Entry(read, value, _bytes(value)))
+    _reach(value, names, seen, out)
+
+
+def _reach(value, names, seen: set[int], out: list) -> None:
+    from numba.core.dispatcher import Dispatcher
+
+    if isinstance(value, Dispatcher):
+        _function(value.py_func, seen, out)
+    elif isinstance(value, types.FunctionType):
+        _function(value, seen, out)
+    elif isinstance(value, types.ModuleType) and id(value) not in seen:
+        seen.add(id(value))
+        space = vars(value)
+        for name in sorted(n for n in names if n in space):
+            _bind(lambda s=space, n=name: s.get(n, _MISSING), space[name], names, seen, out)
+    elif isinstance(value, tuple):
+        for item in value:  # immutable, but an array inside it is not
+            if isinstance(item, (np.ndarray, tuple)):
+                _bind(lambda v=item: v, item, names, seen, out)
+
+
+def _bytes(value) -> bytes | None:
+    return value.tobytes() if isinstance(value, np.ndarray) else None
+
+
+def _is_pinned(value) -> bool:
+    """Values whose definition the versions in the cache key pin (NumPy, ``math``, lanewise)."""
+    from .lanefn import _pinned
+
+    if isinstance(value, types.ModuleType):
+        return _pinned(types.SimpleNamespace(__module__=value.__name__))
+    return not isinstance(value, (np.ndarray, tuple)) and callable(value) and _pinned(value)
