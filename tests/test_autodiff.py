@@ -353,6 +353,25 @@ def test_errors_name_the_argument_and_the_line():
         lw.jvp(lambda x, n: x * n, (1.0, 2), (1.0, 1.0))
 
 
+def closes_over_x(x):
+    g = lambda t: t * x  # noqa: E731 - the lambda under test
+    return g(2.0)
+
+
+def scans_with_a_lambda(x):
+    return lw.scan(lambda c, t: (c * x + t, None), 0.0, np.arange(3.0))[0]
+
+
+@pytest.mark.parametrize("lane", [closes_over_x, scans_with_a_lambda], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("transform", [lw.grad, lw.jacrev, lw.jacfwd], ids=lambda t: t.__name__)
+def test_a_lambda_reading_a_differentiated_value_is_refused(lane, transform):
+    """Such a lambda was taken for a constant: the derivative of 2 * x came out 0,
+    on every backend.  It is refused, naming the line, as a nested def is."""
+    with pytest.raises(lw.LaneCompileError, match="cannot differentiate") as info:
+        lw.vmap(transform(lane), backend="python")(np.array([0.5, 2.0]))
+    assert "test_autodiff.py:" in str(info.value)
+
+
 def _scan_step(c, x):
     c = c * 0.9 + math.sin(x * c)
     return c, c * x

@@ -121,7 +121,14 @@ class Activity:
         """Whether ``node`` may have a nonzero tangent."""
         if isinstance(node, ast.Name):
             return node.id in self.active
-        if isinstance(node, (ast.Constant, ast.Compare, ast.BoolOp, ast.JoinedStr, ast.Lambda)):
+        if isinstance(node, ast.Lambda):
+            # A lambda closing over a differentiated value: what its calls return depends
+            # on that value.  Active, so its use is refused where the lane is transformed
+            # (counted constant, g = lambda t: t * x; g(2.0) had a derivative of 0).
+            own = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+            return any(isinstance(n, ast.Name) and n.id in self.active and n.id not in own
+                       for n in ast.walk(node.body))
+        if isinstance(node, (ast.Constant, ast.Compare, ast.BoolOp, ast.JoinedStr)):
             return False
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert)):
             return False

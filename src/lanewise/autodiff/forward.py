@@ -215,6 +215,9 @@ class Emitter:
         if not self.activity.expr(node):
             return ast.unparse(node), None
         method = getattr(self, f"_ex_{type(node).__name__}", None)
+        if method is None and isinstance(node, ast.Lambda):
+            self._fail(node, "a lambda that reads a differentiated value is not supported: define the function "
+                             "with def outside the lane and pass it the value (lanewise differentiates helpers)")
         if method is None:
             self._fail(node, f"{type(node).__name__} expressions of differentiated values are not supported")
         return method(node)
