@@ -182,3 +182,21 @@ def test_errors():
         lw.reduce(lw.vmap(lambda v: v), "median")
     with pytest.raises(lw.AxisSpecError, match="out of range"):
         lw.reduce(lw.vmap(lambda v: v), "sum", axis=3)(np.ones(3))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "python"])
+def test_a_monoid_accumulates_in_the_dtype_its_identity_and_combine_need(backend):
+    """The accumulator took the lanes' dtype: over int lanes, a float identity or a
+    combine returning a float was truncated to int on the cpu backend (2 and 7 for
+    2.625 and 7.5), and a -inf identity raised a raw OverflowError."""
+    x = np.array([1, 2, 4])
+    ident = lw.vmap(lambda v: v, backend=backend)
+    average = lw.Monoid(lambda a, b: (a + b) / 2, 0)
+    shifted = lw.Monoid(lambda a, b: a + b, 0.5)
+    got = lw.reduce(ident, average)(x)
+    assert got.dtype == np.float64 and float(got) == 2.625, got  # ((0 + 1) / 2 + 2) / 2 ... in lane order
+    np.testing.assert_array_equal(got, lw.reduce(lw.vmap(lambda v: v, backend="python"), average)(x))
+    assert float(lw.reduce(ident, shifted)(x)) == 7.5
+    biggest = lw.Monoid(lambda a, b: max(a, b), -math.inf)
+    assert float(lw.reduce(ident, biggest)(np.zeros(0, np.int64))) == -math.inf
+    assert float(lw.reduce(ident, biggest)(x)) == 4.0

@@ -179,8 +179,12 @@ def reduced_levels(out_level_dims, ndim: int, axis, n_levels: int) -> tuple[int,
     return tuple(sorted(set(levels)))
 
 
-def reduce_spec(op, axis, program) -> ReduceSpec:
-    """The spec of reducing ``program``'s outputs with ``op`` over ``axis``."""
+def reduce_spec(op, axis, program, combine_type: Callable | None = None) -> ReduceSpec:
+    """The spec of reducing ``program``'s outputs with ``op`` over ``axis``.
+
+    ``combine_type(combine, a, b)``: the dtype a ``lw.Monoid``'s ``combine`` returns
+    for arguments of dtypes ``a`` and ``b`` (None: unknown), which a backend that
+    compiles ``combine`` supplies (:func:`monoid_dtype`)."""
     n_levels = len(program.signature.levels)
     per_leaf = {reduced_levels(o.level_dims, o.ndim, axis, n_levels) for o in program.outputs}
     if len(per_leaf) != 1:
@@ -198,7 +202,9 @@ def reduce_spec(op, axis, program) -> ReduceSpec:
                             "here; reduce abs(z) or z.real instead, or write the order you mean as a lw.Monoid")
     levels = per_leaf.pop()
     kept = tuple(lv for lv in range(n_levels) if lv not in levels)
-    results = tuple(o.dtype if name == "monoid" else OPS[name].result(o.dtype) for o in program.outputs)
+    results = tuple(monoid_dtype(op, o.dtype, combine_type) if name == "monoid" and not o.lane_ndim
+                    else np.result_type(np.asarray(op.identity).dtype, o.dtype) if name == "monoid"
+                    else OPS[name].result(o.dtype) for o in program.outputs)
     accs = tuple(acc_dtype(name, o.dtype, r) for o, r in zip(program.outputs, results, strict=True))
     return ReduceSpec(name, kept, levels, accs, results, tuple(o.lane_ndim for o in program.outputs), segmented)
 
@@ -224,6 +230,25 @@ def require_scalar_lanes(spec: ReduceSpec, backend: str) -> None:
                            f"reduce on backend='cpu', or map with lw.vmap on {backend} and reduce its result")
 
 
+def monoid_dtype(monoid: Monoid, value: np.dtype, combine_type: Callable | None) -> np.dtype:
+    """The accumulator dtype of a ``lw.Monoid`` folding lane values of dtype ``value``:
+    the identity's and the values' common dtype, widened until ``combine`` returns it
+    (a float identity, or ``(a + b) / 2``, over int lanes accumulates in float64; the
+    lane's dtype alone truncated such a fold to int).
+
+    Example:
+      >>> monoid_dtype(Monoid(max, 0.5), np.dtype(np.int64), None)
+      dtype('float64')
+    """
+    acc = np.result_type(np.asarray(monoid.identity).dtype, value)
+    for _ in range(4):  # int -> float -> complex at most
+        returned = combine_type(monoid.combine, acc, value) if combine_type is not None else None
+        if returned is None or np.result_type(acc, returned) == acc:
+            return acc
+        acc = np.result_type(acc, returned)
+    return acc
+
+
 def acc_dtype(op: str, value: np.dtype, result: np.dtype) -> np.dtype:
     """The accumulator dtype of ``op`` for lane values of dtype ``value``."""
     if op in ("sum", "prod", "mean") and result == np.float32:
@@ -240,7 +265,8 @@ def identities(spec: ReduceSpec, monoid: Monoid | None) -> list:
     out = []
     for dtype in spec.acc_dtypes:
         if monoid is not None:
-            out.append(monoid.identity)
+            identity = monoid.identity
+            out.append(np.asarray(identity).astype(dtype)[()] if np.isscalar(identity) else identity)
             continue
         text = OPS[spec.op].identity
         value = extreme(dtype, text) if text in ("HIGH", "LOW") else eval(text)  # noqa: S307

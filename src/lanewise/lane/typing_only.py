@@ -65,3 +65,25 @@ def return_type(fn, argtypes: tuple, **options):
     except _Typed as done:
         return done.return_type
     raise AssertionError("the typing pipeline ended without a return type")  # pragma: no cover
+
+
+def call_dtype(fn, *dtypes):
+    """The NumPy dtype ``fn`` (plain Python, compiled as a lane's helper is) returns for
+    scalar arguments of ``dtypes``; None when it is not a scalar or ``fn`` does not
+    compile for them (its caller's compile then reports why).
+
+    Example:
+        >>> import numpy as np
+        >>> call_dtype(lambda a, b: (a + b) / 2, np.dtype(np.int64), np.dtype(np.int64))
+        dtype('float64')
+    """
+    from .lanefn import jit_lane
+
+    argtypes = tuple(numba.from_dtype(d) for d in dtypes)
+    try:
+        dispatcher = jit_lane(fn)
+        dispatcher.compile(argtypes)
+        returned = dispatcher.overloads[argtypes].signature.return_type
+        return numba.np.numpy_support.as_dtype(returned)
+    except Exception:  # noqa: BLE001 - not typable here: the caller's compile says why
+        return None

@@ -33,6 +33,7 @@ from ...ir.schedule import ReduceBlocking, lane_index, lane_work, loop_order, re
 from ...lane.allocation import allocates
 from ...lane.lanefn import jit_lane
 from ...lane.numba_errors import compile_error
+from ...lane.typing_only import call_dtype
 from .. import host
 from . import map as cpu
 
@@ -82,7 +83,7 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
         with cpu.scalar_lane_math(call.lane):
             result = cpu.result_type(call)
         program = host.program(call, result)
-        spec = reduction.reduce_spec(op, axis, program)
+        spec = reduction.reduce_spec(op, axis, program, call_dtype)
         choice = _lane_path(program, spec, call, result, host.module_name("reduce kernel", key))
         if choice.checked is not None:
             checked["lane_spmd"] = choice.checked
@@ -98,7 +99,7 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
     def inject(meta):
         result, allocating, _, _ = meta
         program = host.program(call, result)
-        spec = reduction.reduce_spec(op, axis, program)
+        spec = reduction.reduce_spec(op, axis, program, call_dtype)
         state.update(program=program, spec=spec)
         # A running fold (argmin/argmax, Monoid) keeps the lane loop scalar, where libm
         # is faster than lanewise's vector math (W5: 0.30 s vs 0.42 s); tiled folds

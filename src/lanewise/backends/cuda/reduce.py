@@ -34,6 +34,7 @@ from ...ir.program import Call, Program
 from ...ir.reduction import Monoid, ReduceSpec
 from ...ir.schedule import lane_index
 from ...lane.lanefn import jit_lane_cuda
+from ...lane.typing_only import call_dtype
 from .. import cpu, host
 from .device import (REDUCE_TPB, alloc, as_caller_array, device_values, disk_key, host_call, is_device_array,
                      lane_inject, launch, max_blocks, nbytes, program_of, register_overloads, require_device)
@@ -57,7 +58,7 @@ def build_reduce(op, axis, call: Call, *, need_device: bool = True) -> CudaReduc
     register_overloads()
     monoid = op if isinstance(op, Monoid) else None
     program = program_of(call)
-    spec = reduction.reduce_spec(op, axis, program)
+    spec = reduction.reduce_spec(op, axis, program, call_dtype)
     reduction.require_scalar_lanes(spec, "cuda")
     key = disk_key("reduce", call, repr(monoid.identity) if monoid else "", spec,
                    functions=[monoid.combine] if monoid else [])
