@@ -443,6 +443,34 @@ def dep_chain(x, y):  # x reaches d only on the fourth trip through the loop
     return d
 
 
+def dep_alias(x, t):  # a write through an alias of a local array
+    a = np.zeros(2)
+    b = a
+    b[0] = x
+    return t + a[0]
+
+
+def dep_slice_view(x, t):
+    a = np.zeros(2)
+    b = a[0:1]
+    b[0] = x
+    return t + a[0]
+
+
+def dep_reshaped_view(x, t):
+    a = np.zeros((2, 2))
+    b = a.reshape(4)
+    b[0] = x
+    return t + a[0, 0]
+
+
+def dep_transposed_row(x, t):
+    a = np.zeros((2, 2))
+    row = a.T[0]
+    row[1] = x
+    return t + a[1, 0]
+
+
 def same_either_way(x, y):
     return y if x < 0 else y
 
@@ -456,7 +484,8 @@ def same_either_way_stmt(x, y):
 
 
 @pytest.mark.parametrize("lane, backend", [
-    *((lane, backend) for lane in (dep_walrus, dep_fill, dep_helper_writes, dep_index_store, dep_nested, dep_chain)
+    *((lane, backend) for lane in (dep_walrus, dep_fill, dep_helper_writes, dep_index_store, dep_nested, dep_chain,
+                                   dep_alias, dep_slice_view, dep_reshaped_view, dep_transposed_row)
       for backend in ("python", "cpu")),
     (dep_try, "python"),  # Numba does not compile a return inside try
 ], ids=lambda v: getattr(v, "__name__", v))

@@ -152,6 +152,9 @@ class _Taint:
         self.returns: list[list[Deps]] = []  # one entry per return statement
         self.sticky = Deps()  # taint of "did we get here" after tainted exits
         self.unsure = False  # a construct the analysis does not model: every output depends
+        # Names that may share memory (b = a, a[0:1], a.T, a.reshape(2)): a write
+        # through one taints them all.  Groups only grow (conservative).
+        self.groups: dict[str, set[str]] = {}
 
     def run(self):
         # Loops and sticky control taint need passes until nothing changes; taints
@@ -269,13 +272,31 @@ class _Taint:
             for t, v in zip(target.elts, value.elts, strict=True):
                 self.target(t, v, ctl)
             return
+        if isinstance(target, ast.Name):
+            for source in _view_sources(value):
+                if source in self.env:
+                    self.share(target.id, source)
         self.bind(target, self.expr(value) | ctl)
 
     def bind(self, target, taint: Deps):
         if isinstance(target, (ast.Subscript, ast.Attribute)):
             taint = taint | self.expr(target)  # a[i] = v taints a by i and v
+            for name in _target_names(target):
+                self.write(name, taint)
+            return
         for name in _target_names(target):
             self.assign(name, taint)
+
+    def share(self, a: str, b: str) -> None:
+        """``a`` may be a view of ``b``'s memory (or the reverse)."""
+        group = self.groups.get(a, {a}) | self.groups.get(b, {b})
+        for name in group:
+            self.groups[name] = group
+
+    def write(self, name: str, taint: Deps) -> None:
+        """A write into the memory of ``name``: every name sharing it is tainted."""
+        for alias in self.groups.get(name, {name}):
+            self.assign(alias, taint)
 
     def assign(self, name: str, taint: Deps):
         # Union, not overwrite: a name assigned in several branches keeps all.
@@ -297,7 +318,7 @@ class _Taint:
                 # a.fill(x), a.sort()) into the object it is called on.
                 for name in _call_operands(node):
                     if name in self.env:  # locals and parameters (np in np.sqrt(x) is a module)
-                        self.assign(name, taint | ctl)
+                        self.write(name, taint | ctl)
         return taint
 
     def read(self, e) -> Deps:
@@ -345,6 +366,23 @@ def _call_operands(call: ast.Call) -> list[str]:
         if isinstance(v, ast.Name):
             names.append(v.id)
     return names
+
+
+def _view_sources(value) -> list[str]:
+    """Names whose memory the value of ``value`` may share: the array itself (``a``),
+    under an index or attribute (``a[0:1]``, ``a.T``), or a call's operands
+    (``a.reshape(2)``, ``np.asarray(a)``); arithmetic makes new arrays."""
+    if isinstance(value, (ast.Subscript, ast.Attribute, ast.Starred)):
+        return _view_sources(value.value)
+    if isinstance(value, ast.Name):
+        return [value.id]
+    if isinstance(value, ast.Call):
+        return _call_operands(value)
+    if isinstance(value, ast.IfExp):
+        return _view_sources(value.body) + _view_sources(value.orelse)
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return [n for e in value.elts for n in _view_sources(e)]
+    return []
 
 
 def _target_names(target) -> list[str]:
