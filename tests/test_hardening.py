@@ -565,3 +565,18 @@ def test_explain_of_a_lane_that_does_not_compile_explains_what_it_can():
     assert f'line {line}' in text and "x = x.halved()" in text
     with pytest.raises(lw.LaneCompileError):
         lw.vmap(does_not_compile)(np.arange(3.0))
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_big_endian_arrays_are_read_as_their_values(backend):
+    """Big-endian data (FITS, HDF5) raised a raw Numba 'Unsupported array dtype: >f8'."""
+    x = np.linspace(-1.0, 1.0, 7)
+    np.testing.assert_array_equal(lw.vmap(lambda a: a * 2.0 + 1.0, backend=backend)(x.astype(">f8")), x * 2.0 + 1.0)
+    k = np.arange(5)
+    np.testing.assert_array_equal(lw.reduce(lw.vmap(lambda a: a * 3, backend=backend), "sum")(k.astype(">i4")),
+                                  3 * k.sum())
+    with pytest.raises(lw.LaneTypeError, match=r"argument p\[0\] has dtype >f8, in non-native byte order"):
+        lw.vmap(lambda p: p[0] * 2.0, backend=backend)((x.astype(">f8"),))
+    if np.dtype(np.longdouble).itemsize > 8:  # extended precision here (not on every platform)
+        with pytest.raises(lw.LaneTypeError, match=f"argument a has dtype {np.dtype(np.longdouble)}"):
+            lw.vmap(lambda a: a * 2.0, backend=backend)(x.astype(np.longdouble))

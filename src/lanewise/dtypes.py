@@ -32,11 +32,16 @@ SUPPORTED_KINDS = frozenset("biufc")  # bool, int, uint, float, complex
 def check_supported(dtype: np.dtype, what: str) -> np.dtype:
     """Reject dtypes no backend can compute with, naming the user's value."""
     dtype = np.dtype(dtype)
-    if dtype.kind not in SUPPORTED_KINDS or dtype == np.float16:
+    if dtype.kind not in SUPPORTED_KINDS or dtype == np.float16 or dtype in (np.longdouble, np.clongdouble) \
+            and dtype.itemsize > {"f": 8, "c": 16}[dtype.kind]:
         raise LaneTypeError(
             f"{what} has dtype {dtype}; lanewise lanes take bool, int, uint, "
             "float32/float64 and complex64/complex128 values"
         )
+    if not dtype.isnative:
+        raise LaneTypeError(f"{what} has dtype {dtype.str}, in non-native byte order; lanewise converts a "
+                            "top-level array argument itself, convert this one with "
+                            "x.astype(x.dtype.newbyteorder('='))")
     return dtype
 
 

@@ -171,7 +171,11 @@ def bind_call(mapped, args: tuple, kwargs: dict) -> Call:
 
 
 def _as_value(x: Any) -> Any:
-    """Lists of numbers become arrays (JAX would reject mapping over them)."""
+    """Lists of numbers become arrays (JAX would reject mapping over them); an array
+    in non-native byte order (big-endian data read from FITS or HDF5 files) becomes
+    the same values in native order (a copy: compiled code reads native numbers)."""
+    if isinstance(x, np.ndarray) and not x.dtype.isnative and x.dtype.kind in "biufc":
+        return x.astype(x.dtype.newbyteorder("="))
     if isinstance(x, list) and x and all(isinstance(v, (int, float, complex, bool, list)) for v in x):
         try:
             arr = np.asarray(x)
