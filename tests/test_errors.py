@@ -374,3 +374,19 @@ def test_hierarchy():
                 lw.LaneTypeError, lw.OutputError, lw.BackendError):
         assert issubclass(cls, lw.LanewiseError)
     assert issubclass(lw.UnmappedOutputError, lw.AxisSpecError)
+
+
+def numbers_from_one(row):
+    s = 0.0
+    for k, v in enumerate(row, start=1):  # Numba's typing asserts on the keyword
+        s += k * v
+    return s
+
+
+def test_a_failure_inside_numbas_compiler_names_the_lane():
+    """A bare AssertionError from Numba's typing escaped on every backend, naming
+    nothing; the python backend now runs the Python, the cpu backend says which lane."""
+    rows = np.ones((4, 3))
+    np.testing.assert_array_equal(lw.vmap(numbers_from_one, backend="python")(rows), np.full(4, 6.0))
+    with pytest.raises(lw.LaneCompileError, match=r"numbers_from_one \(.*test_errors.py:\d+\).*AssertionError"):
+        lw.vmap(numbers_from_one)(rows)

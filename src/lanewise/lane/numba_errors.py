@@ -53,6 +53,18 @@ def summary(message: str) -> str:
     return "\n".join(kept[:6])
 
 
+def internal_error(error: Exception, lane, backend: str) -> LaneCompileError:
+    """A lanewise error for a failure of Numba's own code (not a ``NumbaError``: a bare
+    ``assert`` in its typing, on ``enumerate(row, start=1)`` say) while it compiled
+    ``lane``: the lane and where it is defined, and what failed."""
+    name = getattr(lane, "__qualname__", repr(lane))
+    return LaneCompileError(
+        f"lane function {name} ({function_location(lane)}) cannot be compiled for the {backend} backend: "
+        f"Numba failed inside its compiler ({type(error).__name__}: {str(error) or 'no message'}) on a construct of "
+        "this lane or of a helper it calls; keyword arguments of builtins (enumerate(xs, start=1)) are a known "
+        "cause: pass them by position.\n(Numba's error is chained below as __cause__.)")
+
+
 def compile_error(error: Exception, lane, backend: str) -> LaneCompileError | LaneTypeError:
     """A lanewise error naming the user's file:line for Numba's ``error``.
 

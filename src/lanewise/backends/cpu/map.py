@@ -40,7 +40,7 @@ from ...lane.signedness import check_unsigned_mixing
 from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
 from ...runtime import cache, pool
 from .. import host
-from ...lane.numba_errors import compile_error
+from ...lane.numba_errors import compile_error, internal_error
 
 NAME = "cpu"
 
@@ -208,6 +208,8 @@ def result_type(call: Call):
         rtype = typing_only.return_type(module.probe, argtypes, **PROBE_OPTIONS)
     except NumbaError as e:
         raise compile_error(e, call.lane, NAME) from e
+    except (AssertionError, TypeError, ValueError, KeyError, AttributeError, IndexError, NotImplementedError) as e:
+        raise internal_error(e, call.lane, NAME) from e
     check_unsigned_mixing(inject["lane"])
     return _result(rtype, call.lane)
 
