@@ -580,3 +580,20 @@ def test_big_endian_arrays_are_read_as_their_values(backend):
     if np.dtype(np.longdouble).itemsize > 8:  # extended precision here (not on every platform)
         with pytest.raises(lw.LaneTypeError, match=f"argument a has dtype {np.dtype(np.longdouble)}"):
             lw.vmap(lambda a: a * 2.0, backend=backend)(x.astype(np.longdouble))
+
+
+def positive_only(a):
+    if a <= 0.0:
+        raise ValueError("a must be positive")
+    return 1.0 / a, int(a)
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_zero_lanes_do_not_run_the_lane_on_made_up_values(backend):
+    """The python backend ran the lane on zeros to learn the result type of a call with
+    no lanes, and the lane's own argument check failed the call; the compiler's type
+    gives the empty result instead, as on the cpu backend."""
+    for mapped, x in ((lw.vmap(positive_only, backend=backend), np.ones(0)),
+                      (lw.vmap(lw.vmap(positive_only), backend=backend), np.ones((3, 0)))):
+        inv, whole = mapped(x)
+        assert inv.shape == whole.shape == x.shape and (inv.dtype, whole.dtype) == (np.float64, np.int64)

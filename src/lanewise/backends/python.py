@@ -45,7 +45,14 @@ def build(call: Call):
 
 
 def run(lane, call: Call, out=None):
-    sample = _call_lane(lane, call, (0,) * len(call.sizes), dummy_values(call))
+    try:
+        sample = _call_lane(lane, call, (0,) * len(call.sizes), dummy_values(call))
+    except Exception:
+        # No lane exists to run, and the lane rejects the made-up values (its own
+        # argument check): the compiler's type gives the empty result's structure.
+        sample = None if all(call.sizes) else _template(_static_result_type(call))
+        if sample is None:
+            raise
     program = program_for(call, sample)  # also the static checks: out_axes=None
     with np.errstate(all="ignore"), reference_mode():  # IEEE results; lw.scan in Python too
         result = _map(lane, call, (), sample)
@@ -77,11 +84,30 @@ def _as_compiled(values: np.ndarray, out) -> np.ndarray:
     return values.astype(out.dtype, copy=False)
 
 
+def _template(result):
+    """A value of the structure and dtypes of a scalar-leaved result type (None: none, or
+    a leaf is an array, whose shape only a run tells)."""
+    if isinstance(result, ResultLeaf):
+        return result.dtype.type(0) if result.ndim == 0 else None
+    if not isinstance(result, ResultNode):
+        return None
+    children = [_template(c) for c in result.children]
+    if any(c is None for c in children):
+        return None
+    return result.cls(*children) if result.cls is not None else tuple(children)
+
+
 def program_for(call: Call, sample=None):
-    """The program of ``call``: output dtypes and axes (static types preferred)."""
+    """The program of ``call``: output dtypes and axes (static types preferred).  With
+    no lanes (``sample`` None) the lane runs on made-up values only when it cannot be
+    typed: run first, a lane checking its argument (``a <= 0: raise``) failed a call
+    of zero lanes."""
+    static = _static_result_type(call)
+    if static is not None:
+        return host.program(call, static)
     if sample is None:
         sample = _call_lane(call.lane, call, (0,) * len(call.sizes), dummy_values(call))
-    return host.program(call, _static_result_type(call) or _result_type(sample))
+    return host.program(call, _result_type(sample))
 
 
 def _static_result_type(call: Call):
@@ -157,7 +183,11 @@ def _stack(values, axis, depth):
 
 def _inner_template(call: Call, depth: int, sample):
     """What one index of a size-0 level would produce: run that level at size 1
-    on zero-filled inputs (deeper size-0 levels recurse the same way)."""
+    on zero-filled inputs (deeper size-0 levels recurse the same way).  The innermost
+    level's is ``sample``: the lane at index 0 of those inputs (or the template of
+    the lane's type, when the lane rejects them)."""
+    if depth == len(call.sizes) - 1:
+        return sample
     sizes = call.sizes[:depth] + (1,) + call.sizes[depth + 1:]
     dummy = Call(call.lane, call.signature, dummy_values(call), sizes)
     return _map(call.lane, dummy, (0,) * (depth + 1), sample)
