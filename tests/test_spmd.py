@@ -1105,3 +1105,40 @@ def test_python_O_drops_asserts_on_the_spmd_path_too(tmp_path):
     out = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[0, 1, 3, 2]", out.stdout
+
+
+GSER = '''
+import math, numpy as np, lanewise as lw
+
+def gser(a, x):  # Numerical Recipes' series for P(a, x): lgamma has no vector form
+    gln = math.lgamma(a)
+    total = 1.0 / a
+    delta = total
+    ap = a
+    for n in range(500):
+        ap += 1.0
+        delta *= x / ap
+        total += delta
+        if abs(delta) < abs(total) * 1e-15:
+            return total * math.exp(-x + a * math.log(x) - gln)
+    return math.nan
+
+a = np.linspace(0.5, 20.0, 200)
+got = lw.vmap(gser)(a, a * 0.5)
+want = lw.vmap(gser, backend="python")(a, a * 0.5)
+assert "lane path: SPMD on SIMD" in str(lw.explain(lw.vmap(gser), a, a * 0.5))
+np.testing.assert_allclose(got, want, rtol=1e-13)
+print("ok")
+'''
+
+
+def test_a_libm_call_in_a_w_wide_lane_prints_no_llvm_warnings(tmp_path):
+    """A libm function lanemath does not replace (lgamma) was called from a loop marked
+    for vectorising, and LLVM printed 'loop not vectorized' remarks and warnings on
+    stderr at every cold compile; such calls now run lane by lane, unmarked."""
+    script = tmp_path / "gser.py"
+    script.write_text(GSER)
+    env = dict(os.environ, LANEWISE_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    assert "not vectorized" not in done.stderr, done.stderr[-2000:]

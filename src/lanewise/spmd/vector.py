@@ -36,7 +36,10 @@ Example:
 from __future__ import annotations
 
 import itertools
+import math
 import operator
+
+import numpy as np
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -492,17 +495,18 @@ def _call(nargs):
         count = _width(*args)
         if count is None and any(isinstance(a, Vec) for a in args):
             return None
-        sig, _ = _resolve(typingctx, fn, _scalars(*args), tuples=True)
+        sig, fnty = _resolve(typingctx, fn, _scalars(*args), tuples=True)
         if sig is None or (_scalar_tuple(sig.return_type) and not _loopable(sig, _targets(sig, nargs))):
             return None
         out = sig.return_type if count is None else _widened(sig.return_type, count)
+        loop = _loopable(sig, _targets(sig, nargs)) and (_scalar_tuple(sig.return_type) or not _libm(fnty))
 
         def codegen(context, builder, s, vals):
             targets = _targets(sig, nargs)
             if count is None:
                 return _invoke(context, builder, fn, sig, [context.cast(builder, v, a, b)
                                                            for v, a, b in zip(vals[1:], args, targets)])
-            if _loopable(sig, targets):
+            if loop:
                 return _vector_loop(context, builder, fn, sig, args, vals[1:], targets, out)
             lanes = [_per_lane(context, builder, a, v, b, count) for v, a, b in zip(vals[1:], args, targets)]
             return _pack(context, builder, out, [_invoke(context, builder, fn, sig, xs) for xs in zip(*lanes)])
@@ -533,6 +537,21 @@ def _loopable(sig, targets) -> bool:
     return (len(sig.args) == len(targets)
             and (isinstance(result, (types.Float, types.Integer)) or _scalar_tuple(result))
             and all(isinstance(t, (types.Float, types.Integer)) for t in targets))
+
+
+#: math/NumPy functions Numba lowers to LLVM instructions, which vectorise.
+_INSTRUCTIONS = frozenset({math.sqrt, math.fabs, math.floor, math.ceil, math.trunc, math.copysign, np.sqrt,
+                           np.fabs, np.floor, np.ceil, np.trunc, np.copysign, np.absolute, np.negative})
+
+
+def _libm(fnty) -> bool:
+    """Whether ``fnty`` is a math/NumPy function Numba compiles to a libm call (one
+    lanemath does not replace): the loop vectoriser cannot widen it, and a loop
+    marked for vectorising printed LLVM's "loop not vectorized" warnings on every
+    compile.  Such calls run lane by lane."""
+    key = getattr(fnty, "typing_key", None)
+    return (getattr(key, "__module__", None) in ("math", "cmath") or isinstance(key, np.ufunc)) \
+        and key not in _INSTRUCTIONS
 
 
 _LOOP_IDS = itertools.count()
