@@ -6,8 +6,9 @@ argument type at compile time:
 
 * float64 -> the float64 kernel; float32 -> the float32 kernel (returns float32);
 * integers and booleans -> promoted to float64, as ``math`` does;
-* arrays -> the NumPy ufunc of the same name (so ``np.cos(row)`` in a lane that was
-  rebound to lanemath still works on a row view).
+* arrays and complex values -> the NumPy ufunc of the same name (so ``np.cos(row)``
+  in a lane that was rebound to lanemath still works on a row view, and ``np.exp(z)``
+  on a complex ``z``).
 
 Called from the interpreter, the function runs the same compiled code (a small
 ``njit`` wrapper compiled on first use per type), so results are identical.
@@ -86,8 +87,8 @@ def unary(name, k64, k32=None, ufunc=None, doc=""):
             return lambda x: k64(x)
         if isinstance(x, (types.Integer, types.Boolean)):
             return lambda x: k64(np.float64(x))
-        if ufunc is not None and isinstance(x, types.Array):
-            return lambda x: ufunc(x)
+        if ufunc is not None and isinstance(x, (types.Array, types.Complex)):
+            return lambda x: ufunc(x)  # complex values: NumPy's own (lanemath is real)
         return None
 
     FUNCTIONS[name] = fn
@@ -118,8 +119,8 @@ def binary(name, k64, k32=None, ufunc=None, doc="", int_impl=None):
                     and isinstance(y, types.Float) and y.bitwidth == 32):
                 return lambda x, y: k32(x, y)
             return lambda x, y: k64(np.float64(x), np.float64(y))
-        if ufunc is not None and (isinstance(x, types.Array) or isinstance(y, types.Array)):
-            return lambda x, y: ufunc(x, y)
+        if ufunc is not None and any(isinstance(t, (types.Array, types.Complex)) for t in (x, y)):
+            return lambda x, y: ufunc(x, y)  # complex values: NumPy's own (lanemath is real)
         return None
 
     FUNCTIONS[name] = fn
