@@ -24,7 +24,10 @@ def lane_block(a0, a1, o0, n0, s0, outer, lo, hi, at):
             raise ValueError('lane output shape changed')
         o0[i0, :] = v
 
-@numba.njit(error_model="numpy", nogil=True, cache=True)
+# The kernel below inlines this twin of lane_block (lanewise.codegen.common.inlined_twin).
+lane_block_inlined = numba.njit(error_model="numpy", nogil=True, boundscheck=True, inline="always")(lane_block.py_func)
+
+@numba.njit(error_model="numpy", nogil=True, cache=True, boundscheck=True)
 def kernel_blocks(a0, a1, o0, n0, s0, nib, blk, first, last, stop, at):
     """Blocks [first, last) on the calling thread (block b: outer index b // nib, lanes
     [(b % nib) * blk, + blk)); -1, or -2 when stop[0] != 0 (Ctrl-C) before a block.  A
@@ -41,7 +44,7 @@ def kernel_blocks(a0, a1, o0, n0, s0, nib, blk, first, last, stop, at):
         hi = min(lo + blk, n0)
         at[1] = outer * n0
         at[0] = lo
-        lane_block(a0, a1, o0, n0, s0, outer, lo, hi, at)
+        lane_block_inlined(a0, a1, o0, n0, s0, outer, lo, hi, at)
     return -1
 
 @numba.njit(error_model="numpy", nogil=True, cache=True)

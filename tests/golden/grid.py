@@ -23,6 +23,9 @@ def lane_block(a0, a1, o0, n0, n1, outer, lo, hi, at):
         r = lane(a0[i0], a1[i1])  # grid_lane() at <file>:<line>
         o0[i0, i1] = r
 
+# The kernel below inlines this twin of lane_block (lanewise.codegen.common.inlined_twin).
+lane_block_inlined = numba.njit(error_model="numpy", nogil=True, inline="always")(lane_block.py_func)
+
 @numba.njit(error_model="numpy", nogil=True, cache=True)
 def kernel_blocks(a0, a1, o0, n0, n1, nib, blk, first, last, stop, at):
     """Blocks [first, last) on the calling thread (block b: outer index b // nib, lanes
@@ -41,7 +44,7 @@ def kernel_blocks(a0, a1, o0, n0, n1, nib, blk, first, last, stop, at):
         hi = min(lo + blk, n1)
         at[1] = outer * n1
         at[0] = lo
-        lane_block(a0, a1, o0, n0, n1, outer, lo, hi, at)
+        lane_block_inlined(a0, a1, o0, n0, n1, outer, lo, hi, at)
     return -1
 
 @numba.njit(error_model="numpy", nogil=True, cache=True)

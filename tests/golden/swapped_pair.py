@@ -24,6 +24,9 @@ def lane_block(a0, a1, a2, o0, o1, n0, n1, outer, lo, hi, at):
         o0[i1, i0] = r[0]
         o1[i1, i0] = r[1]
 
+# The kernel below inlines this twin of lane_block (lanewise.codegen.common.inlined_twin).
+lane_block_inlined = numba.njit(error_model="numpy", nogil=True, inline="always")(lane_block.py_func)
+
 @numba.njit(error_model="numpy", nogil=True, cache=True)
 def kernel_blocks(a0, a1, a2, o0, o1, n0, n1, nib, blk, first, last, stop, at):
     """Blocks [first, last) on the calling thread (block b: outer index b // nib, lanes
@@ -43,7 +46,7 @@ def kernel_blocks(a0, a1, a2, o0, o1, n0, n1, nib, blk, first, last, stop, at):
         hi = min(lo + blk, n0)
         at[1] = outer * n0
         at[0] = lo
-        lane_block(a0, a1, a2, o0, o1, n0, n1, outer, lo, hi, at)
+        lane_block_inlined(a0, a1, a2, o0, o1, n0, n1, outer, lo, hi, at)
     return -1
 
 @numba.njit(error_model="numpy", nogil=True, cache=True)

@@ -32,7 +32,28 @@ JIT = 'numba.njit(error_model="numpy", nogil=True, cache=True{})'
 def jit_inlining(program: Program) -> str:
     """The decorator of a generated function that calls (so inlines) the lane:
     bounds-checked when the lane indexes arrays (see lanefn.JIT_OPTIONS)."""
-    return JIT.format(", boundscheck=True" if indexes(program.lane) else "")
+    return JIT.format(inlining_options(program))
+
+
+def inlining_options(program: Program) -> str:
+    """The options :func:`jit_inlining` adds to :data:`JIT` (text to append)."""
+    return ", boundscheck=True" if indexes(program.lane) else ""
+
+
+def inlined_twin(name: str, options: str) -> str:
+    """``{name}_inlined``: the generated function ``name`` for Numba's IR inliner.
+
+    The host's kernel (``kernel_blocks``, ``rkernel_blocks``) calls the twin, so
+    it types and optimises the block's code once.  Calling the compiled block
+    linked its optimised code into the kernel, and LLVM optimised it all over
+    again there: a third of an SPMD lane's cold first call (about 1 s of 3).
+    ``options`` must be the kernel's (Numba compiles inlined code with the
+    caller's options).  ``name`` itself stays a function for the ``try`` of the
+    ``*_caught`` wrappers: inlined inside a ``try``, a lane's bounds error did
+    not stop the block's loop."""
+    return "\n".join([f"# The kernel below inlines this twin of {name} (lanewise.codegen.common.inlined_twin).",
+                       f"{name}_inlined = numba.njit(error_model=\"numpy\", nogil=True{options}, "
+                       f"inline=\"always\")({name}.py_func)"])
 
 
 @dataclass(frozen=True)

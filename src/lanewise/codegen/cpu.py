@@ -11,7 +11,9 @@ object code next to the module on disk; each is compiled only when called):
   ``at[0]`` is the block's first lane, and the host replays from there;
 * ``kernel_blocks`` runs a range of blocks on the calling thread: ``lw.vmap``
   runs every call through it, serially or from several threads at once
-  (:mod:`lanewise.runtime.pool`), so a signature compiles one kernel;
+  (:mod:`lanewise.runtime.pool`), so a signature compiles one kernel.  It
+  inlines ``lane_block_inlined``, a twin of ``lane_block`` for Numba's IR
+  inliner (:func:`~lanewise.codegen.common.inlined_twin`);
 * ``lane_block_caught`` turns a lane's exception into a returned lane index,
   for ``kernel`` (every block under ``prange``, where ``raise`` would serialise
   the loop) and ``kernel_serial`` (every lane on the calling thread): both for
@@ -32,8 +34,8 @@ from __future__ import annotations
 from ..ir.program import Program, Signature
 from ..ir.schedule import loop_order
 from ..version import __version__
-from .common import (JIT, Names, borrow_lines, decompose, guarded_store, jit_inlining, lane_args, lane_comment,
-                     leaf_expr, level_comments, out_index)
+from .common import (JIT, Names, borrow_lines, decompose, guarded_store, inlined_twin, inlining_options, jit_inlining,
+                     lane_args, lane_comment, leaf_expr, level_comments, out_index)
 
 
 
@@ -50,15 +52,17 @@ def render(program: Program, inplace: bool = False, spmd=None, track: bool = Tru
     """
     names = Names.of(program)
     order = loop_order(program)
+    options = _block_options(program, spmd)
     if spmd is None:
-        block = _lane_block(program, names, order, inplace, track)
+        block = _lane_block(program, names, order, inplace, track, options)
     elif spmd.stream:
         block = "\n\n".join([spmd.source, _lane_block_stream(program, names, order, spmd)])
     else:
         block = "\n\n".join([spmd.source, _lane_block_spmd(program, names, order, spmd)])
-    parts = [header(program, order), block, _kernel_blocks(program, names, order),
-             _lane_block_caught(program, names), _kernel(program, names, order, parallel=True),
-             _kernel(program, names, order, parallel=False), _probe(program, names)]
+    parts = [header(program, order), block, inlined_twin("lane_block", options),
+             _kernel_blocks(program, names, order, options), _lane_block_caught(program, names),
+             _kernel(program, names, order, parallel=True), _kernel(program, names, order, parallel=False),
+             _probe(program, names)]
     return "\n\n".join(parts) + "\n"
 
 
@@ -74,9 +78,17 @@ def header(program: Program, order) -> str:
     return "\n".join(lines)
 
 
-def _lane_block(program: Program, names: Names, order, inplace: bool, track: bool) -> str:
+def _block_options(program: Program, spmd) -> str:
+    """The Numba options of ``lane_block``, its inlined twin and ``kernel_blocks``
+    (alike: an inlined function is compiled with its caller's options).  The
+    scalar block inlines the lane: bounds-checked when the lane indexes arrays;
+    the SPMD block calls the W-wide lane, compiled with its own options."""
+    return inlining_options(program) if spmd is None else ""
+
+
+def _lane_block(program: Program, names: Names, order, inplace: bool, track: bool, options: str) -> str:
     inner = order[-1]
-    body = [f"@{jit_inlining(program)}",
+    body = [f"@{JIT.format(options)}",
             f"def lane_block({names.params('outer', 'lo', 'hi', 'at')}):",
             '    """Lanes [lo, hi) of the innermost level at one outer index; at[0]: the lane',
             '    running (tracked), for the host to find a lane that raised."""',
@@ -266,10 +278,10 @@ def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
         "    return -1"])
 
 
-def _kernel_blocks(program: Program, names: Names, order) -> str:
+def _kernel_blocks(program: Program, names: Names, order, options: str) -> str:
     n_inner = names.sizes[order[-1]]
     return "\n".join([
-        f"@{JIT.format('')}",
+        f"@{JIT.format(options)}",
         f"def kernel_blocks({names.params('nib', 'blk', 'first', 'last', 'stop', 'at')}):",
         '    """Blocks [first, last) on the calling thread (block b: outer index b // nib, lanes',
         '    [(b % nib) * blk, + blk)); -1, or -2 when stop[0] != 0 (Ctrl-C) before a block.  A',
@@ -284,7 +296,7 @@ def _kernel_blocks(program: Program, names: Names, order) -> str:
         f"        hi = min(lo + blk, {n_inner})",
         f"        at[1] = outer * {n_inner}",
         "        at[0] = lo",
-        f"        lane_block({names.params('outer', 'lo', 'hi', 'at')})",
+        f"        lane_block_inlined({names.params('outer', 'lo', 'hi', 'at')})",
         "    return -1"])
 
 
