@@ -43,8 +43,10 @@ def inlining_options(program: Program) -> str:
 def inlined_twin(name: str, options: str) -> str:
     """``{name}_inlined``: the generated function ``name`` for Numba's IR inliner.
 
-    The host's kernel (``kernel_blocks``, ``rkernel_blocks``) calls the twin, so
-    it types and optimises the block's code once.  Calling the compiled block
+    The host's kernel (``kernel_blocks``) calls the twin, so it types and
+    optimises the block's code once.  (Not ``lw.reduce``'s ``rblock``: Dask's
+    tasks call the compiled ``rblock`` from Numba's disk cache, where the
+    client's run puts it.)  Calling the compiled block
     linked its optimised code into the kernel, and LLVM optimised it all over
     again there: a third of an SPMD lane's cold first call (about 1 s of 3).
     ``options`` must be the kernel's (Numba compiles inlined code with the

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..ir.program import Program
 from ..ir.reduction import OPS, ReduceSpec
-from .common import JIT, Names, borrow_lines, decompose, inlined_twin, inlining_options, jit_inlining, lane_args
+from .common import JIT, Names, borrow_lines, decompose, jit_inlining, lane_args
 from .cpu import header, spmd_groups
 
 
@@ -61,7 +61,7 @@ def render(program: Program, spec: ReduceSpec, track: bool = True, spmd=None) ->
         block = "\n\n".join([spmd.source, _tiled_block(program, spec, names, track, spmd)])
     else:
         block = (_tiled_block if spec.tiled else _block)(program, spec, names, track)
-    parts = [head, block, inlined_twin("rblock", inlining_options(program)), _kernel_blocks(program, spec, names),
+    parts = [head, block, _kernel_blocks(program, spec, names),
              _rblock_caught(program, spec, names),
              _kernel(program, spec, names, True), _kernel(program, spec, names, False)]
     if spec.op == "monoid":
@@ -331,7 +331,7 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
     order).  Returns -1, or -2 when stop[0] != 0 (Ctrl-C) ended the call before a
     block (as ``kernel_blocks``); a lane's exception propagates, ``at`` saying where
     (the host records it in ``err`` and goes on with the next unit)."""
-    head = [f"@{jit_inlining(program)}"]  # rblock's options: it inlines rblock's twin
+    head = [f"@{JIT.format('')}"]
     borrow = borrow_lines(program, names, *partial_names(program, spec), "err", "at")
     units = ("nslots",) if spec.segmented else ()
     params = _params(program, spec, names, *units, "nchunks", "chunk", "nred", "err", "first", "last", "stop",
@@ -351,7 +351,7 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
             "            at[0] = lo",
             "            at[1] = c",
             "            at[2] = s",
-            f"            rblock_inlined({_params(program, spec, names, '0', 's', 'lo', 'hi', 'at')})",
+            f"            rblock({_params(program, spec, names, '0', 's', 'lo', 'hi', 'at')})",
             "    return -1"])
     return "\n".join([
         *head,
@@ -367,7 +367,7 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
         "        at[0] = lo",
         "        at[1] = b",
         "        at[2] = b",
-        f"        rblock_inlined({_params(program, spec, names, 'k', 'b', 'lo', 'hi', 'at')})",
+        f"        rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi', 'at')})",
         "    return -1"])
 
 
