@@ -232,7 +232,7 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
     (for the cuda target, CPU dispatchers too)."""
     refusals.check(fn)  # Python that would compile to a wrong or irreproducible result
     code = fn.__code__
-    names = _all_names(code)
+    names = all_names(code)
     new_globals = dict(fn.__globals__)
     retarget = jit is not jit_lane
     if not retarget:
@@ -332,12 +332,12 @@ def _bind_self(fn: types.FunctionType, clone: types.FunctionType, dispatcher):
     return dispatcher
 
 
-def _all_names(code: types.CodeType) -> set[str]:
+def all_names(code: types.CodeType) -> set[str]:
     """Global/attribute names used by ``code`` and the code objects nested in it."""
     names = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _all_names(const)
+            names |= all_names(const)
     return names
 
 
@@ -372,7 +372,7 @@ def _feed_function(h, fn: types.FunctionType, seen: set[int]) -> None:
     _feed_code(h, fn.__code__)
     _feed_value(h, fn.__defaults__, seen)
     _feed_value(h, fn.__kwdefaults__, seen)
-    names = _all_names(fn.__code__)
+    names = all_names(fn.__code__)
     for cell in fn.__closure__ or ():
         try:
             _feed_value(h, cell.cell_contents, seen, names)
@@ -436,7 +436,7 @@ def _feed_value(h, value: Any, seen: set[int], names=frozenset()) -> None:
         h.update(f"pinned:{value.__module__}.{value.__qualname__}".encode())
     elif isinstance(value, types.FunctionType):
         _feed_function(h, value, seen)
-    elif isinstance(value, type) and not _pinned(value):
+    elif isinstance(value, type) and not pinned(value):
         _feed_class(h, value, seen)
     elif isinstance(value, (types.BuiltinFunctionType, type, np.ufunc)):
         h.update(f"obj:{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', value)}".encode())
@@ -456,7 +456,7 @@ def _pinned_function(value) -> bool:
     lane calling it, a bridge's cotangent lane) carries the lane in its closure
     or globals, so it is hashed by its code and what it reaches, never by its name
     (named alone, an edited lane reused the derivatives of its old version)."""
-    return (callable(value) and not isinstance(value, type) and _pinned(value) and _pinned(type(value))
+    return (callable(value) and not isinstance(value, type) and pinned(value) and pinned(type(value))
             and isinstance(getattr(value, "__qualname__", None), str) and not hasattr(value, "__self__")
             and _defined_at_its_name(value))
 
@@ -468,7 +468,7 @@ def _defined_at_its_name(value) -> bool:
     return found is value
 
 
-def _pinned(obj) -> bool:
+def pinned(obj) -> bool:
     """Defined by a module whose version the cache key pins (its definition cannot change)."""
     return (getattr(obj, "__module__", None) or "").split(".")[0] in _PINNED_MODULES
 
@@ -478,7 +478,7 @@ def _feed_class(h, cls: type, seen: set[int]) -> None:
     the values and methods in its namespace (a name alone let an edited class reuse a
     kernel compiled from its old definition)."""
     h.update(f"class:{cls.__module__}.{cls.__qualname__}".encode())
-    if id(cls) in seen or _pinned(cls):
+    if id(cls) in seen or pinned(cls):
         return
     seen.add(id(cls))
     h.update(repr([f"{b.__module__}.{b.__qualname__}" for b in cls.__mro__[1:]]).encode())

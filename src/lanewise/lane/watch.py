@@ -78,12 +78,12 @@ def watch(fn: Callable) -> Watch | None:
 
 
 def _function(fn, seen: set[int], out: list) -> None:
-    from .lanefn import _all_names
+    from .lanefn import all_names
 
     if not isinstance(fn, types.FunctionType) or id(fn) in seen:
         return
     seen.add(id(fn))
-    names = _all_names(fn.__code__)
+    names = all_names(fn.__code__)
     for cell in fn.__closure__ or ():
         try:
             value = cell.cell_contents
@@ -136,8 +136,8 @@ def _bytes(value) -> bytes | None:
 
 def _is_pinned(value) -> bool:
     """Values whose definition the versions in the cache key pin (NumPy, ``math``, lanewise)."""
-    from .lanefn import _pinned
+    from .lanefn import pinned
 
     if isinstance(value, types.ModuleType):
-        return _pinned(types.SimpleNamespace(__module__=value.__name__))
-    return not isinstance(value, (np.ndarray, tuple)) and callable(value) and _pinned(value)
+        return pinned(types.SimpleNamespace(__module__=value.__name__))
+    return not isinstance(value, (np.ndarray, tuple)) and callable(value) and pinned(value)
