@@ -105,6 +105,30 @@ def test_a_kept_program_sees_a_reassigned_closure_variable():
     np.testing.assert_array_equal(mapped(X), 4.0 * X)
 
 
+STRIDED = np.arange(8.0)[::2]  # a non-contiguous view: watched by its contents, not its buffer's start
+
+
+def test_a_kept_program_sees_a_strided_global_and_an_in_place_relayout():
+    """The watch hashes the array's contents and layout in place (no snapshot copy):
+    a write through the base of a strided global and an in-place ``a.shape = ...``
+    of a global both reach the next call."""
+    mapped = lw.vmap(lambda i: STRIDED[i] + STRIDED.shape[0])
+    idx = np.arange(2)
+    np.testing.assert_array_equal(mapped(idx), [4.0, 6.0])
+    STRIDED.base[2] = 10.0  # element 1 of the view
+    np.testing.assert_array_equal(mapped(idx), [4.0, 14.0])
+    table = np.arange(4.0)
+
+    def lane(i):
+        return table.shape[0] + 0.0 * table[0]
+
+    grid = lw.vmap(lane)
+    np.testing.assert_array_equal(grid(idx), [4.0, 4.0])
+    table.shape = (2, 2)  # the lane now reads a 2-d table: typed afresh, not served stale
+    np.testing.assert_array_equal(grid(idx), lw.vmap(lane, backend="python")(idx))
+    assert grid(idx).shape == (2, 2)
+
+
 def helper(x):
     return x + 1.0
 

@@ -200,3 +200,5 @@ def test_a_monoid_accumulates_in_the_dtype_its_identity_and_combine_need(backend
     biggest = lw.Monoid(lambda a, b: max(a, b), -math.inf)
     assert float(lw.reduce(ident, biggest)(np.zeros(0, np.int64))) == -math.inf
     assert float(lw.reduce(ident, biggest)(x)) == 4.0
+    pair = lw.reduce(lw.vmap(lambda v: np.array([v, 2 * v]), backend=backend), average)(x)  # element by element
+    assert pair.dtype == np.float64 and pair.tolist() == [2.625, 5.25], pair

@@ -202,8 +202,8 @@ def reduce_spec(op, axis, program, combine_type: Callable | None = None) -> Redu
                             "here; reduce abs(z) or z.real instead, or write the order you mean as a lw.Monoid")
     levels = per_leaf.pop()
     kept = tuple(lv for lv in range(n_levels) if lv not in levels)
-    results = tuple(monoid_dtype(op, o.dtype, combine_type) if name == "monoid" and not o.lane_ndim
-                    else np.result_type(np.asarray(op.identity).dtype, o.dtype) if name == "monoid"
+    # A Monoid folds an array result element by element: its accumulator is typed as a scalar one's.
+    results = tuple(monoid_dtype(op, o.dtype, combine_type) if name == "monoid"
                     else OPS[name].result(o.dtype) for o in program.outputs)
     accs = tuple(acc_dtype(name, o.dtype, r) for o, r in zip(program.outputs, results, strict=True))
     return ReduceSpec(name, kept, levels, accs, results, tuple(o.lane_ndim for o in program.outputs), segmented)

@@ -16,8 +16,10 @@ check the list before each call and drop their executables when something
 changed: the next call builds afresh, and the caches, keyed by the new
 fingerprint, serve or compile the matching kernel.  Values of pinned modules
 (NumPy, ``math``, lanewise) are not watched.  The cost per call is a
-dictionary look-up per watched name, plus a copy-and-compare of each watched
-array (nothing at all for a lane that reads no user value).
+dictionary look-up per watched name, plus a SHA-256 of each watched array's
+buffer, hashed in place (about as fast as copying it, and no snapshot kept: a
+1 GB table does not cost another GB), and nothing at all for a lane that reads
+no user value.
 
 Example:
     >>> import numpy as np
@@ -32,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import types
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -47,13 +50,13 @@ class _Entry:
 
     read: Callable[[], Any]
     value: Any
-    data: bytes | None  # an array's bytes when watched (None: identity alone)
+    data: bytes | None  # an array's layout and digest when watched (None: identity alone)
 
     def changed(self) -> bool:
         now = self.read()
         if now is not self.value:
             return True
-        return self.data is not None and (now.shape != self.value.shape or now.tobytes() != self.data)
+        return self.data is not None and _digest(now) != self.data
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,14 @@ def _reach(value, names, seen: set[int], out: list) -> None:
 
 
 def _bytes(value) -> bytes | None:
-    return value.tobytes() if isinstance(value, np.ndarray) else None
+    return _digest(value) if isinstance(value, np.ndarray) else None
+
+
+def _digest(array: np.ndarray) -> bytes:
+    """The layout (an in-place ``a.shape = ...`` or ``a.dtype = ...`` keeps the object)
+    and a SHA-256 of the contents of ``array``."""
+    layout = repr((array.shape, array.strides, array.dtype.str)).encode()
+    return layout + hashlib.sha256(np.ascontiguousarray(array).data).digest()
 
 
 def _is_pinned(value) -> bool:
