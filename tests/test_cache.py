@@ -268,3 +268,26 @@ def test_warm_process_loads_kernels_without_numbas_registries(tmp_path, refresh)
     assert runs[0]["registries"] > 0  # the cold process compiled
     assert (runs[1]["registries"] > 0) == bool(refresh)
     assert runs[1]["entry_points"] == bool(refresh)
+
+
+BIG_GLOBAL_CHILD = textwrap.dedent('''
+    import numpy as np
+    import lanewise as lw
+    BIG = np.arange(300_000.0)  # 2.4 MB: Numba compiles it in by address
+    mapped = lw.vmap(lambda i: BIG[i] * 2.0)
+    assert mapped(np.arange(3)).tolist() == [0.0, 2.0, 4.0]
+    print(str(lw.explain(mapped, np.arange(3))).split("generated source:")[0])
+''')
+
+
+def test_a_kernel_numba_cannot_cache_is_explained_not_warned(tmp_path):
+    """A lane reading a global array over 1 MB: Numba cannot cache the kernel on disk.
+    Before, its raw NumbaWarning named lanewise's generated kernel_blocks and file, and
+    lw.explain showed a cache path; now no warning, and lw.explain names the array."""
+    env = dict(os.environ, LANEWISE_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-c", BIG_GLOBAL_CHILD], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "NumbaWarning" not in proc.stderr and "dynamic globals" not in proc.stderr, proc.stderr
+    cache_line = next(line for line in proc.stdout.splitlines() if line.startswith("cache:"))
+    assert "memory only" in cache_line and "(BIG)" in cache_line and "in_axes=None" in cache_line, cache_line

@@ -263,12 +263,12 @@ def explain(fn, *args, **kwargs) -> Explanation:
     try:
         exe = fn.executable(backend, call)
     except LaneCompileError as e:  # explain what can be known without the compiled lane
-        return _explanation(lines + _inputs(call) + _not_compiled(call, e), None)
+        return _explanation(lines + _inputs(call) + _not_compiled(call, e), None, call)
     if isinstance(fn, Reduced):
         lines += backend.explain(exe, call) + _describe(exe.program, call)
     else:
         lines += _describe(exe.program, call) + backend.explain(exe, call)
-    return _explanation(lines, exe)
+    return _explanation(lines, exe, call)
 
 
 def _not_compiled(call, error: LaneCompileError) -> list[str]:
@@ -304,9 +304,22 @@ def _describe(program, call) -> list[str]:
     return lines
 
 
-def _explanation(lines, exe) -> Explanation:
+def _explanation(lines, exe, call) -> Explanation:
     source = getattr(exe, "source", "")
-    lines = lines + [f"cache: {getattr(exe, 'path', None) or 'memory only'}", "generated source:", source]
+    lines = lines + [f"cache: {_cache_line(exe, call)}", "generated source:", source]
     text = Explanation("\n".join(lines))
     text.source, text.program = source, getattr(exe, "program", None)
     return text
+
+
+def _cache_line(exe, call) -> str:
+    from .lane.watch import big_global_arrays
+    from .runtime.cache import memory_only_reason
+
+    path = getattr(exe, "path", None)
+    why = memory_only_reason(getattr(exe, "module", None)) if path else None
+    if why is None:
+        return str(path or "memory only")
+    names = ", ".join(big_global_arrays(call.lane)) or "one a helper reads"
+    return (f"memory only: {why} ({names}), so it cannot be cached on disk and each new process compiles it "
+            "again; pass the array as an argument (in_axes=None) to cache the kernel")

@@ -48,6 +48,7 @@ _MISSING = object()
 class _Entry:
     """One value the compiled code froze: ``read()`` gives its current binding."""
 
+    name: str  # as the user's code spells it
     read: Callable[[], Any]
     value: Any
     data: bytes | None  # an array's layout and digest when watched (None: identity alone)
@@ -87,17 +88,17 @@ def _function(fn, seen: set[int], out: list) -> None:
         return
     seen.add(id(fn))
     names = all_names(fn.__code__)
-    for cell in fn.__closure__ or ():
+    for free, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
         try:
             value = cell.cell_contents
         except ValueError:  # an empty cell: nothing was frozen
             continue
-        _bind(lambda c=cell: _cell_value(c), value, names, seen, out)
+        _bind(free, lambda c=cell: _cell_value(c), value, names, seen, out)
     if fn.__defaults__:
-        _bind(lambda f=fn: f.__defaults__, fn.__defaults__, names, seen, out)
+        _bind(f"the defaults of {fn.__qualname__}", lambda f=fn: f.__defaults__, fn.__defaults__, names, seen, out)
     space = fn.__globals__
     for name in sorted(n for n in names if n in space):
-        _bind(lambda s=space, n=name: s.get(n, _MISSING), space[name], names, seen, out)
+        _bind(name, lambda s=space, n=name: s.get(n, _MISSING), space[name], names, seen, out)
 
 
 def _cell_value(cell):
@@ -107,15 +108,15 @@ def _cell_value(cell):
         return _MISSING
 
 
-def _bind(read, value, names, seen: set[int], out: list) -> None:
+def _bind(name: str, read, value, names, seen: set[int], out: list) -> None:
     """Watch the binding ``read()`` (now ``value``) unless it is pinned, and what it reaches."""
     if _is_pinned(value):
         return
-    out.append(_Entry(read, value, _bytes(value)))
-    _reach(value, names, seen, out)
+    out.append(_Entry(name, read, value, _bytes(value)))
+    _reach(name, value, names, seen, out)
 
 
-def _reach(value, names, seen: set[int], out: list) -> None:
+def _reach(name: str, value, names, seen: set[int], out: list) -> None:
     from numba.core.dispatcher import Dispatcher
 
     if isinstance(value, Dispatcher):
@@ -125,12 +126,27 @@ def _reach(value, names, seen: set[int], out: list) -> None:
     elif isinstance(value, types.ModuleType) and id(value) not in seen:
         seen.add(id(value))
         space = vars(value)
-        for name in sorted(n for n in names if n in space):
-            _bind(lambda s=space, n=name: s.get(n, _MISSING), space[name], names, seen, out)
+        for attr in sorted(n for n in names if n in space):
+            _bind(f"{name}.{attr}", lambda s=space, n=attr: s.get(n, _MISSING), space[attr], names, seen, out)
     elif isinstance(value, tuple):
-        for item in value:  # immutable, but an array inside it is not
+        for k, item in enumerate(value):  # immutable, but an array inside it is not
             if isinstance(item, (np.ndarray, tuple)):
-                _bind(lambda v=item: v, item, names, seen, out)
+                _bind(f"{name}[{k}]", lambda v=item: v, item, names, seen, out)
+
+
+def big_global_arrays(fn: Callable) -> list[str]:
+    """The names of the arrays ``fn`` reads from its globals that Numba compiles in by
+    address (over 1 MB, or not contiguous), which keeps a kernel off the disk cache.
+
+    Example:
+        >>> BIG = np.zeros(200_000)
+        >>> big_global_arrays(lambda i: BIG[i])
+        ['BIG']
+    """
+    found = watch(fn)
+    return [e.name for e in found.entries if isinstance(e.value, np.ndarray)
+            and (e.value.nbytes > 10**6 or not (e.value.flags.c_contiguous or e.value.flags.f_contiguous))] \
+        if found else []
 
 
 def _bytes(value) -> bytes | None:

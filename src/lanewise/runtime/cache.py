@@ -27,6 +27,7 @@ import os
 import pickle
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -173,6 +174,43 @@ def _unlink(paths) -> None:
             pass
 
 
+# Numba compiles a global array over 1 MB, or a non-contiguous one, into a kernel by
+# its address ("dynamic globals"), and cannot cache that kernel on disk.  Its warning
+# names lanewise's generated function and file, which mean nothing to the user:
+# lw.explain says it instead (memory_only_reason), naming the user's arrays.  (".*":
+# Numba may wrap the message in terminal colour codes.)
+_UNCACHABLE = r".*Cannot cache compiled function .* as it uses dynamic globals"
+
+
+def _quiet_uncachable(namespace: dict) -> None:
+    """Silence that warning where the generated module's dispatchers save to the cache.
+    (Per call, not a filter set at import: ``catch_warnings`` blocks, pytest's among
+    them, drop filters added inside them.  Numba saves under its compiler lock.)"""
+    for value in namespace.values():
+        cache = getattr(value, "_cache", None) if isinstance(value, numba.core.dispatcher.Dispatcher) else None
+        if callable(getattr(cache, "save_overload", None)):
+            cache.save_overload = _quietly(cache.save_overload)
+
+
+def _quietly(save):
+    def save_overload(sig, data):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", _UNCACHABLE, numba.NumbaWarning)
+            return save(sig, data)
+
+    return save_overload
+
+
+def memory_only_reason(module: ModuleType | None) -> str | None:
+    """Why the kernels of generated ``module`` stay in memory though it is on disk:
+    a compiled function froze a global by its address (None: nothing did)."""
+    dispatchers = [v for v in vars(module).values() if isinstance(v, numba.core.dispatcher.Dispatcher)] \
+        if module is not None else []
+    if any(cres.library.has_dynamic_globals for d in dispatchers for cres in list(d.overloads.values())):
+        return "Numba compiled a global array over 1 MB, or a non-contiguous one, into the kernel by its address"
+    return None
+
+
 def load_module(name: str, path: Path | None, source: str, inject: dict) -> ModuleType:
     """Execute a generated module with ``inject`` already in its globals."""
     if path is None:  # no disk: an in-memory module (Numba cannot cache it)
@@ -189,6 +227,7 @@ def load_module(name: str, path: Path | None, source: str, inject: dict) -> Modu
     sys.modules[name] = module
     spec.loader.exec_module(module)
     lighten_cache_loads(module.__dict__, name)
+    _quiet_uncachable(module.__dict__)
     return module
 
 
