@@ -154,6 +154,26 @@ def test_uint64_mixed_with_signed_is_refused_on_every_backend(backend, fn):
     assert "np.uint64(2)" in str(e.value)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("narrow", [np.uint8, np.uint16, np.uint32])
+def test_narrow_unsigned_subtraction_is_refused_on_every_backend(backend, narrow):
+    """Compiled, ``np.uint8(2) - np.uint8(5)`` was 18446744073709551613 (uint64): neither
+    NumPy's 253 nor Python's -3.  The fix the message gives computes the same everywhere."""
+    def lane(v):
+        return narrow(v) - narrow(5)
+
+    with pytest.raises(lw.LaneTypeError, match=r"test_integers.py:\d+.*unsigned integers narrower than 64") as e:
+        run(lane, backend, np.array([2, 7]))
+    assert "np.int64(a) - np.int64(b)" in str(e.value)
+
+    def fixed(v):
+        return (np.int64(narrow(v)) - np.int64(narrow(5))) % 256
+
+    np.testing.assert_array_equal(run(fixed, backend, np.array([2, 7])), [253, 2])
+    wide = run(lambda v: narrow(v) + narrow(5), backend, np.array([2, 7]))  # other operations are unchanged
+    np.testing.assert_array_equal(wide, [7, 12])
+
+
 def test_unmapped_and_zero_d_integer_arguments():
     def lane(v, k):
         return -v * k

@@ -142,6 +142,10 @@ def bool_invert(b):
     return ~b
 
 
+def narrow_unsigned_difference(r):
+    return r[0] - r[1]
+
+
 def root_of_negative(x):
     y = float(x) - 10.0
     return y ** 0.5
@@ -747,6 +751,7 @@ CASES: dict[str, Case] = {
     "L83": Case(math.sin, (X,), want=np.sin(X), check=numpy_ufunc_lane),
     "L84": Case(LAMBDA, (X,), want=X * 2.0 + 1.0),
     "L85": Case(star_args, (X, X), want=X * X),
+    "L87": Case(narrow_unsigned_difference, (np.array([[2, 5], [5, 2]], np.uint8),)),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
 }
 

@@ -15,6 +15,14 @@ enough through float64) and explicit conversions are the user's choice.
 ``~b`` of a bool is Python's int ``-2``/``-1`` but Numba's logical not: refused
 the same way, pointing at ``not b``.
 
+``a - b`` of two unsigned integers narrower than 64 bits (``np.uint8(v) -
+np.uint8(5)``, two elements of a uint8 row): Numba computes it in uint64, so
+``2 - 5`` is 18446744073709551613, where NumPy wraps at the operands' width (253)
+and Python gives -3.  Neither answer can be had from that value: refused, with
+``np.int64(a) - np.int64(b)`` (and ``% 256`` for NumPy's wrap) as the fix.  The other
+operations on such values agree with NumPy or give the exact value, as every
+narrow integer does in a lane (``docs/lanes.md``, L06).
+
 Example:
     >>> import numba, numpy as np
     >>> @numba.njit
@@ -88,6 +96,14 @@ def _inverts_a_bool(expr: ir.Expr, sig, typemap) -> bool:
                                                                            nt.Boolean)
 
 
+def _subtracts_narrow_unsigned(expr: ir.Expr, sig, typemap) -> bool:
+    """``a - b`` with both operands unsigned and narrower than 64 bits (computed in uint64)."""
+    if expr.op not in ("binop", "inplace_binop") or expr.fn not in (operator.sub, operator.isub):
+        return False
+    have = [typemap.get(expr.lhs.name), typemap.get(expr.rhs.name)]
+    return all(isinstance(t, nt.Integer) and not t.signed for t in have) and max(t.bitwidth for t in have) < 64
+
+
 #: (does this typed expression compile to another value than Python's?, the error's text).
 _RULES = (
     (_reinterprets, "a uint64 value is combined with a signed integer in {}; compiled, it would be computed "
@@ -95,6 +111,11 @@ _RULES = (
                     "operand unsigned (np.uint64(2)) or convert explicitly (int(v), float(v))."),
     (_inverts_a_bool, "~ of a bool in {}: Python gives an int (~True == -2) but compiled code a logical not; "
                       "write `not b` for the logical not, or ~int(b) for Python's value."),
+    (_subtracts_narrow_unsigned, "a - b of two unsigned integers narrower than 64 bits in {}: NumPy wraps at "
+                                 "their width (np.uint8(2) - np.uint8(5) == 253) but compiled code computes in "
+                                 "uint64 (18446744073709551613). Write np.int64(a) - np.int64(b) for the "
+                                 "difference (-3; int(a) keeps a's type when compiled), and take it % 256 (for "
+                                 "uint8) for NumPy's wrapped value."),
 )
 
 
