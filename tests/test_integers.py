@@ -155,6 +155,15 @@ def test_uint64_mixed_with_signed_is_refused_on_every_backend(backend, fn):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_max_of_uint64_and_a_signed_int_is_refused_on_every_backend(backend):
+    """``max(v, 1)`` of a uint64 went through float64 (2**53 + 1 came back as 2**53)."""
+    with pytest.raises(lw.LaneTypeError, match=r"test_integers.py:\d+.*max\(\)/min\(\) of a uint64"):
+        run(lambda v: max(v, 1), backend, U64)
+    np.testing.assert_array_equal(run(lambda v: max(v, np.uint64(1)), backend, np.array([2**53 + 1, 0], np.uint64)),
+                                  np.array([2**53 + 1, 1], np.uint64))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("narrow", [np.uint8, np.uint16, np.uint32])
 def test_narrow_unsigned_subtraction_is_refused_on_every_backend(backend, narrow):
     """Compiled, ``np.uint8(2) - np.uint8(5)`` was 18446744073709551613 (uint64): neither

@@ -146,6 +146,10 @@ def narrow_unsigned_difference(r):
     return r[0] - r[1]
 
 
+def floor_quotient(p, q):
+    return p // q
+
+
 def root_of_negative(x):
     y = float(x) - 10.0
     return y ** 0.5
@@ -752,6 +756,8 @@ CASES: dict[str, Case] = {
     "L84": Case(LAMBDA, (X,), want=X * 2.0 + 1.0),
     "L85": Case(star_args, (X, X), want=X * X),
     "L87": Case(narrow_unsigned_difference, (np.array([[2, 5], [5, 2]], np.uint8),)),
+    "L88": Case(floor_quotient, (np.array([-2**63, 7]), np.array([-1, -2])), cpu=ints([0, -4]),
+                python=ints([-2**63, -4])),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
 }
 

@@ -12,6 +12,9 @@ answer, so the compiled lane is read after typing and such a conversion is a
 Comparisons are unaffected (Numba compares uint64 with signed integers exactly
 enough through float64) and explicit conversions are the user's choice.
 
+``max(v, 1)``/``min`` of a uint64 and a signed integer is computed in float64
+when compiled, which rounds values above 2**53: refused the same way.
+
 ``~b`` of a bool is Python's int ``-2``/``-1`` but Numba's logical not: refused
 the same way, pointing at ``not b``.
 
@@ -90,6 +93,15 @@ def _reinterprets(expr: ir.Expr, sig, typemap) -> bool:
     return False
 
 
+def _orders_through_float(expr: ir.Expr, sig, typemap) -> bool:
+    """``max(v, 1)``/``min`` of a uint64 and a signed integer: Numba unifies the two as
+    float64 (2**53 + 1 came back as 2**53), where Python returns one of the values."""
+    if expr.op != "call" or getattr(typemap.get(expr.func.name), "typing_key", None) not in (max, min):
+        return False
+    have = [typemap.get(getattr(a, "name", None)) for a in expr.args]
+    return nt.uint64 in have and any(_signed(t) for t in have) and isinstance(sig.return_type, nt.Float)
+
+
 def _inverts_a_bool(expr: ir.Expr, sig, typemap) -> bool:
     """``~b`` with ``b`` a bool: Python's int ``~True == -2``, Numba's logical not."""
     return expr.op == "unary" and expr.fn is operator.invert and isinstance(typemap.get(expr.value.name),
@@ -109,6 +121,9 @@ _RULES = (
     (_reinterprets, "a uint64 value is combined with a signed integer in {}; compiled, it would be computed "
                     "as int64, which makes every value >= 2**63 negative (NumPy keeps uint64). Make the other "
                     "operand unsigned (np.uint64(2)) or convert explicitly (int(v), float(v))."),
+    (_orders_through_float, "max()/min() of a uint64 value and a signed integer in {}: compiled, both are "
+                            "converted to float64, which rounds values above 2**53 (Python returns one of them "
+                            "unchanged). Make the other operand unsigned (np.uint64(1)) or convert explicitly."),
     (_inverts_a_bool, "~ of a bool in {}: Python gives an int (~True == -2) but compiled code a logical not; "
                       "write `not b` for the logical not, or ~int(b) for Python's value."),
     (_subtracts_narrow_unsigned, "a - b of two unsigned integers narrower than 64 bits in {}: NumPy wraps at "
