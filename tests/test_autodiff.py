@@ -372,6 +372,45 @@ def test_a_lambda_reading_a_differentiated_value_is_refused(lane, transform):
     assert "test_autodiff.py:" in str(info.value)
 
 
+def writes_a_list(x):
+    a = [x, 1.0]
+    a[1] = a[0] * 2.0
+    return a[1]
+
+
+def appends_to_a_list(x):
+    a = [x]
+    a.append(x * x)
+    return a[1]
+
+
+def reads_a_list(x):
+    a = [x, 1.0]
+    return a[0] * a[1] * x
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+@pytest.mark.parametrize("lane", [writes_a_list, appends_to_a_list], ids=lambda f: f.__name__)
+def test_a_list_changed_in_a_differentiated_lane_is_refused(lane, backend):
+    """Lists are differentiated as tuples: a[1] = ... was a raw TypeError ('tuple' object
+    does not support item assignment) on the python backend and a Numba setitem error on cpu."""
+    with pytest.raises(lw.LaneCompileError, match=r"test_autodiff.py:\d+: changing a list"):
+        lw.vmap(lw.grad(lane), backend=backend)(np.array([0.5, 2.0]))
+    np.testing.assert_allclose(lw.vmap(lw.grad(reads_a_list), backend=backend)(np.array([3.0])), [6.0])
+
+
+def takes_an_int(n, x):
+    return n * x
+
+
+def test_a_derivative_lanes_compile_error_names_the_users_def():
+    """The lane's location was lanewise's generated '<lanewise.autodiff HASH>:3'."""
+    with pytest.raises(lw.LaneCompileError) as info:
+        lw.vmap(lw.grad(takes_an_int))(np.array([1, 2]), np.array([1.0, 2.0]))
+    first = str(info.value).splitlines()[0]
+    assert "grad(takes_an_int)" in first and "test_autodiff.py:" in first and "<lanewise" not in first, first
+
+
 def _scan_step(c, x):
     c = c * 0.9 + math.sin(x * c)
     return c, c * x

@@ -121,8 +121,9 @@ def test_carry_type_change_is_a_clear_error():
     def bad(c, x):
         return c + 0.5, x
 
-    with pytest.raises(lw.LaneCompileError, match="carry of type float64, but init has type int64"):
+    with pytest.raises(lw.LaneCompileError, match="carry of type float64, but init has type int64") as info:
         lw.scan(bad, 0, np.ones(3))
+    assert "test_scan.py:" in str(info.value) and "lw_" not in str(info.value), "no generated file is named"
     with pytest.raises(lw.LaneTypeError, match="carry leaf 0"):
         with lw.lane.scanning.reference_mode():
             lw.scan(bad, 0, np.ones(3))

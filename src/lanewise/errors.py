@@ -84,8 +84,9 @@ def format_location(filename: str, lineno: int, name: str = "") -> str:
 
 
 def function_location(fn) -> str:
-    """``file:line`` of a Python function's ``def`` (or its repr if unknown)."""
-    code = getattr(fn, "__code__", None)
+    """``file:line`` of a Python function's ``def`` (or its repr if unknown); for a
+    function lanewise generated from the user's (a derivative), the user's ``def``."""
+    code = getattr(getattr(fn, "_lw_origin", fn), "__code__", None)
     if code is None:
         return repr(fn)
     return f"{code.co_filename}:{code.co_firstlineno}"

@@ -106,6 +106,22 @@ _MADE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _BUILDING = threading.local()
 
 
+_LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"})
+
+
+def _list_write(fdef):
+    """The first node that changes a list the lane built from a literal (``a = [x, 1.0]``)."""
+    lists = {t.id for node in ast.walk(fdef) if isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
+             for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(fdef):
+        base = node.value if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+            else node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in _LIST_METHODS else None
+        if isinstance(base, ast.Name) and base.id in lists:
+            return node
+    return None
+
+
 _SCALAR_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)
 
 
@@ -131,6 +147,11 @@ class Emitter:
             self._fail(self.fdef, "only plain positional parameters are supported (no *args, **kwargs, "
                                   "keyword-only or positional-only parameters)")
         self.params = [a.arg for a in args.args]
+        written = _list_write(self.fdef)
+        if written is not None:
+            self._fail(written, "changing a list (a[i] = ..., a.append(...)) is not supported in a differentiated "
+                                "lane: lists are differentiated as tuples. Build a new list, or use an array "
+                                "(np.array([...]), np.zeros(n))")
         if len(plan.seeds) != len(self.params):
             raise LaneCompileError(f"{plan.transform}: {fn.__qualname__} takes {len(self.params)} arguments, "
                                    f"{len(plan.seeds)} were described")
@@ -673,6 +694,7 @@ class Emitter:
         made = build(comment, f"def {name}({', '.join(params)}):", self.lines, closure, self.fn.__globals__)
         # Not "lw.grad(...)": lanewise's error summary looks for its own "lw.x: " messages.
         made.__qualname__ = f"{self.plan.transform.removeprefix('lw.')}({self.fn.__qualname__})"
+        made._lw_origin = getattr(self.fn, "_lw_origin", self.fn)  # errors name the user's def, not ours
         return made
 
     def _body(self) -> None:

@@ -21,14 +21,16 @@ from ..errors import LaneCompileError, LaneTypeError, format_location, function_
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FILE = re.compile(r'File "([^"]+)", line (\d+)')
 _SKIP = (os.path.dirname(numba.__file__), os.path.dirname(os.path.dirname(__file__)))
+_GENERATED = re.compile(r"lw_[0-9a-f]+\.py$")
 _NOISE = ("Failed in nopython mode pipeline", "During:", "<source", "^", "File ", "Enable logging")
 
 
 def first_user_frame(message: str) -> tuple[str, int] | None:
-    """The first ``(file, line)`` in ``message`` outside Numba and lanewise."""
+    """The first ``(file, line)`` in ``message`` outside Numba and lanewise (its
+    package and the kernel modules it generates into the cache, ``lw_<key>.py``)."""
     for filename, line in _FILE.findall(message):
         path = os.path.abspath(filename)
-        if not path.startswith(_SKIP) and not filename.startswith("<"):
+        if not path.startswith(_SKIP) and not filename.startswith("<") and not _GENERATED.match(os.path.basename(path)):
             return path, int(line)
     return None
 
