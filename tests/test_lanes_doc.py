@@ -146,6 +146,10 @@ def narrow_unsigned_difference(r):
     return r[0] - r[1]
 
 
+def explicit_float64(x):
+    return np.float64(x) / 3
+
+
 def floor_quotient(p, q):
     return p // q
 
@@ -758,6 +762,7 @@ CASES: dict[str, Case] = {
     "L87": Case(narrow_unsigned_difference, (np.array([[2, 5], [5, 2]], np.uint8),)),
     "L88": Case(floor_quotient, (np.array([-2**63, 7]), np.array([-1, -2])), cpu=ints([0, -4]),
                 python=ints([-2**63, -4])),
+    "L89": Case(explicit_float64, (F32,), want=F32.astype(np.float64) / 3),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
 }
 

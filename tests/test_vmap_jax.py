@@ -162,6 +162,30 @@ def test_numpy_scalars_are_strong():
     assert_trees_match(py, jx, what="python")
 
 
+def helper_in_float64(v):
+    return v * np.float64(0.1)
+
+
+STRONG_FLOAT64 = {  # lane, and its JAX twin (np.float64(tracer) is not traceable)
+    "construct": (lambda a: np.float64(a) / 3, lambda a: jnp.float64(a) / 3),
+    "multiply": (lambda a: a * np.float64(0.1), None),
+    "in_a_helper": (lambda a: helper_in_float64(a) + 1.0, None),
+    "complex128": (lambda a: np.complex128(a) * 1j, lambda a: jnp.complex128(a) * 1j),
+}
+
+
+@pytest.mark.parametrize("name", list(STRONG_FLOAT64))
+def test_a_float64_the_lane_names_is_strong(name):
+    """A float32 lane that computes in float64 on purpose kept float32 (1 ulp of float32
+    lost), on every backend: the weak-literal demotion took np.float64 for a literal."""
+    lane, twin = STRONG_FLOAT64[name]
+    x = np.linspace(0.1, 2, 9, dtype=np.float32)
+    want = jax.vmap(twin or lane)(x)
+    assert want.dtype.itemsize >= 8
+    for b in BACKENDS:
+        assert_trees_match(lw.vmap(lane, backend=b)(x), want, what=b)
+
+
 def test_numpy_scalar_only_arguments():
     """With only a float32 NumPy scalar (and axis_size), float32 stays float32."""
     cpu, py, jx = both(lambda s: s * 2.5, np.float32(2), in_axes=None, axis_size=3)

@@ -20,7 +20,7 @@ from .. import pytree
 from ..dtypes import storage_dtype
 from ..errors import AxisSpecError, LaneTypeError, LanewiseError
 from ..ir import reduction
-from ..ir.program import Call, ResultLeaf, ResultNode, dummy_values, lane_arguments
+from ..ir.program import Call, ResultLeaf, ResultNode, dummy_values, lane_arguments, strong_dtypes
 from ..ir.program import bind_call as bind_call  # the protocol's binding: program.bind_call
 from ..lane.scanning import reference_mode
 from . import host
@@ -60,7 +60,7 @@ def run(lane, call: Call, out=None):
     if len(leaves) == len(program.outputs):
         leaves = [_as_compiled(np.asarray(v), o) for v, o in zip(leaves, program.outputs, strict=True)]
     else:  # the static type disagrees with the values: trust the values
-        strong = [leaf.dtype for leaf in call.signature.leaves if leaf.strong]
+        strong = strong_dtypes(call)
         leaves = [np.asarray(v).astype(storage_dtype(np.asarray(v).dtype, strong), copy=False)
                   for v in leaves]
     if out is not None:

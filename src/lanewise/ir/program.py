@@ -342,6 +342,15 @@ class ResultLeaf:
     ndim: int
 
 
+def strong_dtypes(call: Call) -> list[np.dtype]:
+    """The dtypes a lane's float results are stored no narrower than (dtypes.storage_dtype):
+    those of its array and NumPy-scalar arguments, and the 64-bit types its code names."""
+    from ..lane.lanefn import named_wide_dtypes
+
+    return [leaf.dtype for leaf in call.signature.leaves if leaf.strong] + sorted(named_wide_dtypes(call.lane),
+                                                                                  key=str)
+
+
 def make_program(call: Call, result) -> Program:
     """Combine a call's signature with the lane's result type into a Program.
 
@@ -350,7 +359,7 @@ def make_program(call: Call, result) -> Program:
     sig = call.signature
     skeleton, flat = _skeleton(result, ())
     leaves, out_tree = pytree.flatten(skeleton)
-    strong = [leaf.dtype for leaf in sig.leaves if leaf.strong]
+    strong = strong_dtypes(call)
     per_level = [pytree.broadcast_axes(pytree.thaw(level.out_axes), skeleton, "vmap out_axes") for level in sig.levels]
     outputs = []
     for k, (path, rleaf) in enumerate(flat):

@@ -90,6 +90,61 @@ def _has_loops(fn, seen: set) -> bool:
     return any(_has_loops(c, seen) for c in callees if isinstance(c, types.FunctionType))
 
 
+#: NumPy's strong wide types, by the names a lane writes them with (``np.float64(x)``,
+#: ``dtype=np.complex128``, ``astype("float64")``).
+_WIDE = {"float64": np.dtype(np.float64), "double": np.dtype(np.float64), "f8": np.dtype(np.float64),
+         "complex128": np.dtype(np.complex128), "cdouble": np.dtype(np.complex128), "c16": np.dtype(np.complex128)}
+
+
+def named_wide_dtypes(fn: Callable) -> frozenset:
+    """The 64-bit float and complex dtypes ``fn`` (or a helper it calls) names: values
+    it makes in them are strong, as in NumPy 2 and JAX (``np.float64(x) / 3`` of a
+    float32 ``x`` is float64), so its results are not demoted to float32 as the
+    results of weak Python literals are (:mod:`lanewise.dtypes`).
+
+    Example:
+        >>> sorted(map(str, named_wide_dtypes(lambda x: x * np.float64(0.1))))
+        ['float64']
+        >>> named_wide_dtypes(lambda x: x * 0.1)
+        frozenset()
+    """
+    found: set = set()
+    _named_wide(python_function(fn), set(), found)
+    return frozenset(found)
+
+
+def _named_wide(fn, seen: set[int], found: set) -> None:
+    code = getattr(fn, "__code__", None)
+    if code is None or id(fn) in seen:
+        return
+    seen.add(id(fn))
+    names = all_names(code)
+    found.update(_WIDE[n] for n in names if n in _WIDE and n != "f8")
+    found.update(_WIDE[c] for c in _all_consts(code) if isinstance(c, str) and c in _WIDE)
+    cells = [_cell_or_none(c) for c in fn.__closure__ or ()]
+    for value in [fn.__globals__.get(n) for n in names] + cells:
+        if isinstance(value, type) and value in (np.float64, np.complex128):
+            found.add(np.dtype(value))
+        elif isinstance(python_function(value), types.FunctionType) and not _lanewise_own(python_function(value)):
+            _named_wide(python_function(value), seen, found)
+
+
+def _lanewise_own(fn) -> bool:
+    """lanewise's own helpers (``lw.scan``, lanemath): their internal float64 is not the user's."""
+    return (getattr(fn, "__module__", None) or "").startswith("lanewise.")
+
+
+def _all_consts(code: types.CodeType) -> list:
+    return [c for k in code.co_consts for c in (_all_consts(k) if isinstance(k, types.CodeType) else [k])]
+
+
+def _cell_or_none(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
 def _code_has(code: types.CodeType, opnames: frozenset) -> bool:
     return any(i.opname in opnames for i in dis.get_instructions(code)) or any(
         _code_has(c, opnames) for c in code.co_consts if isinstance(c, types.CodeType))
