@@ -148,8 +148,11 @@ def test_empty_reductions(op, want):
 
 @pytest.mark.parametrize("op", ["min", "argmax"])
 def test_empty_reduction_without_identity_raises_like_numpy(op):
-    with pytest.raises(ValueError):
-        lw.reduce(lw.vmap(lambda v: v), op)(np.zeros(0))
+    """NumPy's ValueError, as a lanewise error (it was a bare builtins.ValueError)."""
+    for backend in ("cpu", "python"):
+        with pytest.raises(lw.EmptyReductionError, match=f"lw.reduce: {op} over zero lanes") as info:
+            lw.reduce(lw.vmap(lambda v: v, backend=backend), op)(np.zeros(0))
+        assert isinstance(info.value, ValueError)
 
 
 def test_reduce_with_scan_in_lanes_is_one_pass():

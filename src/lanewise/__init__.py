@@ -27,6 +27,7 @@ from .fuse import fuse
 from .errors import (
     AxisSpecError,
     BackendError,
+    EmptyReductionError,
     LaneCompileError,
     LaneIndexError,
     LanewiseError,
@@ -43,6 +44,7 @@ __all__ = [
     "Explanation", "config",
     "LanewiseError", "AxisSpecError", "SizeMismatchError", "UnmappedOutputError",
     "LaneCompileError", "LaneIndexError", "LaneTypeError", "OutputError", "BackendError", "ReverseMemoryError",
+    "EmptyReductionError",
 ]
 
 

@@ -54,6 +54,11 @@ class OutputError(LanewiseError, ValueError):
     """A preallocated ``out=`` array has the wrong shape, dtype or flags."""
 
 
+class EmptyReductionError(LanewiseError, ValueError):
+    """``lw.reduce`` of ``min``/``max``/``argmin``/``argmax`` over zero lanes: they have
+    no identity (NumPy raises the same ``ValueError``)."""
+
+
 class LaneIndexError(LanewiseError, IndexError):
     """A lane indexed an array out of its bounds.
 

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import AxisSpecError, BackendError, LaneIndexError, LaneTypeError, LanewiseError
+from ..errors import AxisSpecError, BackendError, EmptyReductionError, LaneIndexError, LaneTypeError, LanewiseError
 
 
 @dataclass(frozen=True)
@@ -336,13 +336,15 @@ def combine_partials(spec: ReduceSpec, m: int, partials: np.ndarray, indices: np
                 flat[...] = monoid.identity
         elif spec.indexed:
             if not n_chunks:
-                raise ValueError(f"attempt to get {spec.op} of an empty sequence")
+                raise EmptyReductionError(f"lw.reduce: {spec.op} over zero lanes: attempt to get {spec.op} of an "
+                                          "empty sequence (it has no identity; use lw.Monoid with one)")
             best = getattr(np, spec.op)(partials, axis=1)
             flat = np.take_along_axis(indices, best[:, None], axis=1)[:, 0]
         else:
             if spec.op in ("min", "max") and n_chunks == 0:
                 name = "minimum" if spec.op == "min" else "maximum"
-                raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
+                raise EmptyReductionError(f"lw.reduce: {spec.op} over zero lanes: zero-size array to reduction "
+                                          f"operation {name} which has no identity (use lw.Monoid with one)")
             flat = _NUMPY_COMBINE[spec.op](partials, axis=1)
             if spec.op == "mean":
                 flat = flat / n_red if n_red else np.full((n_kept,) + rest, np.nan)
@@ -359,6 +361,8 @@ def reduce_values(op, value: np.ndarray, axes: tuple[int, ...]):
             acc = np.vectorize(op.combine)(acc, item) if acc.ndim else op.combine(acc[()], item)
         return acc
     rule = OPS[op]
+    if op in ("min", "max", "argmin", "argmax") and any(value.shape[a] == 0 for a in axes):
+        raise EmptyReductionError(f"lw.reduce: {op} over zero lanes: it has no identity (use lw.Monoid with one)")
     if rule.indexed:
         if len(axes) > 1:
             moved = np.moveaxis(value, axes, range(len(axes)))

@@ -31,7 +31,7 @@ from ..backends import cpu
 from ..backends.cpu.reduce import lane_array_shapes
 from ..bridge import derive
 from ..bridge.signature import Op, OutType, dummy
-from ..errors import LanewiseError
+from ..errors import EmptyReductionError, LanewiseError
 from ..ir import reduction
 from . import handler
 
@@ -87,7 +87,8 @@ def trace(op: Op, types) -> TracedReduce:
 def _finisher(exe, plan, sizes, lane_shapes):
     spec, program = exe.spec, exe.program
     if spec.op in ("min", "max", "argmin", "argmax") and plan.n_chunks == 0:
-        raise ValueError(f"zero-size array to reduction operation {spec.op} which has no identity")
+        raise EmptyReductionError(f"lw.reduce: {spec.op} over zero lanes: zero-size array to reduction operation "
+                                  f"{spec.op} which has no identity (use lw.Monoid with one)")
 
     def finish(partials):
         width = 2 if spec.indexed else 1

@@ -193,8 +193,9 @@ def choose(program, call, result, inplace: bool = False, module: str | None = No
     if mode == "auto":
         why = divergence(lane) or long_fixed_loop(lane)
         if why is None:
-            return Choice(None, "no divergent control flow (no while loop, no break, no early return, "
-                                "no for loop with a variable trip count): the scalar nest, which LLVM may vectorise")
+            return Choice(None, "no divergent control flow (no while loop, no for loop with a variable trip "
+                                "count, no break or return out of a loop): the scalar nest, which LLVM may "
+                                "vectorise")
         arms = branch_loops(lane)
         if arms is not None:
             return Choice(None, f"{why}, but {arms}: W lanes that take different branches run every branch's "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import types
 from dataclasses import dataclass
 
@@ -69,6 +70,9 @@ def function_ast(fn) -> ast.FunctionDef:
                               "the SPMD path)")
         raise Unsupported(f"the source of {fn.__qualname__} is not available, or is not the code "
                           "that runs (exec'd from a string, or edited since import)")
+    if node.decorator_list:  # a pasted @numba.njit(...): not the lane's code, and its calls are not helpers
+        node = copy.copy(node)
+        node.decorator_list = []
     return node
 
 
