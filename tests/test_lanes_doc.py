@@ -103,7 +103,7 @@ def by_zero(x, n):
 
 
 def conversions(x):
-    return int(x) + float(round(x)) + min(x, 1.0) + max(x, -1.0, 0.5) + abs(-x)
+    return int(x) + float(round(x)) + min(x, 1.0) + max(x, -1.0, 0.5) + abs(-x) + float(x > 0.5) / 4.0
 
 
 def int_power(n):
@@ -673,7 +673,7 @@ CASES: dict[str, Case] = {
     "L09": Case(f32_exact, (F32,), want=F32 * np.float32(2.0) + np.float32(1.0)),
     "L10": Case(by_zero, (X[:10], N), want=BY_ZERO),
     "L11": Case(conversions, (X,), want=np.trunc(X) + np.round(X) + np.minimum(X, 1.0)
-                + np.maximum(np.maximum(X, -1.0), 0.5) + abs(X)),
+                + np.maximum(np.maximum(X, -1.0), 0.5) + abs(X) + (X > 0.5) / 4.0),
     "L12": Case(int_power, (N,), want=N ** 2 + 2 ** N),
     "L13": Case(f32_tenth, (TENTHS,), cpu=(TENTHS.astype(np.float64) * 0.1).astype(np.float32),
                 python=TENTHS * np.float32(0.1)),

@@ -34,7 +34,7 @@ from numba.core.dispatcher import Dispatcher
 from .analysis import definition
 from ..config import config
 from ..errors import LaneCompileError, function_location
-from . import prefetch, refusals
+from . import prefetch, pybuiltins, refusals  # noqa: F401 - pybuiltins: float(bool) for lanes
 from .prefetch import closure_for, code_with_prefetches
 
 #: Options every lane and generated kernel is compiled with.  ``error_model``
