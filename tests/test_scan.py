@@ -129,6 +129,40 @@ def test_carry_type_change_is_a_clear_error():
             lw.scan(bad, 0, np.ones(3))
 
 
+def welford_step(agg, x):
+    n, mean, m2 = agg
+    d = x - mean
+    mean = mean + d / (n + 1)
+    return (n + 1, mean, m2 + d * (x - mean)), None
+
+
+def test_a_python_float_init_takes_the_float32_carry_as_in_jax():
+    """The natural Welford init (0, 0.0, 0.0) over float32 rows: JAX casts the weak 0.0
+    to the float32 carry; the python backend refused it ("carry leaf 1 changed from
+    float64 (init) to float32") while cpu ran it."""
+    rows = np.random.default_rng(0).normal(size=(3, 50)).astype(np.float32)
+
+    def variance(row):
+        n, _, m2 = lw.scan(welford_step, (0, 0.0, 0.0), row)[0]
+        return m2 / (n - 1)
+
+    def twin(row):
+        n, _, m2 = jax.lax.scan(welford_step, (0, 0.0, 0.0), row)[0]
+        return m2 / (n - 1)
+
+    want = jax.vmap(twin)(rows)
+    assert want.dtype == np.float32
+    for backend in ("python", "cpu"):
+        np.testing.assert_allclose(lw.vmap(variance, backend=backend)(rows), want, rtol=1e-5)
+    def narrows(c, x):
+        return np.float32(c + x), None
+
+    with lw.lane.scanning.reference_mode():
+        assert lw.scan(narrows, 0.0, rows[0])[0].dtype == np.float32
+        with pytest.raises(lw.LaneTypeError, match="carry leaf 0"):  # a strong init still keeps its type
+            lw.scan(narrows, np.float64(0.0), rows[0])
+
+
 def test_xs_length_mismatch():
     with pytest.raises(lw.LanewiseError, match="leading sizes"):
         with lw.lane.scanning.reference_mode():

@@ -107,10 +107,12 @@ def _reference(f, init, xs, length, reverse):
     leaves, tree = pytree.flatten(xs)
     n = _length([np.shape(v)[0] if np.ndim(v) else None for v in leaves], length)
     init_sig = _signature(init)
+    weak = _weak_leaves(init)
     carry, ys = init, []
     for i in (range(n - 1, -1, -1) if reverse else range(n)):
         carry, y = f(carry, pytree.unflatten(tree, [v[i] for v in leaves]))
-        _check_carry(init_sig, _signature(carry), f)
+        init_sig = _check_carry(init_sig, _signature(carry), f, weak)
+        weak = frozenset()  # the first step fixed the carry's types
         ys.append(y)
     if reverse:
         ys.reverse()
@@ -144,15 +146,26 @@ def _signature(value):
     return tree, [(np.asarray(v).dtype, np.shape(v)) for v in leaves]
 
 
-def _check_carry(before, after, f):
+def _weak_leaves(init) -> frozenset:
+    """Leaves of ``init`` that are Python floats or complexes: weak, as in JAX, which
+    casts such an init to the step's narrower carry (``0.0`` to float32 over float32 xs)."""
+    return frozenset(k for k, v in enumerate(pytree.flatten(init)[0]) if type(v) in (float, complex))
+
+
+def _check_carry(before, after, f, weak=frozenset()):
+    """The carry signature to hold the next steps to: ``before``, or ``after`` where
+    a weak init leaf took a narrower float (complex) dtype."""
     if before[0] != after[0]:
         raise LaneTypeError(f"lw.scan: {_name(f)} returned a carry with structure {after[0]}, "
                             f"but init has structure {before[0]}")
     for k, (a, b) in enumerate(zip(before[1], after[1], strict=True)):
+        if k in weak and a[1] == b[1] and a[0].kind == b[0].kind:
+            continue
         if a != b:
             raise LaneTypeError(f"lw.scan: carry leaf {k} of {_name(f)} changed from "
                                 f"{a[0]}{list(a[1])} (init) to {b[0]}{list(b[1])}; the carry must keep "
                                 "its type and shape")
+    return after
 
 
 def _name(f) -> str:
