@@ -9,6 +9,7 @@ in mpmath arithmetic.
 
 from __future__ import annotations
 
+import collections
 import math
 import types
 
@@ -397,6 +398,20 @@ def test_a_list_changed_in_a_differentiated_lane_is_refused(lane, backend):
     with pytest.raises(lw.LaneCompileError, match=r"test_autodiff.py:\d+: changing a list"):
         lw.vmap(lw.grad(lane), backend=backend)(np.array([0.5, 2.0]))
     np.testing.assert_allclose(lw.vmap(lw.grad(reads_a_list), backend=backend)(np.array([3.0])), [6.0])
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+def builds_a_pair(x):
+    return Pair(x * x, 2.0 * x)[0]
+
+
+def test_a_namedtuple_of_differentiated_values_is_refused_with_the_fix():
+    """The message suggested lw.stop_gradient for the namedtuple's constructor."""
+    with pytest.raises(lw.LaneCompileError, match=r"Pair\(\.\.\.\) builds a namedtuple") as info:
+        lw.vmap(lw.grad(builds_a_pair))(np.array([3.0]))
+    assert "plain tuple" in str(info.value) and "stop_gradient" not in str(info.value)
 
 
 def takes_an_int(n, x):

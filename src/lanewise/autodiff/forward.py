@@ -365,6 +365,10 @@ class Emitter:
                     self._array_linear(node, ts, lambda t: f"{t}.{node.func.attr}({rest})"))
         if _is_scan(obj):
             return self._scan_call(node, callee)
+        if isinstance(obj, type) and issubclass(obj, tuple):
+            self._fail(node, f"{callee}(...) builds a namedtuple of differentiated values, which a differentiated "
+                             "lane does not support (nor reading its fields by name): return a plain tuple, "
+                             "(a, b), and index it")
         self._fail(node, f"{callee} has no derivative rule (lanewise differentiates math/NumPy functions with "
                          "rules, the lane's own helpers, and arithmetic); wrap it in lw.stop_gradient if its "
                          "value is a constant")
