@@ -150,6 +150,10 @@ def explicit_float64(x):
     return np.float64(x) / 3
 
 
+def narrow_made(v):
+    return np.int16(v) + 1
+
+
 def floor_quotient(p, q):
     return p // q
 
@@ -763,6 +767,7 @@ CASES: dict[str, Case] = {
     "L88": Case(floor_quotient, (np.array([-2**63, 7]), np.array([-1, -2])), cpu=ints([0, -4]),
                 python=ints([-2**63, -4])),
     "L89": Case(explicit_float64, (F32,), want=F32.astype(np.float64) / 3),
+    "L90": Case(narrow_made, (np.array([32767, 2]),), cpu=ints([32768, 3]), python=ints([-32768, 3])),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
 }
 
