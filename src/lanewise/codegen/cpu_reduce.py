@@ -16,8 +16,10 @@ buffer into ``U`` interleaved accumulators (lane ``t`` of a tile into slot
 ``t % U``) and combines the slots pairwise at the end.  Which lane lands in
 which slot depends only on the block's lane range, so results stay bitwise
 independent of the thread count; ``U`` partial sums also make the sum more
-accurate than one running sum.  ``argmin``/``argmax`` (first index on ties) and
-``lw.Monoid`` (associative, not necessarily commutative) keep the running fold.
+accurate than one running sum.  ``argmin``/``argmax`` fill tiles the same way
+(so their lanes vectorise too) and fold each tile in lane order into a running
+(value, index) pair: the first index wins ties, as NumPy's.  ``lw.Monoid``
+(associative, not necessarily commutative) keeps the running fold over lanes.
 
 
 Example:
@@ -132,7 +134,10 @@ def _tiled_block(program: Program, spec: ReduceSpec, names: Names, track: bool, 
     tile = _tile_fn(program, names, inner, track) if spmd is None else _tile_fn_spmd(program, names, inner, spmd)
     lines = [tile, "", ""] + _prologue(program, spec, names)
     lines += [f"    buf{m} = np.empty({TILE}, BT{m})" for m in outs]
-    lines += [f"    a{m}_{j} = ID{m}" for m in outs for j in range(U)]
+    if spec.indexed:  # a running (value, index) pair per output: the first index wins ties
+        lines += ["    " + s for s in _init(program, spec)]
+    else:
+        lines += [f"    a{m}_{j} = ID{m}" for m in outs for j in range(U)]
     lines += ["    pos = uint64(lo)", "    end = uint64(hi)", "    while pos < end:"]
     if inner is None:  # nothing reduced: one lane per kept index
         lines += ["        start = uint64(0)", "        n = uint64(1)"]
@@ -140,13 +145,14 @@ def _tiled_block(program: Program, spec: ReduceSpec, names: Names, track: bool, 
         lines += [f"        start = i{inner}",
                   f"        n = min(uint64({names.sizes[inner]}) - start, end - pos, uint64({TILE}))"]
     lines += [f"        rtile({_tile_args(program, names, inner)})"]
-    lines += ["        " + s for s in _fold_tile(program, spec)]
+    fold = _fold_tile_indexed(program, spec, inner) if spec.indexed else _fold_tile(program, spec)
+    lines += ["        " + s for s in fold]
     lines.append("        pos += n")
     if inner is not None:
         lines += [f"        i{inner} = start + n", f"        if i{inner} == uint64({names.sizes[inner]}):",
                   f"            i{inner} = uint64(0)"]
         lines += ["            " + s for s in _carry(spec.reduced[:-1], names)]
-    lines += ["    " + s for s in _combine_slots(program, spec)]
+    lines += ["    " + s for s in (_store(program, spec) if spec.indexed else _combine_slots(program, spec))]
     return "\n".join(lines)
 
 
@@ -202,6 +208,25 @@ def _fold_tile(program: Program, spec: ReduceSpec) -> list[str]:
     return lines
 
 
+def _fold_tile_indexed(program: Program, spec: ReduceSpec, inner) -> list[str]:
+    """argmin/argmax: buffer lanes in lane order into the running pairs; a lane's flat
+    index is the outer reduced levels' part plus its position on the innermost."""
+    outer = " + ".join(f"i{lv} * uint64(st{lv})" for lv in spec.reduced if lv != inner) or "uint64(0)"
+    step = f"uint64(st{inner})" if inner is not None else "uint64(0)"
+    lines = [f"base = int64({outer})", "for t in range(uint64(0), n):", f"    idx = base + int64((start + t) * {step})"]
+    for m in range(len(program.outputs)):
+        lines += ["    " + line for line in _take_if_better(spec, m, f"buf{m}[t]")]
+    return lines
+
+
+def _take_if_better(spec: ReduceSpec, m: int, value: str) -> list[str]:
+    """argmin/argmax: lane value ``value`` at index ``idx`` into output m's running pair.
+    A block's first lane is always taken: a value equal to the identity (all -inf, an
+    all-False mask, uint 0) must still give its index, as NumPy does."""
+    cond = OPS[spec.op].fold.format(a=f"acc{m}", v=f"v{m}")
+    return [f"v{m} = {value}", f"if at{m} < 0 or {cond}:", f"    acc{m} = v{m}", f"    at{m} = idx"]
+
+
 def _combine_slots(program: Program, spec: ReduceSpec) -> list[str]:
     """Slots combined pairwise in a fixed tree: ((0 1)(2 3))((4 5)(6 7)); store the partial."""
     fold = OPS[spec.op].fold
@@ -249,10 +274,7 @@ def _fold(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
         elif spec.op == "monoid":
             lines.append(f"acc{m} = combine(acc{m}, {value})")
         elif spec.indexed:
-            # A block's first lane is always taken: a value equal to the identity (all
-            # -inf, an all-False mask, uint 0) must still give its index, as NumPy does.
-            cond = OPS[spec.op].fold.format(a=f"acc{m}", v=f"v{m}")
-            lines += [f"v{m} = {value}", f"if at{m} < 0 or {cond}:", f"    acc{m} = v{m}", f"    at{m} = idx"]
+            lines += _take_if_better(spec, m, value)
         else:
             lines += [f"v{m} = {value}", f"acc{m} = {OPS[spec.op].fold.format(a=f'acc{m}', v=f'v{m}')}"]
     return lines

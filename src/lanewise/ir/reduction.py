@@ -140,8 +140,9 @@ class ReduceSpec:
 
     @property
     def tiled(self) -> bool:
-        """Lanes evaluated in vectorisable tiles, folded into interleaved slots."""
-        return self.op in OPS and not self.indexed and not self.arrays
+        """Lanes evaluated in vectorisable tiles (W at a time on the SPMD path), then
+        folded: into interleaved slots, or in lane order for argmin/argmax."""
+        return self.op in OPS and not self.arrays
 
 
 def check_op(op, axis) -> None:
