@@ -22,6 +22,15 @@ def pick(x, y):  # returns x unchanged: NaNs and ties placed by the test survive
     return x + 0.0 * y
 
 
+def on_one_thread(fn, *args):
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        return fn(*args)
+    finally:
+        numba.set_num_threads(before)
+
+
 def grid_of(lane, **kw):
     return lw.vmap(lw.vmap(lane, in_axes=(None, 0)), in_axes=(0, None), **kw)
 
@@ -118,13 +127,7 @@ def test_tiled_argmin_argmax_match_numpy_across_tiles_ties_and_threads(op, axis)
     grid = grid_of(lambda a, b: a * a - b * b)
     want = getattr(np, op)(grid(x, y), axis=axis)
     reduced = lw.reduce(grid, op, axis=axis)
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = reduced(x, y)
-    finally:
-        numba.set_num_threads(before)
-    np.testing.assert_array_equal(one, want)
+    np.testing.assert_array_equal(on_one_thread(reduced, x, y), want)
     np.testing.assert_array_equal(reduced(x, y), want)
 
 
@@ -132,12 +135,7 @@ def test_tiled_sum_keeps_thread_count_independence_across_tile_edges():
     # sizes that leave partial tiles and partial slot groups in every block
     x, y = np.linspace(-2, 2, 1237), np.linspace(-1, 1, 263)
     total = lw.reduce(grid_of(wave), "sum", axis=1)
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = total(x, y)
-    finally:
-        numba.set_num_threads(before)
+    one = on_one_thread(total, x, y)
     assert one.tobytes() == total(x, y).tobytes()
     np.testing.assert_allclose(one, np.cos(x[:, None] ** 2 + y ** 2).__truediv__(1 + x[:, None] ** 2 + y ** 2)
                                .sum(axis=1), rtol=1e-12)
