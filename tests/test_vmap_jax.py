@@ -186,6 +186,17 @@ def test_a_float64_the_lane_names_is_strong(name):
         assert_trees_match(lw.vmap(lane, backend=b)(x), want, what=b)
 
 
+def double(v):
+    return 2.0 * v
+
+
+def test_a_helper_named_double_is_not_a_float64():
+    """Only NumPy's float64/complex128 (by name, value or dtype string) are strong."""
+    x = np.linspace(0.1, 2, 9, dtype=np.float32)
+    for b in BACKENDS:
+        assert lw.vmap(lambda a: double(a) * 0.5, backend=b)(x).dtype == np.float32
+
+
 def test_numpy_scalar_only_arguments():
     """With only a float32 NumPy scalar (and axis_size), float32 stays float32."""
     cpu, py, jx = both(lambda s: s * 2.5, np.float32(2), in_axes=None, axis_size=3)

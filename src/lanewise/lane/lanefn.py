@@ -91,9 +91,10 @@ def _has_loops(fn, seen: set) -> bool:
 
 
 #: NumPy's strong wide types, by the names a lane writes them with (``np.float64(x)``,
-#: ``dtype=np.complex128``, ``astype("float64")``).
-_WIDE = {"float64": np.dtype(np.float64), "double": np.dtype(np.float64), "f8": np.dtype(np.float64),
-         "complex128": np.dtype(np.complex128), "cdouble": np.dtype(np.complex128), "c16": np.dtype(np.complex128)}
+#: ``dtype=np.complex128``) and as dtype strings (``astype("f8")``).  Not ``double``:
+#: a user's helper of that name is common, and ``np.double`` is found by its value.
+_WIDE_NAMES = {"float64": np.dtype(np.float64), "complex128": np.dtype(np.complex128)}
+_WIDE_TEXT = {**_WIDE_NAMES, "f8": np.dtype(np.float64), "c16": np.dtype(np.complex128)}
 
 
 def named_wide_dtypes(fn: Callable) -> frozenset:
@@ -105,7 +106,9 @@ def named_wide_dtypes(fn: Callable) -> frozenset:
     Example:
         >>> sorted(map(str, named_wide_dtypes(lambda x: x * np.float64(0.1))))
         ['float64']
-        >>> named_wide_dtypes(lambda x: x * 0.1)
+        >>> def double(x):
+        ...     return 2.0 * x
+        >>> named_wide_dtypes(lambda x: double(x) * 0.1)
         frozenset()
     """
     found: set = set()
@@ -119,8 +122,8 @@ def _named_wide(fn, seen: set[int], found: set) -> None:
         return
     seen.add(id(fn))
     names = all_names(code)
-    found.update(_WIDE[n] for n in names if n in _WIDE and n != "f8")
-    found.update(_WIDE[c] for c in _all_consts(code) if isinstance(c, str) and c in _WIDE)
+    found.update(_WIDE_NAMES[n] for n in names if n in _WIDE_NAMES)
+    found.update(_WIDE_TEXT[c] for c in _all_consts(code) if isinstance(c, str) and c in _WIDE_TEXT)
     cells = [_cell_or_none(c) for c in fn.__closure__ or ()]
     for value in [fn.__globals__.get(n) for n in names] + cells:
         if isinstance(value, type) and value in (np.float64, np.complex128):
