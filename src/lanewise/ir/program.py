@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import pytree
-from ..dtypes import check_supported, storage_dtype
+from ..dtypes import check_supported, named_wide_dtypes, storage_dtype
 from ..errors import AxisSpecError, LaneTypeError, SizeMismatchError
 from ..runtime import interop
 
@@ -345,8 +345,6 @@ class ResultLeaf:
 def strong_dtypes(call: Call) -> list[np.dtype]:
     """The dtypes a lane's float results are stored no narrower than (dtypes.storage_dtype):
     those of its array and NumPy-scalar arguments, and the 64-bit types its code names."""
-    from ..lane.lanefn import named_wide_dtypes
-
     return [leaf.dtype for leaf in call.signature.leaves if leaf.strong] + sorted(named_wide_dtypes(call.lane),
                                                                                   key=str)
 

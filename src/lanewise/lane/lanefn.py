@@ -33,6 +33,7 @@ from numba.core.dispatcher import Dispatcher
 
 from .analysis import definition
 from ..config import config
+from ..dtypes import code_names
 from ..errors import LaneCompileError, function_location
 from . import prefetch, pybuiltins, refusals  # noqa: F401 - pybuiltins: float(bool) for lanes
 from .prefetch import closure_for, code_with_prefetches
@@ -88,64 +89,6 @@ def _has_loops(fn, seen: set) -> bool:
         return True
     callees = (python_function(fn.__globals__.get(n)) for n in _global_loads(code))
     return any(_has_loops(c, seen) for c in callees if isinstance(c, types.FunctionType))
-
-
-#: NumPy's strong wide types, by the names a lane writes them with (``np.float64(x)``,
-#: ``dtype=np.complex128``) and as dtype strings (``astype("f8")``).  Not ``double``:
-#: a user's helper of that name is common, and ``np.double`` is found by its value.
-_WIDE_NAMES = {"float64": np.dtype(np.float64), "complex128": np.dtype(np.complex128)}
-_WIDE_TEXT = {**_WIDE_NAMES, "f8": np.dtype(np.float64), "c16": np.dtype(np.complex128)}
-
-
-def named_wide_dtypes(fn: Callable) -> frozenset:
-    """The 64-bit float and complex dtypes ``fn`` (or a helper it calls) names: values
-    it makes in them are strong, as in NumPy 2 and JAX (``np.float64(x) / 3`` of a
-    float32 ``x`` is float64), so its results are not demoted to float32 as the
-    results of weak Python literals are (:mod:`lanewise.dtypes`).
-
-    Example:
-        >>> sorted(map(str, named_wide_dtypes(lambda x: x * np.float64(0.1))))
-        ['float64']
-        >>> def double(x):
-        ...     return 2.0 * x
-        >>> named_wide_dtypes(lambda x: double(x) * 0.1)
-        frozenset()
-    """
-    found: set = set()
-    _named_wide(python_function(fn), set(), found)
-    return frozenset(found)
-
-
-def _named_wide(fn, seen: set[int], found: set) -> None:
-    code = getattr(fn, "__code__", None)
-    if code is None or id(fn) in seen:
-        return
-    seen.add(id(fn))
-    names = all_names(code)
-    found.update(_WIDE_NAMES[n] for n in names if n in _WIDE_NAMES)
-    found.update(_WIDE_TEXT[c] for c in _all_consts(code) if isinstance(c, str) and c in _WIDE_TEXT)
-    cells = [_cell_or_none(c) for c in fn.__closure__ or ()]
-    for value in [fn.__globals__.get(n) for n in names] + cells:
-        if isinstance(value, type) and value in (np.float64, np.complex128):
-            found.add(np.dtype(value))
-        elif isinstance(python_function(value), types.FunctionType) and not _lanewise_own(python_function(value)):
-            _named_wide(python_function(value), seen, found)
-
-
-def _lanewise_own(fn) -> bool:
-    """lanewise's own helpers (``lw.scan``, lanemath): their internal float64 is not the user's."""
-    return (getattr(fn, "__module__", None) or "").startswith("lanewise.")
-
-
-def _all_consts(code: types.CodeType) -> list:
-    return [c for k in code.co_consts for c in (_all_consts(k) if isinstance(k, types.CodeType) else [k])]
-
-
-def _cell_or_none(cell):
-    try:
-        return cell.cell_contents
-    except ValueError:  # an empty cell
-        return None
 
 
 def _code_has(code: types.CodeType, opnames: frozenset) -> bool:
@@ -390,13 +333,7 @@ def _bind_self(fn: types.FunctionType, clone: types.FunctionType, dispatcher):
     return dispatcher
 
 
-def all_names(code: types.CodeType) -> set[str]:
-    """Global/attribute names used by ``code`` and the code objects nested in it."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= all_names(const)
-    return names
+all_names = code_names  # Global/attribute names used by a code object and the code nested in it
 
 
 # --------------------------------------------------------------------------- fingerprint
