@@ -94,7 +94,7 @@ def _named_wide(fn, seen: set[int], found: set) -> None:
     names = code_names(code)
     found.update(_WIDE_NAMES[n] for n in names if n in _WIDE_NAMES)
     found.update(_WIDE_TEXT[c] for c in _all_consts(code) if isinstance(c, str) and c in _WIDE_TEXT)
-    cells = [_cell_or_none(c) for c in fn.__closure__ or ()]
+    cells = [cell_contents(c) for c in fn.__closure__ or ()]
     for value in [fn.__globals__.get(n) for n in names] + cells:
         if isinstance(value, type) and value in (np.float64, np.complex128):
             found.add(np.dtype(value))
@@ -125,8 +125,19 @@ def code_names(code: types.CodeType) -> set[str]:
     return names
 
 
-def _cell_or_none(cell):
+def cell_contents(cell, empty=None):
+    """What a closure cell holds, or ``empty`` for a cell not yet bound.
+
+    Example:
+        >>> def outer():
+        ...     late = lambda: value
+        ...     before = cell_contents(late.__closure__[0], "unbound")
+        ...     value = 1
+        ...     return before, cell_contents(late.__closure__[0])
+        >>> outer()
+        ('unbound', 1)
+    """
     try:
         return cell.cell_contents
-    except ValueError:  # an empty cell
-        return None
+    except ValueError:
+        return empty

@@ -41,7 +41,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..dtypes import cell_contents
+
 _MISSING = object()
+
+# Numba freezes a global array into compiled code by its address, not its bytes,
+# when it is larger than this or not contiguous ("dynamic globals"); such code
+# cannot be saved to its disk cache.  (numba.core.base: ``make_constant_array``.)
+NUMBA_ADDRESS_GLOBAL_BYTES = 10**6
 
 
 @dataclass(frozen=True)
@@ -89,23 +96,15 @@ def _function(fn, seen: set[int], out: list) -> None:
     seen.add(id(fn))
     names = all_names(fn.__code__)
     for free, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell: nothing was frozen
+        value = cell_contents(cell, _MISSING)
+        if value is _MISSING:  # an empty cell: nothing was frozen
             continue
-        _bind(free, lambda c=cell: _cell_value(c), value, names, seen, out)
+        _bind(free, lambda c=cell: cell_contents(c, _MISSING), value, names, seen, out)
     if fn.__defaults__:
         _bind(f"the defaults of {fn.__qualname__}", lambda f=fn: f.__defaults__, fn.__defaults__, names, seen, out)
     space = fn.__globals__
     for name in sorted(n for n in names if n in space):
         _bind(name, lambda s=space, n=name: s.get(n, _MISSING), space[name], names, seen, out)
-
-
-def _cell_value(cell):
-    try:
-        return cell.cell_contents
-    except ValueError:
-        return _MISSING
 
 
 def _bind(name: str, read, value, names, seen: set[int], out: list) -> None:
@@ -144,9 +143,13 @@ def big_global_arrays(fn: Callable) -> list[str]:
         ['BIG']
     """
     found = watch(fn)
-    return [e.name for e in found.entries if isinstance(e.value, np.ndarray)
-            and (e.value.nbytes > 10**6 or not (e.value.flags.c_contiguous or e.value.flags.f_contiguous))] \
+    return [e.name for e in found.entries if isinstance(e.value, np.ndarray) and _frozen_by_address(e.value)] \
         if found else []
+
+
+def _frozen_by_address(array: np.ndarray) -> bool:
+    contiguous = array.flags.c_contiguous or array.flags.f_contiguous
+    return array.nbytes > NUMBA_ADDRESS_GLOBAL_BYTES or not contiguous
 
 
 def _bytes(value) -> bytes | None:

@@ -37,7 +37,7 @@ import numpy as np
 from ..version import __version__
 from ..config import config
 from .private import private_folders
-from .warm import lighten_cache_loads
+from .warm import lighten_cache_load
 
 
 def entry_dir() -> Path:
@@ -182,14 +182,13 @@ def _unlink(paths) -> None:
 _UNCACHABLE = r".*Cannot cache compiled function .* as it uses dynamic globals"
 
 
-def _quiet_uncachable(namespace: dict) -> None:
-    """Silence that warning where the generated module's dispatchers save to the cache.
-    (Per call, not a filter set at import: ``catch_warnings`` blocks, pytest's among
+def _quiet_uncachable(dispatcher) -> None:
+    """Silence that warning where a generated dispatcher saves to the cache.  (Per
+    call, not a filter set at import: ``catch_warnings`` blocks, pytest's among
     them, drop filters added inside them.  Numba saves under its compiler lock.)"""
-    for value in namespace.values():
-        cache = getattr(value, "_cache", None) if isinstance(value, numba.core.dispatcher.Dispatcher) else None
-        if callable(getattr(cache, "save_overload", None)):
-            cache.save_overload = _quietly(cache.save_overload)
+    cache = getattr(dispatcher, "_cache", None)
+    if callable(getattr(cache, "save_overload", None)):
+        cache.save_overload = _quietly(cache.save_overload)
 
 
 def _quietly(save):
@@ -226,8 +225,10 @@ def load_module(name: str, path: Path | None, source: str, inject: dict) -> Modu
     # module name when it reloads object code in a new process.
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    lighten_cache_loads(module.__dict__, name)
-    _quiet_uncachable(module.__dict__)
+    for value in vars(module).values():
+        if isinstance(value, numba.core.dispatcher.Dispatcher):
+            lighten_cache_load(value, name)
+            _quiet_uncachable(value)
     return module
 
 

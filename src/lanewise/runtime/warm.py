@@ -72,16 +72,20 @@ def _no_entry_points() -> None:
 
 def lighten_cache_loads(namespace: dict, module_name: str) -> int:
     """Give the disk-cached CPU dispatchers defined in ``module_name`` (found in
-    ``namespace``) the light load; how many were changed.  (A CUDA kernel's
-    context is another: its loads are left to Numba.)"""
+    ``namespace``) the light load; how many were changed."""
+    return sum(lighten_cache_load(value, module_name) for value in namespace.values())
+
+
+def lighten_cache_load(dispatcher, module_name: str) -> bool:
+    """Give ``dispatcher`` the light load if it is a disk-cached CPU dispatcher
+    defined in ``module_name``; whether it was changed.  (A CUDA kernel's context
+    is another: its loads are left to Numba.)"""
     if os.environ.get(_SWITCH, "").strip() not in ("", "0"):
-        return 0
-    changed = 0
-    for value in namespace.values():
-        cache = getattr(value, "_cache", None)
-        if (isinstance(value, CPUDispatcher) and getattr(value.py_func, "__module__", None) == module_name
-                and _supported(cache) and "load_overload" not in vars(cache)):
-            cache.load_overload = _light_load_overload(cache)
-            value._compilation_chain_init_hook = _no_entry_points
-            changed += 1
-    return changed
+        return False
+    cache = getattr(dispatcher, "_cache", None)
+    if not (isinstance(dispatcher, CPUDispatcher) and getattr(dispatcher.py_func, "__module__", None) == module_name
+            and _supported(cache) and "load_overload" not in vars(cache)):
+        return False
+    cache.load_overload = _light_load_overload(cache)
+    dispatcher._compilation_chain_init_hook = _no_entry_points
+    return True
