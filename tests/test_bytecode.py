@@ -151,3 +151,48 @@ def test_lanewise_itself_under_pythondontwritebytecode(tmp_path):
         else:
             assert run["cached_loader"] and run["cached"].startswith(str(tmp_path / "bytecode"))
             assert os.path.isfile(run["cached"])
+
+
+def _python_pyc(root: Path) -> str:
+    """Write ``mod.py``'s ``__pycache__`` file as Python (timestamp-based) would."""
+    import py_compile
+
+    path = importlib.util.cache_from_source(str(root / "mod.py"))
+    py_compile.compile(str(root / "mod.py"), cfile=path, doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    return path
+
+
+def test_an_installed_pyc_is_read_by_python(package):
+    root, finder, fresh = package
+    beside = _python_pyc(root)
+    mod = fresh()
+    assert type(mod.__spec__.loader) is importlib.machinery.SourceFileLoader and mod.__cached__ == beside
+    assert not os.path.exists(_pyc(finder))
+
+
+def test_a_stale_pyc_beside_the_source_does_not_stop_the_cache(package):
+    """A checkout edited after a process wrote ``__pycache__`` (without the switch):
+    Python would compile that module from source in every process."""
+    root, finder, fresh = package
+    _python_pyc(root)
+    (root / "mod.py").write_text("VALUE = 3  # edited\n")
+    mod = fresh()
+    assert mod.VALUE == 3
+    assert isinstance(mod.__spec__.loader, bytecode.CachedSourceLoader) and os.path.isfile(_pyc(finder))
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_hash_based_pycs_beside_the_source(package, checked):
+    import py_compile
+
+    root, finder, fresh = package
+    mode = py_compile.PycInvalidationMode.CHECKED_HASH if checked else py_compile.PycInvalidationMode.UNCHECKED_HASH
+    beside = importlib.util.cache_from_source(str(root / "mod.py"))
+    py_compile.compile(str(root / "mod.py"), cfile=beside, doraise=True, invalidation_mode=mode)
+    (root / "mod.py").write_text("VALUE = 5  # edited\n")
+    mod = fresh()
+    if checked:  # stale by its hash: ours
+        assert mod.VALUE == 5 and isinstance(mod.__spec__.loader, bytecode.CachedSourceLoader)
+    else:  # Python runs an unchecked one as it is, and so do we
+        assert mod.VALUE == 1 and mod.__cached__ == beside

@@ -5,7 +5,9 @@ this library is measured on) stops Python writing ``__pycache__``.  An installed
 wheel does not care (pip compiles its ``.pyc`` files at install time), but a
 source checkout or an editable install then compiles every lanewise module from
 source in every process: 60-90 ms of each warm start here, a sixth of the 0.6 s
-a new process may take to reach its first compiled kernel.
+a new process may take to reach its first compiled kernel.  So does a
+checkout whose ``__pycache__`` is stale (written once without the switch, the
+sources edited since): Python compiles and cannot write.
 
 :func:`install` puts a finder in front of ``sys.meta_path`` for the submodules of
 one package.  When bytecode writing is off and the module has no ``.pyc`` of its
@@ -89,9 +91,37 @@ def _write(pyc: str, data: bytes) -> None:
         pass
 
 
+def _usable(pyc: str, source: str) -> bool:
+    """Whether Python would run ``pyc`` for ``source`` rather than compile the source.
+    A stale one (a checkout edited after some process wrote ``__pycache__``, for
+    instance one run without ``PYTHONDONTWRITEBYTECODE``) would be compiled from
+    source in every process, as if there were none.  Read as Python reads it
+    (importlib's ``_validate_timestamp_pyc`` / ``_validate_hash_pyc``)."""
+    try:
+        with open(pyc, "rb") as f:
+            head = f.read(16)
+        stat = os.stat(source)
+    except OSError:
+        return False
+    if len(head) < 16 or head[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    flags = int.from_bytes(head[4:8], "little")
+    if flags & 0b01 == 0:  # timestamp-based: the source's modification time and size
+        return (head[8:12] == (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                and head[12:16] == (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+    if flags & 0b10 == 0:  # hash-based, unchecked: Python runs it as it is
+        return True
+    try:
+        with open(source, "rb") as f:
+            return head[8:16] == importlib.util.source_hash(f.read())
+    except OSError:
+        return False
+
+
 class BytecodeFinder:
     """Finds ``<package>.*`` as the path finder does; when bytecode writing is off
-    and a module has no ``.pyc`` beside it, loads it with :class:`CachedSourceLoader`."""
+    and a module has no up-to-date ``.pyc`` beside it, loads it with
+    :class:`CachedSourceLoader`."""
 
     def __init__(self, package: str, root: str):
         self.prefix, self.root = package + ".", root
@@ -102,7 +132,7 @@ class BytecodeFinder:
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader:
             return spec
-        if spec.cached and os.path.exists(spec.cached):  # the installer compiled it: Python reads that
+        if spec.cached and _usable(spec.cached, spec.origin):  # the installer compiled it: Python reads that
             return spec
         spec.loader = CachedSourceLoader(fullname, spec.origin, self.root)
         spec.cached = spec.loader.cached_path(fullname)
