@@ -22,7 +22,9 @@ def lane_block(a0, a1, o0, n0, s0, outer, lo, hi, at):
         v = r
         if v.shape != s0:
             raise ValueError('lane output shape changed')
-        o0[i0, :] = v
+        _lw_slot = o0[i0, :]
+        for _lw_k0 in range(_lw_slot.shape[0]):
+            _lw_slot[_lw_k0] = v[_lw_k0]
 
 # The kernel below inlines this twin of lane_block (lanewise.codegen.common.inlined_twin).
 lane_block_inlined = numba.njit(error_model="numpy", nogil=True, boundscheck=True, inline="always")(lane_block.py_func)

@@ -419,6 +419,8 @@ def grow(owner, address, top, n, limit=-1):
             raise ReverseMemoryError(_budget_message(limit))
         size = min(size, limit)
     bigger = np.empty(size)
+    # An element loop in the compiled twin below: Numba's slice assignment formats
+    # its shape errors with string code that took 3 s to compile in every process.
     bigger[:top] = old[:top]
     owner[0] = bigger  # the old buffer is freed; the address it had is not used again
     return bigger, bigger.shape[0]
@@ -465,7 +467,8 @@ def _grow_overload(owner, address, top, n, limit=-1):
                 raise ReverseMemoryError(message)
             size = min(size, limit)
         bigger = np.empty(size)
-        bigger[:top] = old[:top]
+        for k in range(top):  # not bigger[:top] = old[:top]: see grow
+            bigger[k] = old[k]
         owner[0] = bigger
         return bigger.ctypes.data, bigger.shape[0]
     return impl

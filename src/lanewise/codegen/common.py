@@ -231,10 +231,31 @@ def out_index(out, fill: str = ":", scalar: str = "()") -> str:
 
 def guarded_store(out, oname: str, value: str, fill: str = ":", scalar: str = "()") -> list[str]:
     """``oname[index] = value``, written by the first lane only along unmapped levels
-    (out_axes=None: every lane computes the same value, one of them stores it)."""
-    store = f"{oname}[{out_index(out, fill, scalar)}] = {value}"
+    (out_axes=None: every lane computes the same value, one of them stores it).  A
+    per-lane array (``fill`` ":") is copied element by element: the caller has
+    checked its shape."""
+    target = f"{oname}[{out_index(out, fill, scalar)}]"
+    store = element_copy(target, value, out.lane_ndim) if out.lane_ndim and fill == ":" else [f"{target} = {value}"]
     guard = [f"i{lv} == 0" for lv, dim in enumerate(out.level_dims) if dim is None]
-    return [f"if {' and '.join(guard)}:", "    " + store] if guard else [store]
+    return [f"if {' and '.join(guard)}:", *("    " + s for s in store)] if guard else store
+
+
+def element_copy(target: str, value: str, ndim: int) -> list[str]:
+    """Source for ``target = value`` (arrays of one shape, ``ndim`` dimensions) as loops.
+    Numba's slice assignment checks shapes with a formatted error message whose
+    string code took 3 s to compile, in every process, for every lane that
+    returns an array.
+
+    Example:
+        >>> for line in element_copy("o[i0, :]", "v", 1):
+        ...     print(line)
+        _lw_slot = o[i0, :]
+        for _lw_k0 in range(_lw_slot.shape[0]):
+            _lw_slot[_lw_k0] = v[_lw_k0]
+    """
+    index = ", ".join(f"_lw_k{d}" for d in range(ndim))
+    loops = ["    " * d + f"for _lw_k{d} in range(_lw_slot.shape[{d}]):" for d in range(ndim)]
+    return [f"_lw_slot = {target}", *loops, "    " * ndim + f"_lw_slot[{index}] = {value}[{index}]"]
 
 
 def borrow_lines(program: Program, names: Names, *arrays: str) -> list[str]:

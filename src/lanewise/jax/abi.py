@@ -93,6 +93,15 @@ def attribute_array(frame, k):
     return pointer(word(word(word(frame, FRAME_ATTRS), k), ARRAY_DATA), numba.int64)
 
 
+@numba.njit(inline="always")
+def copy_into(source, target):
+    """``target[:] = source`` (1-d, same size, cast as an element assignment casts), as
+    a loop: Numba's slice setitem formats its shape errors with string code that took
+    3 s to compile in every process that built a handler."""
+    for k in range(source.size):
+        target[k] = source[k]
+
+
 @numba.njit(cache=own_cache(), nogil=True)
 def fill_metadata(extension) -> int:
     """Answer XLA's metadata query: the API version these offsets follow, no traits."""
@@ -119,10 +128,10 @@ def error(frame, prefix, lane, suffix) -> int:
         if value == 0:
             break
     message = np.zeros(prefix.size + n + suffix.size + 1, np.uint8)
-    message[:prefix.size] = prefix
+    copy_into(prefix, message[:prefix.size])  # not slice assignments: see copy_into
     for k in range(n):
         message[prefix.size + k] = digits[n - 1 - k]
-    message[prefix.size + n:prefix.size + n + suffix.size] = suffix
+    copy_into(suffix, message[prefix.size + n:])
     args = np.zeros(4, np.int64)  # XLA_FFI_Error_Create_Args: size, extension, message, code
     args[0] = 28
     args[2] = message.ctypes.data

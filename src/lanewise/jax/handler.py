@@ -80,9 +80,9 @@ def _buffers(in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes, fills=None
         if t is not None:  # the kernel writes a temporary, cast into XLA's buffer after
             name = f"t{k}"
             lines.append(f"    t{k} = np.empty(x{k}.shape, np.{np.dtype(t).name})")
-            casts.append(f"    x{k}.reshape(-1)[:] = t{k}.reshape(-1)")
+            casts.append(f"    copy_into(t{k}.reshape(-1), x{k}.reshape(-1))")
         if f is not None:
-            lines.append(f"    {name}.reshape(-1)[:] = {_literal(f)}")
+            lines.append(f"    {name}.fill({_literal(f)})")
         names.append(name)
     return "\n".join(lines), "\n".join(casts), ", ".join(names)
 
@@ -113,8 +113,8 @@ import numba
 import numpy as np
 from numba import carray
 from lanewise.jax.abi import (BUFFER_DATA, FRAME_ARGS, FRAME_EXTENSION, FRAME_RETS, STAGE_EXECUTE,
-                              attribute_array, buffer, dim, error, fill_metadata, pointer, set_chunksize, stage,
-                              word)
+                              attribute_array, buffer, copy_into, dim, error, fill_metadata, pointer,
+                              set_chunksize, stage, word)
 from lanewise.runtime.launch_lock import release, try_acquire
 
 PREFIX = np.frombuffer({prefix!r}, np.uint8).copy()
