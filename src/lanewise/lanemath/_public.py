@@ -21,7 +21,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from ._core import KERNEL, kernel
+from ._core import KERNEL, kernel, public
 
 #: name -> public function
 FUNCTIONS: dict = {}
@@ -67,7 +67,8 @@ def _box(result, x):
 
 def unary(name, k64, k32=None, ufunc=None, doc=""):
     """Define the public one-argument function ``name``."""
-    k32 = k32 if k32 is not None else _float32_of(k64)
+    k32 = public(k32 if k32 is not None else _float32_of(k64))
+    k64 = public(k64)
     cache = []
 
     def fn(x):
@@ -97,7 +98,8 @@ def unary(name, k64, k32=None, ufunc=None, doc=""):
 
 def binary(name, k64, k32=None, ufunc=None, doc="", int_impl=None):
     """Define the public two-argument function ``name`` (float32 only if both are float32)."""
-    k32 = k32 if k32 is not None else _float32_of2(k64)
+    k32 = public(k32 if k32 is not None else _float32_of2(k64))
+    k64 = public(k64)
     cache = []
 
     def fn(x, y):
@@ -134,6 +136,7 @@ def pair(name, k64, k32=None, doc=""):
         def k32(x):
             a, b = k64(np.float64(x))
             return np.float32(a), np.float32(b)
+    k32, k64 = public(k32), public(k64)
     cache = []
 
     def fn(x):
