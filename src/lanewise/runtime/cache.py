@@ -226,7 +226,9 @@ def load_module(name: str, path: Path | None, source: str, inject: dict) -> Modu
     sys.modules[name] = module
     spec.loader.exec_module(module)
     for value in vars(module).values():
-        if isinstance(value, numba.core.dispatcher.Dispatcher):
+        # The module's own functions: lanewise's helpers it imports are shared by every
+        # generated module, and wrapping them at each load would nest without end.
+        if isinstance(value, numba.core.dispatcher.Dispatcher) and value.py_func.__module__ == name:
             lighten_cache_load(value, name)
             _quiet_uncachable(value)
     return module
