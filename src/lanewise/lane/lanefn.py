@@ -233,7 +233,7 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
     (for the cuda target, CPU dispatchers too)."""
     refusals.check(fn)  # Python that would compile to a wrong or irreproducible result
     code = fn.__code__
-    names = all_names(code)
+    names = code_names(code)
     new_globals = dict(fn.__globals__)
     retarget = jit is not jit_lane
     if not retarget:
@@ -333,9 +333,6 @@ def _bind_self(fn: types.FunctionType, clone: types.FunctionType, dispatcher):
     return dispatcher
 
 
-all_names = code_names  # Global/attribute names used by a code object and the code nested in it
-
-
 # --------------------------------------------------------------------------- fingerprint
 
 
@@ -367,7 +364,7 @@ def _feed_function(h, fn: types.FunctionType, seen: set[int]) -> None:
     _feed_code(h, fn.__code__)
     _feed_value(h, fn.__defaults__, seen)
     _feed_value(h, fn.__kwdefaults__, seen)
-    names = all_names(fn.__code__)
+    names = code_names(fn.__code__)
     for cell in fn.__closure__ or ():
         try:
             _feed_value(h, cell.cell_contents, seen, names)

@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..dtypes import cell_contents
+from ..dtypes import cell_contents, code_names
 
 _MISSING = object()
 
@@ -89,12 +89,10 @@ def watch(fn: Callable) -> Watch | None:
 
 
 def _function(fn, seen: set[int], out: list) -> None:
-    from .lanefn import all_names
-
     if not isinstance(fn, types.FunctionType) or id(fn) in seen:
         return
     seen.add(id(fn))
-    names = all_names(fn.__code__)
+    names = code_names(fn.__code__)
     for free, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
         value = cell_contents(cell, _MISSING)
         if value is _MISSING:  # an empty cell: nothing was frozen

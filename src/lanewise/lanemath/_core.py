@@ -45,8 +45,8 @@ HELPER = dict(inline="always", error_model="numpy", fastmath=False, nogil=True)
 
 
 def kernel(fn):
-    """``numba.njit`` with :data:`HELPER` options (``public`` makes the dispatcher a
-    public function calls)."""
+    """``numba.njit`` with :data:`HELPER` options; :func:`public` makes the cached
+    dispatcher a public function calls."""
     return numba.njit(**HELPER)(fn)
 
 

@@ -34,8 +34,8 @@ so does a Numba whose cache class is not laid out as expected.
 Example:
     >>> import numba
     >>> f = numba.njit(lambda x: x + 1)      # no disk cache: nothing to change
-    >>> lighten_cache_loads({"f": f}, "__main__")
-    0
+    >>> lighten_cache_load(f, "__main__")
+    False
 """
 
 from __future__ import annotations
@@ -68,12 +68,6 @@ def _light_load_overload(cache):
 
 def _no_entry_points() -> None:
     """A kernel dispatcher's init hook: nothing (the module docstring says why)."""
-
-
-def lighten_cache_loads(namespace: dict, module_name: str) -> int:
-    """Give the disk-cached CPU dispatchers defined in ``module_name`` (found in
-    ``namespace``) the light load; how many were changed."""
-    return sum(lighten_cache_load(value, module_name) for value in namespace.values())
 
 
 def lighten_cache_load(dispatcher, module_name: str) -> bool:
