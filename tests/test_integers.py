@@ -14,6 +14,8 @@ uint64 ``v // 2`` gave -1.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -190,3 +192,45 @@ def test_unmapped_and_zero_d_integer_arguments():
     x = extremes(np.int8)
     got = lw.vmap(lane, in_axes=(0, None))(x, np.array(2, np.int8))
     assert got.tolist() == [-2 * int(v) for v in x]
+
+
+def exp_of_comparison(x):
+    return np.exp(x > 3)
+
+
+def arctan2_of_int8(x):
+    return np.arctan2(np.int8(x), np.int8(2))
+
+
+def sqrt_of_uint8_pixel(row):
+    return np.sqrt(row[0])
+
+
+def exp_of_bool_row(row):
+    return np.exp(row > 3).sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn, x", [
+    (exp_of_comparison, np.arange(6.0)),
+    (arctan2_of_int8, np.arange(6)),
+    (sqrt_of_uint8_pixel, np.arange(12, dtype=np.uint8).reshape(6, 2)),
+    (exp_of_bool_row, np.arange(12.0).reshape(3, 4)),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_float16_numpy_functions_are_refused_on_every_backend(backend, fn, x):
+    """NumPy computes ``np.exp(True)`` in float16 (2.719) and compiled code in float64
+    (2.718281828): the python and cpu backends gave different numbers, silently."""
+    with pytest.raises(lw.LaneTypeError, match=r"test_integers.py:\d+.*bool or 8-bit integer.*float16") as e:
+        run(fn, backend, x)
+    assert "np.exp(float(b))" in str(e.value)
+
+
+def exp_of_float_of_comparison(x):
+    return np.exp(float(x > 3)) + math.exp(x > 3) + lw.lanemath.exp(x > 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_of_a_bool_in_a_numpy_function_computes_in_float64(backend):
+    x = np.arange(6.0)
+    np.testing.assert_allclose(run(exp_of_float_of_comparison, backend, x), 3 * np.exp((x > 3).astype(np.float64)),
+                               rtol=1e-15)

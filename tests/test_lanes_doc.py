@@ -154,6 +154,14 @@ def narrow_made(v):
     return np.int16(v) + 1
 
 
+def exp_of_bool(x):
+    return np.exp(x > 0.5)
+
+
+def exp_of_int16(v):
+    return np.exp(np.int16(v))
+
+
 def floor_quotient(p, q):
     return p // q
 
@@ -768,6 +776,9 @@ CASES: dict[str, Case] = {
                 python=ints([-2**63, -4])),
     "L89": Case(explicit_float64, (F32,), want=F32.astype(np.float64) / 3),
     "L90": Case(narrow_made, (np.array([32767, 2]),), cpu=ints([32768, 3]), python=ints([-32768, 3])),
+    "L91": Case(exp_of_bool, (X,)),
+    "L92": Case(exp_of_int16, (np.array([3, 0]),), cpu=np.exp(np.array([3.0, 0.0])),
+                python=np.array([np.exp(np.float32(3)), 1.0])),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
 }
 

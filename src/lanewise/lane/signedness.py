@@ -18,6 +18,12 @@ when compiled, which rounds values above 2**53: refused the same way.
 ``~b`` of a bool is Python's int ``-2``/``-1`` but Numba's logical not: refused
 the same way, pointing at ``not b``.
 
+A NumPy ufunc of a bool or an 8-bit integer (``np.exp(x > 0)``, ``np.sin(np.int8(v))``)
+that NumPy computes in float16 (``np.exp(True)`` is ``2.719``): compiled code has no
+float16 and computes it in float32 or float64 (``2.718281828``), so the reference and
+compiled backends would disagree in the fourth digit; refused, with ``np.exp(float(b))``
+as the fix.
+
 ``a - b`` of two unsigned integers narrower than 64 bits (``np.uint8(v) -
 np.uint8(5)``, two elements of a uint8 row): Numba computes it in uint64, so
 ``2 - 5`` is 18446744073709551613, where NumPy wraps at the operands' width (253)
@@ -43,9 +49,11 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
 from numba.core import ir
 from numba.core import types as nt
 from numba.core.dispatcher import Dispatcher
+from numba.np import numpy_support
 
 from ..errors import LaneTypeError, source_line
 
@@ -65,22 +73,51 @@ def check_unsigned_mixing(dispatcher: Dispatcher) -> None:
         for cres in list(disp.overloads.values()):
             annotation = getattr(cres, "type_annotation", None)  # a str for code loaded from a cache
             if hasattr(annotation, "typemap") and hasattr(annotation, "calltypes"):
-                _check(annotation.typemap, annotation.calltypes, disp)
+                _check(annotation, disp)
 
 
-def _check(typemap, calltypes, disp) -> None:
-    for expr, sig in calltypes.items():
+def _check(annotation, disp) -> None:
+    typemap, definitions = annotation.typemap, {}
+    for expr, sig in annotation.calltypes.items():
         if sig is None or not isinstance(expr, ir.Expr):
             continue
         for applies, what in _RULES:
-            if applies(expr, sig, typemap):
+            if applies(expr, sig, typemap, lambda var: _named(annotation, definitions, disp, var)):
                 loc = expr.loc
                 text = source_line(loc.filename, loc.line)
                 raise UnsignedMixingError(f"{loc.filename}:{loc.line}: {text + ': ' if text else ''}"
                                           f"{what.format(getattr(disp.py_func, '__qualname__', disp))}")
 
 
-def _reinterprets(expr: ir.Expr, sig, typemap) -> bool:
+def _named(annotation, definitions: dict, disp, var):
+    """What the user's code named as ``var``: ``np.exp`` for a callee the compiled code
+    calls the lanemath stand-in of, a constant's value (None: neither a constant, a
+    global nor a module attribute).  ``definitions`` caches the variables' definitions."""
+    if not definitions:
+        for block in annotation.blocks.values():
+            for stmt in block.find_insts(ir.Assign):
+                definitions.setdefault(stmt.target.name, []).append(stmt.value)
+    where = definitions.get(var.name, ())
+    if len(where) != 1:  # a callee assigned on two paths: not one name
+        return None
+    where = where[0]
+    if isinstance(where, ir.Expr) and where.op == "getattr":
+        module = getattr(typemap_module(annotation.typemap, where.value), "__name__", "")
+        return getattr(np, where.attr, None) if module in ("numpy", "lanewise.lanemath.numpy") else None
+    if isinstance(where, ir.Const):
+        return where.value
+    if isinstance(where, ir.Global):
+        original = getattr(disp.py_func, "_lw_original", disp.py_func)  # its globals before the rebinding
+        return original.__globals__.get(where.name, where.value)
+    return getattr(where, "value", None) if isinstance(where, ir.FreeVar) else None
+
+
+def typemap_module(typemap, var):
+    """The Python module a typed variable holds (None: not a module)."""
+    return getattr(typemap.get(getattr(var, "name", None)), "pymod", None)
+
+
+def _reinterprets(expr: ir.Expr, sig, typemap, named) -> bool:
     """Whether ``expr`` turns a uint64 operand into a signed integer: arithmetic of
     uint64 with a signed integer giving a signed integer, or a uint64 passed to a
     signed parameter."""
@@ -93,7 +130,7 @@ def _reinterprets(expr: ir.Expr, sig, typemap) -> bool:
     return False
 
 
-def _orders_through_float(expr: ir.Expr, sig, typemap) -> bool:
+def _orders_through_float(expr: ir.Expr, sig, typemap, named) -> bool:
     """``max(v, 1)``/``min`` of a uint64 and a signed integer: Numba unifies the two as
     float64 (2**53 + 1 came back as 2**53), where Python returns one of the values."""
     if expr.op != "call" or getattr(typemap.get(expr.func.name), "typing_key", None) not in (max, min):
@@ -102,18 +139,52 @@ def _orders_through_float(expr: ir.Expr, sig, typemap) -> bool:
     return nt.uint64 in have and any(_signed(t) for t in have) and isinstance(sig.return_type, nt.Float)
 
 
-def _inverts_a_bool(expr: ir.Expr, sig, typemap) -> bool:
+def _inverts_a_bool(expr: ir.Expr, sig, typemap, named) -> bool:
     """``~b`` with ``b`` a bool: Python's int ``~True == -2``, Numba's logical not."""
     return expr.op == "unary" and expr.fn is operator.invert and isinstance(typemap.get(expr.value.name),
                                                                            nt.Boolean)
 
 
-def _subtracts_narrow_unsigned(expr: ir.Expr, sig, typemap) -> bool:
+def _subtracts_narrow_unsigned(expr: ir.Expr, sig, typemap, named) -> bool:
     """``a - b`` with both operands unsigned and narrower than 64 bits (computed in uint64)."""
     if expr.op not in ("binop", "inplace_binop") or expr.fn not in (operator.sub, operator.isub):
         return False
     have = [typemap.get(expr.lhs.name), typemap.get(expr.rhs.name)]
     return all(isinstance(t, nt.Integer) and not t.signed for t in have) and max(t.bitwidth for t in have) < 64
+
+
+def _float16_ufunc(expr: ir.Expr, sig, typemap, named) -> bool:
+    """A NumPy ufunc whose NumPy loop for these arguments is float16 (a bool or 8-bit integer
+    argument of ``np.exp``, ``np.arctan2``, ...): compiled code computes it wider."""
+    if expr.op != "call" or expr.kws:
+        return False
+    have = [_numpy_dtype(typemap.get(getattr(a, "name", None))) for a in expr.args]
+    if any(d is None for d in have) or not any(d.kind == "b" or d.itemsize == 1 for d in have):
+        return False  # the common case: nothing narrow enough for a float16 loop
+    # A Python number written in the lane is weak in NumPy: np.arctan2(np.int8(v), 2.0) is float16.
+    have = [_weak(named(a), d) for a, d in zip(expr.args, have, strict=True)]
+    ufunc = named(expr.func)
+    if not isinstance(ufunc, np.ufunc) or len(have) != ufunc.nin:
+        return False
+    try:
+        loop = ufunc.resolve_dtypes(tuple(have) + (None,) * ufunc.nout)
+    except (TypeError, ValueError):  # no NumPy loop: Numba's own typing decided
+        return False
+    return any(d == np.float16 for d in loop[ufunc.nin:])
+
+
+def _weak(constant, dtype):
+    """NumPy's weak Python type for a Python int/float/complex constant, else ``dtype``."""
+    return type(constant) if type(constant) in (int, float, complex) else dtype
+
+
+def _numpy_dtype(t):
+    """The NumPy dtype of a Numba scalar or array type (None: neither)."""
+    t = getattr(t, "dtype", t) if isinstance(t, nt.Array) else nt.unliteral(t) if t is not None else None
+    try:
+        return numpy_support.as_dtype(t)
+    except Exception:  # noqa: BLE001 - any type NumPy has no dtype for
+        return None
 
 
 #: (does this typed expression compile to another value than Python's?, the error's text).
@@ -126,6 +197,10 @@ _RULES = (
                             "unchanged). Make the other operand unsigned (np.uint64(1)) or convert explicitly."),
     (_inverts_a_bool, "~ of a bool in {}: Python gives an int (~True == -2) but compiled code a logical not; "
                       "write `not b` for the logical not, or ~int(b) for Python's value."),
+    (_float16_ufunc, "a NumPy function of a bool or 8-bit integer in {}: NumPy computes it in float16 "
+                     "(np.exp(True) == 2.719) but compiled code in float32 or float64 (2.718281828), so results "
+                     "would differ between backends. Convert the argument first: np.exp(float(b)) (or "
+                     "b.astype(np.float64) for an array)."),
     (_subtracts_narrow_unsigned, "a - b of two unsigned integers narrower than 64 bits in {}: NumPy wraps at "
                                  "their width (np.uint8(2) - np.uint8(5) == 253) but compiled code computes in "
                                  "uint64 (18446744073709551613). Write np.int64(a) - np.int64(b) for the "
