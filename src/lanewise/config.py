@@ -80,6 +80,13 @@ class Config:
     #: AVX2 or NEON) (``LANEWISE_SPMD_WIDTH``).
     spmd_width: int | None = field(default_factory=lambda: int(os.environ["LANEWISE_SPMD_WIDTH"])
                                    if os.environ.get("LANEWISE_SPMD_WIDTH") else None)
+    #: SIMD width in bits LLVM vectorises kernels for (``LANEWISE_VECTOR_WIDTH``):
+    #: None picks 512 on AVX-512 hosts (LLVM's tuning for many of them prefers 256,
+    #: which left half of each register unused: 1.3x slower on lane loops) and LLVM's
+    #: choice elsewhere; 0 is always LLVM's choice; 128/256/512 ask for that width.
+    #: Part of the cache key: kernels of either width are kept apart.
+    vector_width: int | None = field(default_factory=lambda: int(os.environ["LANEWISE_VECTOR_WIDTH"])
+                                     if os.environ.get("LANEWISE_VECTOR_WIDTH") else None)
     #: Reverse mode's memory budget per lane, in bytes (``lw.jacrev``, ``lw.vjp``;
     #: ``LANEWISE_REVERSE_MEMORY=64MB``).  None: every loop iteration's record
     #: is kept (fastest; memory grows with the trip count).  A number: a lane's

@@ -36,8 +36,6 @@ final module defines them, right after Numba's optimisation.
 
 from __future__ import annotations
 
-import functools
-
 from llvmlite import binding as llvm
 from llvmlite import ir
 from llvmlite.ir.values import AttributeSet
@@ -45,6 +43,7 @@ from numba import types
 from numba.core import codegen as _numba_codegen
 from numba.extending import intrinsic
 
+from ..runtime.hooks import hook_method
 from ..runtime.slow_symbols import SLOW_FUNCTIONS, pointer_symbol, register_symbols
 
 
@@ -153,18 +152,7 @@ def inline_variants(library) -> None:
 
 def _install() -> None:
     """Run :func:`inline_variants` after Numba optimises every CPU library's final module."""
-    library_class = _numba_codegen.CPUCodeLibrary
-    optimize = library_class._optimize_final_module
-    if getattr(optimize, "_lw_inlines_variants", False):
-        return
-
-    @functools.wraps(optimize)
-    def optimize_and_inline(self):
-        optimize(self)
-        inline_variants(self)
-
-    optimize_and_inline._lw_inlines_variants = True
-    library_class._optimize_final_module = optimize_and_inline
+    hook_method(_numba_codegen.CPUCodeLibrary, "_optimize_final_module", inline_variants, after=True)
 
 
 _install()

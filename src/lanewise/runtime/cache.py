@@ -38,6 +38,7 @@ from ..version import __version__
 from ..config import config
 from .private import private_folders
 from .warm import lighten_cache_load
+from . import vector_width
 
 
 def entry_dir() -> Path:
@@ -67,7 +68,7 @@ def key_of(*parts: object) -> str:
     """A short hash of the parts' reprs (all deterministic by construction), the
     NumPy version and the Numba settings that change generated code."""
     settings = tuple(repr(getattr(numba.config, name, None)) for name in _NUMBA_SETTINGS)
-    text = repr((parts, np.__version__, settings))
+    text = repr((parts, np.__version__, settings, vector_width.setting()))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -212,6 +213,7 @@ def memory_only_reason(module: ModuleType | None) -> str | None:
 
 def load_module(name: str, path: Path | None, source: str, inject: dict) -> ModuleType:
     """Execute a generated module with ``inject`` already in its globals."""
+    vector_width.install()  # before its kernels compile: they are tagged with the width
     if path is None:  # no disk: an in-memory module (Numba cannot cache it)
         module = ModuleType(name)
         module.__dict__.update(inject)
