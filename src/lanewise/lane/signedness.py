@@ -102,7 +102,7 @@ def _named(annotation, definitions: dict, disp, var):
         return None
     where = where[0]
     if isinstance(where, ir.Expr) and where.op == "getattr":
-        module = getattr(typemap_module(annotation.typemap, where.value), "__name__", "")
+        module = getattr(_module_of(annotation.typemap, where.value), "__name__", "")
         return getattr(np, where.attr, None) if module in ("numpy", "lanewise.lanemath.numpy") else None
     if isinstance(where, ir.Const):
         return where.value
@@ -112,7 +112,7 @@ def _named(annotation, definitions: dict, disp, var):
     return getattr(where, "value", None) if isinstance(where, ir.FreeVar) else None
 
 
-def typemap_module(typemap, var):
+def _module_of(typemap, var):
     """The Python module a typed variable holds (None: not a module)."""
     return getattr(typemap.get(getattr(var, "name", None)), "pymod", None)
 
@@ -161,7 +161,7 @@ def _float16_ufunc(expr: ir.Expr, sig, typemap, named) -> bool:
     have = [_numpy_dtype(typemap.get(getattr(a, "name", None))) for a in expr.args]
     if any(d is None for d in have) or not any(d.kind == "b" or d.itemsize == 1 for d in have):
         return False  # the common case: nothing narrow enough for a float16 loop
-    # A Python number written in the lane is weak in NumPy: np.arctan2(np.int8(v), 2.0) is float16.
+    # A Python number written in the lane is weak in NumPy: np.arctan2(np.int8(v), 2) is float16.
     have = [_weak(named(a), d) for a, d in zip(expr.args, have, strict=True)]
     ufunc = named(expr.func)
     if not isinstance(ufunc, np.ufunc) or len(have) != ufunc.nin:
@@ -180,7 +180,9 @@ def _weak(constant, dtype):
 
 def _numpy_dtype(t):
     """The NumPy dtype of a Numba scalar or array type (None: neither)."""
-    t = getattr(t, "dtype", t) if isinstance(t, nt.Array) else nt.unliteral(t) if t is not None else None
+    if t is None:
+        return None
+    t = t.dtype if isinstance(t, nt.Array) else nt.unliteral(t)
     try:
         return numpy_support.as_dtype(t)
     except Exception:  # noqa: BLE001 - any type NumPy has no dtype for
