@@ -234,3 +234,23 @@ def test_float_of_a_bool_in_a_numpy_function_computes_in_float64(backend):
     x = np.arange(6.0)
     np.testing.assert_allclose(run(exp_of_float_of_comparison, backend, x), 3 * np.exp((x > 3).astype(np.float64)),
                                rtol=1e-15)
+
+
+def sign_and_reciprocal(r):
+    return np.sign(r[0]), np.reciprocal(r[1]), np.sign(r)[2]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("vector_math", [True, False])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_sign_and_reciprocal_of_unsigned_integers_are_numpys(backend, vector_math, dtype):
+    """Numba's np.sign(np.uint8(200)) is 255 (a signed comparison, -1 wrapped) and its
+    np.reciprocal(np.uint64(0)) is 2**64 - 1; NumPy gives 1 and 0."""
+    top = np.iinfo(dtype).max
+    rows = np.array([[top, 0, top // 2 + 1], [0, 1, 0], [7, 2, top]], dtype)
+    with lw.config.overridden(vector_math=vector_math):
+        out = lw.vmap(sign_and_reciprocal, backend=backend)(rows)
+    got = [np.asarray(o.compute() if hasattr(o, "compute") else o) for o in out]
+    want = [np.sign(rows[:, 0]), np.reciprocal(rows[:, 1]), np.sign(rows[:, 2])]
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.tolist() == w.tolist(), (g, w)

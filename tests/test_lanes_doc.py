@@ -162,6 +162,10 @@ def exp_of_int16(v):
     return np.exp(np.int16(v))
 
 
+def unsigned_sign(r):
+    return np.sign(r[0]), np.reciprocal(r[1])
+
+
 def floor_quotient(p, q):
     return p // q
 
@@ -779,6 +783,8 @@ CASES: dict[str, Case] = {
     "L91": Case(exp_of_bool, (X,)),
     "L92": Case(exp_of_int16, (np.array([3, 0]),), cpu=np.exp(np.array([3.0, 0.0])),
                 python=np.array([np.exp(np.float32(3)), 1.0])),
+    "L93": Case(unsigned_sign, (np.array([[200, 0], [0, 1], [7, 3], [255, 1]], np.uint8),),
+                want=(np.array([1, 0, 1, 1], np.uint8), np.array([0, 1, 0, 1], np.uint8))),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
 }
 

@@ -253,7 +253,7 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
             new_globals[name] = jit(value)
         elif _is_user_module(value):
             new_globals[name] = _with_jitted_helpers(value, names, jit, retarget)
-        elif not retarget and config.vector_math and name in new_globals:
+        elif not retarget and name in new_globals:
             new_globals[name] = _vector_math(value)
     closure = fn.__closure__
     if not retarget:  # the CPU: indirect reads a[b[k]] in loops prefetched ahead
@@ -299,16 +299,18 @@ def _rebind_cell(cell: types.CellType, jit: Callable = jit_lane, retarget: bool 
         return cell
     if _is_plain_function(value) or (retarget and isinstance(value, Dispatcher)):
         return types.CellType(jit(value))
-    if not retarget and config.vector_math and _vector_math(value) is not value:
+    if not retarget and _vector_math(value) is not value:
         return types.CellType(_vector_math(value))
     return cell
 
 
 def _vector_math(value):
-    """lanemath's stand-in for ``math``/``numpy`` (or one of their functions)."""
+    """lanemath's stand-in for ``math``/``numpy`` (or one of their functions); with
+    vector math off, only the stand-ins that correct Numba (``np.sign`` of unsigned
+    integers: lanemath.integers)."""
     from .. import lanemath  # imported on first use: it registers many overloads
 
-    return lanemath.replacement(value)
+    return lanemath.replacement(value) if config.vector_math else lanemath.corrected(value)
 
 
 def _is_plain_function(value: Any) -> bool:

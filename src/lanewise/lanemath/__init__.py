@@ -46,6 +46,7 @@ from . import trig as _trig
 from ._core import kernel as _kernel
 from ._core import sqrt as _sqrt
 from ._public import FUNCTIONS, binary as _binary, pair as _pair, unary as _unary
+from .integers import reciprocal, sign
 from .select import where
 
 _np_power_int = lambda x, y: x ** y  # noqa: E731  (int ** int stays integer, as in NumPy)
@@ -96,7 +97,7 @@ NUMPY = {
     "arcsinh": asinh, "asinh": asinh, "arccosh": acosh, "acosh": acosh,
     "arctanh": atanh, "atanh": atanh, "arctan": atan, "atan": atan,
     "arctan2": atan2, "atan2": atan2, "arcsin": asin, "asin": asin,
-    "arccos": acos, "acos": acos,
+    "arccos": acos, "acos": acos, "sign": sign, "reciprocal": reciprocal,
 }
 NUMPY = {k: v for k, v in NUMPY.items() if hasattr(_np, k)}
 
@@ -113,6 +114,13 @@ math = _shadow(_math, MATH, "lanewise.lanemath.math")
 #: A stand-in for the ``numpy`` module with the covered ufuncs replaced (scalars only;
 #: array arguments still go to the NumPy ufunc).
 numpy = _shadow(_np, {**NUMPY, "where": where}, "lanewise.lanemath.numpy")
+
+#: NumPy functions Numba computes wrongly for some arguments -> lanewise's (integers.py):
+#: rebound in lanes with or without vector math (:func:`corrected`).
+CORRECTIONS = {"sign": sign, "reciprocal": reciprocal}
+#: A stand-in for ``numpy`` with only the corrections (lanes without vector math).
+numpy_corrected = _shadow(_np, CORRECTIONS, "lanewise.lanemath.numpy_corrected")
+_CORRECTED = {_np: numpy_corrected, **{getattr(_np, k): v for k, v in CORRECTIONS.items()}}
 
 _REPLACEMENTS = {_math: math, _np: numpy, _np.where: where}
 _REPLACEMENTS.update({getattr(_math, k): v for k, v in MATH.items()})
@@ -136,6 +144,21 @@ def replacement(obj):
         return obj
 
 
+def corrected(obj):
+    """The corrected stand-in for ``obj`` (``numpy``, ``np.sign``, ``np.reciprocal``),
+    or ``obj`` itself: what a lane calls when vector math is off.
+
+    >>> import numpy as np
+    >>> from lanewise import lanemath
+    >>> corrected(np.sign) is lanemath.sign, corrected(np.cos) is np.cos
+    (True, True)
+    """
+    try:
+        return _CORRECTED.get(obj, obj)
+    except TypeError:  # unhashable
+        return obj
+
+
 def rebind_globals(namespace: dict) -> dict:
     """A copy of a lane's globals with ``math``, ``numpy`` and names imported from them
     (``from math import cos``) pointing at lanemath.
@@ -149,5 +172,5 @@ def rebind_globals(namespace: dict) -> dict:
     return {k: replacement(v) for k, v in namespace.items()}
 
 
-__all__ = sorted(FUNCTIONS) + ["MATH", "NUMPY", "FUNCTIONS", "math", "numpy", "replacement", "where",
-                               "rebind_globals"]
+__all__ = sorted(FUNCTIONS) + ["MATH", "NUMPY", "FUNCTIONS", "CORRECTIONS", "math", "numpy", "numpy_corrected",
+                               "replacement", "corrected", "where", "rebind_globals", "sign", "reciprocal"]

@@ -595,12 +595,12 @@ class _Emitter(RowsAndScans):
     def function_ref(self, obj, call: str) -> str:
         """How the generated module names a scalar function the lane calls
         (``call``: the call's source and place, for messages)."""
-        if self.vector_math:
-            from .. import lanemath  # registers its overloads
-            obj = lanemath.replacement(obj)
-            name = getattr(obj, "__name__", None)
-            if name and lanemath.FUNCTIONS.get(name) is obj:
-                return f"lanemath.{name}"
+        from .. import lanemath  # registers its overloads
+
+        obj = lanemath.replacement(obj) if self.vector_math else lanemath.corrected(obj)
+        name = getattr(obj, "__name__", None)
+        if name and (lanemath.FUNCTIONS.get(name) is obj or lanemath.CORRECTIONS.get(name) is obj):
+            return f"lanemath.{name}"
         name = getattr(obj, "__name__", None)
         if name in _BUILTINS and getattr(builtins, name) is obj:
             return name
