@@ -162,6 +162,10 @@ def exp_of_int16(v):
     return np.exp(np.int16(v))
 
 
+def integer_fmod(r):
+    return np.fmod(r[0], r[1])
+
+
 def unsigned_sign(r):
     return np.sign(r[0]), np.reciprocal(r[1])
 
@@ -785,6 +789,7 @@ CASES: dict[str, Case] = {
                 python=np.array([np.exp(np.float32(3)), 1.0])),
     "L93": Case(unsigned_sign, (np.array([[200, 0], [0, 1], [7, 3], [255, 1]], np.uint8),),
                 want=(np.array([1, 0, 1, 1], np.uint8), np.array([0, 1, 0, 1], np.uint8))),
+    "L94": Case(integer_fmod, (np.array([[-7, 3], [7, -3], [-6, 3], [5, 0]]),), want=np.array([-1, 1, 0, 0])),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
 }
 

@@ -46,7 +46,7 @@ from . import trig as _trig
 from ._core import kernel as _kernel
 from ._core import sqrt as _sqrt
 from ._public import FUNCTIONS, binary as _binary, pair as _pair, unary as _unary
-from .integers import reciprocal, sign
+from .integers import fmod, reciprocal, sign
 from .select import where
 
 _np_power_int = lambda x, y: x ** y  # noqa: E731  (int ** int stays integer, as in NumPy)
@@ -97,7 +97,7 @@ NUMPY = {
     "arcsinh": asinh, "asinh": asinh, "arccosh": acosh, "acosh": acosh,
     "arctanh": atanh, "atanh": atanh, "arctan": atan, "atan": atan,
     "arctan2": atan2, "atan2": atan2, "arcsin": asin, "asin": asin,
-    "arccos": acos, "acos": acos, "sign": sign, "reciprocal": reciprocal,
+    "arccos": acos, "acos": acos, "sign": sign, "reciprocal": reciprocal, "fmod": fmod,
 }
 NUMPY = {k: v for k, v in NUMPY.items() if hasattr(_np, k)}
 
@@ -117,7 +117,7 @@ numpy = _shadow(_np, {**NUMPY, "where": where}, "lanewise.lanemath.numpy")
 
 #: NumPy functions Numba computes wrongly for some arguments -> lanewise's (integers.py):
 #: rebound in lanes with or without vector math (:func:`corrected`).
-CORRECTIONS = {"sign": sign, "reciprocal": reciprocal}
+CORRECTIONS = {"sign": sign, "reciprocal": reciprocal, "fmod": fmod}
 #: A stand-in for ``numpy`` with only the corrections (lanes without vector math).
 numpy_corrected = _shadow(_np, CORRECTIONS, "lanewise.lanemath.numpy_corrected")
 _CORRECTED = {_np: numpy_corrected, **{getattr(_np, k): v for k, v in CORRECTIONS.items()}}
@@ -173,4 +173,4 @@ def rebind_globals(namespace: dict) -> dict:
 
 
 __all__ = sorted(FUNCTIONS) + ["MATH", "NUMPY", "FUNCTIONS", "CORRECTIONS", "math", "numpy", "numpy_corrected",
-                               "replacement", "corrected", "where", "rebind_globals", "sign", "reciprocal"]
+                               "replacement", "corrected", "where", "rebind_globals", "sign", "reciprocal", "fmod"]

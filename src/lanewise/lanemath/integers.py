@@ -1,13 +1,15 @@
-"""``np.sign`` and ``np.reciprocal`` with NumPy's answers for unsigned integers.
+"""``np.sign``, ``np.reciprocal`` and ``np.fmod`` with NumPy's answers for integers.
 
-Numba computes both wrongly for some unsigned values, silently:
+Numba computes them wrongly for some integers, silently:
 
 * ``np.sign(np.uint8(200))`` is 255: the value is compared as a signed integer
   (-56 < 0) and -1 wraps (NumPy: 1); the same for every unsigned value of
   2**(bits-1) or more (``np.uint64(2**63)`` gave 2**64 - 1);
-* ``np.reciprocal(np.uint64(0))`` is 2**64 - 1 (NumPy: 0).
+* ``np.reciprocal(np.uint64(0))`` is 2**64 - 1 (NumPy: 0);
+* ``np.fmod`` of signed integers with a negative operand: ``np.fmod(-7, 3)`` is 0,
+  ``np.fmod(7, -3)`` is 7, ``np.fmod(-6, 3)`` is 1 (NumPy, C's remainder: -1, 1, 0).
 
-A lane's ``np.sign``/``np.reciprocal`` are rebound to the functions here, with or
+A lane's ``np.sign``/``np.reciprocal``/``np.fmod`` are rebound to the functions here, with or
 without vector math (:func:`lanewise.lanemath.corrected`), and the SPMD path calls
 them too.  Every other argument (signed integers, floats, complex values) goes to
 Numba's ufunc unchanged.
@@ -26,15 +28,24 @@ import numba
 import numpy as np
 from numba.core import types
 from numba.extending import overload
+from numba.np import numpy_support
 
 
 def sign(x):
-    """``np.sign(x)``; compiled, also right for unsigned integers >= 2**(bits-1)."""
+    """``np.sign(x)``; compiled, also right for unsigned integers >= 2**(bits-1).
+
+    >>> int(sign(np.uint8(200))), float(sign(-2.5))
+    (1, -1.0)
+    """
     return np.sign(x)
 
 
 def reciprocal(x):
-    """``np.reciprocal(x)``; compiled, also right for an unsigned 0 (NumPy's 0)."""
+    """``np.reciprocal(x)``; compiled, also right for an unsigned 0 (NumPy's 0).
+
+    >>> float(reciprocal(4.0)), int(reciprocal(np.uint64(1)))
+    (0.25, 1)
+    """
     return np.reciprocal(x)
 
 
@@ -69,6 +80,35 @@ def _implementation(x, scalar, ufunc):
 
         return each
     return lambda x: ufunc(x)
+
+
+def fmod(x1, x2):
+    """``np.fmod(x1, x2)``; compiled, also right for negative integers (C's remainder:
+    the dividend's sign).
+
+    >>> int(fmod(np.int64(-7), np.int64(3))), float(fmod(7.5, -2.0))
+    (-1, 1.5)
+    """
+    return np.fmod(x1, x2)
+
+
+@numba.njit(inline="always")
+def _fmod_of(a, b, t):
+    if b == 0:
+        return t(0)  # NumPy's value (it warns; compiled lanes do not: docs/lanes.md L10)
+    r = a % b  # Python's remainder: the divisor's sign, never overflowing (INT_MIN % -1 is 0)
+    if r != 0 and (r < 0) != (a < 0):
+        r -= b
+    return t(r)
+
+
+@overload(fmod)
+def _fmod(x1, x2):
+    if isinstance(x1, types.Integer) and isinstance(x2, types.Integer):
+        out = numba.from_dtype(np.result_type(numpy_support.as_dtype(x1), numpy_support.as_dtype(x2)))
+        if isinstance(out, types.Integer):  # (uint64 with a signed integer is float64 in NumPy)
+            return lambda x1, x2: _fmod_of(x1, x2, out)
+    return lambda x1, x2: np.fmod(x1, x2)
 
 
 @overload(sign)
