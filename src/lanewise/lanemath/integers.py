@@ -102,13 +102,60 @@ def _fmod_of(a, b, t):
     return t(r)
 
 
+def _integer_result(x1, x2):
+    """The integer Numba type NumPy's fmod gives for these operand types (scalars or
+    arrays), or None (a float: uint64 with a signed integer, a float operand)."""
+    d1, d2 = (x.dtype if isinstance(x, types.Array) else x for x in (x1, x2))
+    if not (isinstance(d1, types.Integer) and isinstance(d2, types.Integer)):
+        return None
+    out = numba.from_dtype(np.result_type(numpy_support.as_dtype(d1), numpy_support.as_dtype(d2)))
+    return out if isinstance(out, types.Integer) else None
+
+
 @overload(fmod)
 def _fmod(x1, x2):
-    if isinstance(x1, types.Integer) and isinstance(x2, types.Integer):
-        out = numba.from_dtype(np.result_type(numpy_support.as_dtype(x1), numpy_support.as_dtype(x2)))
-        if isinstance(out, types.Integer):  # (uint64 with a signed integer is float64 in NumPy)
-            return lambda x1, x2: _fmod_of(x1, x2, out)
-    return lambda x1, x2: np.fmod(x1, x2)
+    out = _integer_result(x1, x2)
+    if out is None:
+        return lambda x1, x2: np.fmod(x1, x2)
+    if not any(isinstance(x, types.Array) for x in (x1, x2)):
+        return lambda x1, x2: _fmod_of(x1, x2, out)
+
+    def each(x1, x2):
+        shape = _shape(x1, x2)
+        result = np.empty(shape, out)
+        for index in np.ndindex(shape):
+            result[index] = _fmod_of(_at(x1, index), _at(x2, index), out)
+        return result
+
+    return each
+
+
+def _at(x, index):
+    """``x[index]`` of an array, ``x`` itself of a scalar (compiled only)."""
+
+
+@overload(_at)
+def _at_impl(x, index):
+    if isinstance(x, types.Array):
+        return lambda x, index: x[index]
+    return lambda x, index: x
+
+
+def _shape(x1, x2):
+    """The shape of an elementwise result of ``x1`` and ``x2`` (compiled only)."""
+
+
+@overload(_shape)
+def _shape_impl(x1, x2):
+    if isinstance(x1, types.Array) and isinstance(x2, types.Array):
+        def both(x1, x2):
+            if x1.shape != x2.shape:
+                raise ValueError("np.fmod of two integer arrays of different shapes in a lane")
+            return x1.shape
+        return both
+    if isinstance(x1, types.Array):
+        return lambda x1, x2: x1.shape
+    return lambda x1, x2: x2.shape
 
 
 @overload(sign)
