@@ -254,7 +254,7 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
         elif _is_user_module(value):
             new_globals[name] = _with_jitted_helpers(value, names, jit, retarget)
         elif not retarget and name in new_globals:
-            new_globals[name] = _vector_math(value)
+            new_globals[name] = _stand_in(value)
     closure = fn.__closure__
     if not retarget:  # the CPU: indirect reads a[b[k]] in loops prefetched ahead
         prefetching = code_with_prefetches(fn)
@@ -299,12 +299,13 @@ def _rebind_cell(cell: types.CellType, jit: Callable = jit_lane, retarget: bool 
         return cell
     if _is_plain_function(value) or (retarget and isinstance(value, Dispatcher)):
         return types.CellType(jit(value))
-    if not retarget and _vector_math(value) is not value:
-        return types.CellType(_vector_math(value))
+    stand_in = _stand_in(value) if not retarget else value
+    if stand_in is not value:
+        return types.CellType(stand_in)
     return cell
 
 
-def _vector_math(value):
+def _stand_in(value):
     """lanemath's stand-in for ``math``/``numpy`` (or one of their functions); with
     vector math off, only the stand-ins that correct Numba (``np.sign`` of unsigned
     integers: lanemath.integers)."""

@@ -89,11 +89,6 @@ def _check(annotation, disp) -> None:
                                           f"{what.format(getattr(disp.py_func, '__qualname__', disp))}")
 
 
-#: ``numpy`` and the stand-ins a lane's ``np`` is rebound to (lanemath's, with vector math
-#: on and off): a function named through any of them is NumPy's.
-_NUMPY_MODULES = ("numpy", "lanewise.lanemath.numpy", "lanewise.lanemath.numpy_corrected")
-
-
 def _named(annotation, definitions: dict, disp, var):
     """What the user's code named as ``var``: ``np.exp`` for a callee the compiled code
     calls the lanemath stand-in of, a constant's value (None: neither a constant, a
@@ -107,8 +102,9 @@ def _named(annotation, definitions: dict, disp, var):
         return None
     where = where[0]
     if isinstance(where, ir.Expr) and where.op == "getattr":
-        module = getattr(_module_of(annotation.typemap, where.value), "__name__", "")
-        return getattr(np, where.attr, None) if module in _NUMPY_MODULES else None
+        module = _module_of(annotation.typemap, where.value)
+        stands_for = getattr(module, "__lw_shadows__", getattr(module, "__name__", ""))
+        return getattr(np, where.attr, None) if stands_for == "numpy" else None
     if isinstance(where, ir.Const):
         return where.value
     if isinstance(where, ir.Global):

@@ -89,6 +89,11 @@ MATH = {name: FUNCTIONS[name] for name in (
     "sqrt", "cbrt", "hypot", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "atan",
     "atan2", "asin", "acos", "erf", "erfc") if hasattr(_math, name)}
 
+#: NumPy functions Numba computes wrongly for some arguments -> lanewise's (integers.py):
+#: rebound in lanes with or without vector math (:func:`corrected`).
+CORRECTIONS = {"sign": sign, "reciprocal": reciprocal, "fmod": fmod}
+FUNCTIONS.update(CORRECTIONS)
+
 #: ``numpy`` ufunc names (both spellings) -> lanemath implementations for scalars.
 NUMPY = {
     "sin": sin, "cos": cos, "tan": tan, "exp": exp, "exp2": exp2, "expm1": expm1,
@@ -97,7 +102,7 @@ NUMPY = {
     "arcsinh": asinh, "asinh": asinh, "arccosh": acosh, "acosh": acosh,
     "arctanh": atanh, "atanh": atanh, "arctan": atan, "atan": atan,
     "arctan2": atan2, "atan2": atan2, "arcsin": asin, "asin": asin,
-    "arccos": acos, "acos": acos, "sign": sign, "reciprocal": reciprocal, "fmod": fmod,
+    "arccos": acos, "acos": acos, **CORRECTIONS,
 }
 NUMPY = {k: v for k, v in NUMPY.items() if hasattr(_np, k)}
 
@@ -106,6 +111,7 @@ def _shadow(base, replacements, name):
     mod = _types.ModuleType(name, base.__doc__)
     mod.__dict__.update({k: v for k, v in vars(base).items() if not k.startswith("__")})
     mod.__dict__.update(replacements)
+    mod.__lw_shadows__ = base.__name__  # what it stands in for (lane.signedness reads it)
     return mod
 
 
@@ -115,9 +121,6 @@ math = _shadow(_math, MATH, "lanewise.lanemath.math")
 #: array arguments still go to the NumPy ufunc).
 numpy = _shadow(_np, {**NUMPY, "where": where}, "lanewise.lanemath.numpy")
 
-#: NumPy functions Numba computes wrongly for some arguments -> lanewise's (integers.py):
-#: rebound in lanes with or without vector math (:func:`corrected`).
-CORRECTIONS = {"sign": sign, "reciprocal": reciprocal, "fmod": fmod}
 #: A stand-in for ``numpy`` with only the corrections (lanes without vector math).
 numpy_corrected = _shadow(_np, CORRECTIONS, "lanewise.lanemath.numpy_corrected")
 _CORRECTED = {_np: numpy_corrected, **{getattr(_np, k): v for k, v in CORRECTIONS.items()}}
@@ -173,4 +176,4 @@ def rebind_globals(namespace: dict) -> dict:
 
 
 __all__ = sorted(FUNCTIONS) + ["MATH", "NUMPY", "FUNCTIONS", "CORRECTIONS", "math", "numpy", "numpy_corrected",
-                               "replacement", "corrected", "where", "rebind_globals", "sign", "reciprocal", "fmod"]
+                               "replacement", "corrected", "where", "rebind_globals"]

@@ -169,7 +169,7 @@ def vector_callable(name: str):
     if name not in SLOW_FUNCTIONS:
         raise ValueError(f"no slow function {name!r} (see SLOW_FUNCTIONS)")
     nbtype = types.float64  # what the cfunc behind the pointer takes and returns
-    symbol = f"lanewise_lanemath_{name}"
+    symbol = f"{VARIANT_PREFIX}{name}"
     sig = nbtype(nbtype)
     register_symbols()
 

@@ -599,9 +599,8 @@ class _Emitter(RowsAndScans):
 
         obj = lanemath.replacement(obj) if self.vector_math else lanemath.corrected(obj)
         name = getattr(obj, "__name__", None)
-        if name and (lanemath.FUNCTIONS.get(name) is obj or lanemath.CORRECTIONS.get(name) is obj):
+        if name and lanemath.FUNCTIONS.get(name) is obj:
             return f"lanemath.{name}"
-        name = getattr(obj, "__name__", None)
         if name in _BUILTINS and getattr(builtins, name) is obj:
             return name
         if name and getattr(math, name, None) is obj and callable(obj):
