@@ -936,7 +936,7 @@ def _compiled(source: str, name: str, *args):
     """Compile a generated W-wide function here (a cached module holds no assembly)
     and run it once on ``args``."""
     namespace = {}
-    exec("import numba\n" + source.replace(", cache=True", ""), namespace)
+    exec("import numba\n" + source.replace(", cache=True", "").replace(spmd.LINK_ONLY, ""), namespace)
     namespace[name](*args)
     (asm,) = namespace[name].inspect_asm().values()
     return asm

@@ -25,6 +25,8 @@ from ._core import KERNEL, kernel, public
 
 #: name -> public function
 FUNCTIONS: dict = {}
+#: name -> its (float64, float32) kernels (:class:`_Public`)
+KERNELS: dict = {}
 
 _OVERLOAD_OPTIONS = dict(jit_options=KERNEL, strict=False)
 
@@ -40,11 +42,67 @@ def _float32_of(k64):
     the correctly rounded one except in double-rounding cases (error <= 0.5 + 2**-28
     ulp of float32).
     """
-    return kernel(lambda x: np.float32(k64(np.float64(x))))
+    def k32(x):
+        return np.float32(k64(np.float64(x)))
+    return kernel(_named_after(k32, k64))
 
 
 def _float32_of2(k64):
-    return kernel(lambda x, y: np.float32(k64(np.float64(x), np.float64(y))))
+    def k32(x, y):
+        return np.float32(k64(np.float64(x), np.float64(y)))
+    return kernel(_named_after(k32, k64))
+
+
+def _pair_float32_of(k64):
+    def k32(x):
+        a, b = k64(np.float64(x))
+        return np.float32(a), np.float32(b)
+    return kernel(_named_after(k32, k64))
+
+
+def _named_after(k32, k64):
+    """``k32`` named after the float64 kernel it calls: Numba's disk cache files a
+    function by name and line, and every float32 variant is this one ``def``."""
+    k32.__qualname__ = f"{k64.py_func.__qualname__}_float32"
+    return k32
+
+
+class _Public:
+    """A public kernel's disk-cached dispatcher (:func:`._core.public`), made the
+    first time a compile uses it: flattening its source takes milliseconds, too
+    many to spend at import on a hundred kernels a lane rarely uses."""
+
+    def __init__(self, k):
+        self.kernel, self._dispatcher = k, None
+
+    @property
+    def dispatcher(self):
+        if self._dispatcher is None:
+            self._dispatcher = public(self.kernel)
+        return self._dispatcher
+
+    def direct(self):
+        """The implementation an overload returns for arguments of the kernel's own
+        types: its Python function, which the overload compiles with the kernel's
+        options (and disk cache entries).  Not ``lambda x: k(x)``: that wrapper was one
+        more function to type, optimise and emit on every cold first call (0.04 s a
+        function)."""
+        return self.dispatcher.py_func
+
+    def promoting(self, nargs: int):
+        """An implementation converting its ``nargs`` arguments to float64 first."""
+        d = self.dispatcher
+        if nargs == 1:
+            return lambda x: d(np.float64(x))
+        return lambda x, y: d(np.float64(x), np.float64(y))
+
+
+def _scalar_impl(x, k32, k64):
+    """A one-argument overload's implementation for a real scalar type ``x``
+    (integers and booleans promote to float64, as ``math`` does)."""
+    if isinstance(x, types.Float) and x.bitwidth in (32, 64):
+        return (k32 if x.bitwidth == 32 else k64).direct()
+    return k64.promoting(1)
 
 
 def _interpreted(fn, nargs):
@@ -67,8 +125,8 @@ def _box(result, x):
 
 def unary(name, k64, k32=None, ufunc=None, doc=""):
     """Define the public one-argument function ``name``."""
-    k32 = public(k32 if k32 is not None else _float32_of(k64))
-    k64 = public(k64)
+    k32 = _Public(k32 if k32 is not None else _float32_of(k64))
+    k64 = _Public(k64)
     cache = []
 
     def fn(x):
@@ -82,24 +140,21 @@ def unary(name, k64, k32=None, ufunc=None, doc=""):
 
     @overload(fn, **_OVERLOAD_OPTIONS)
     def _ov(x):
-        if isinstance(x, types.Float):
-            if x.bitwidth == 32:
-                return lambda x: k32(x)
-            return lambda x: k64(x)
-        if isinstance(x, (types.Integer, types.Boolean)):
-            return lambda x: k64(np.float64(x))
+        if _is_real_scalar(x):
+            return _scalar_impl(x, k32, k64)
         if ufunc is not None and isinstance(x, (types.Array, types.Complex)):
             return lambda x: ufunc(x)  # complex values: NumPy's own (lanemath is real)
         return None
 
     FUNCTIONS[name] = fn
+    KERNELS[name] = (k64, k32)
     return fn
 
 
 def binary(name, k64, k32=None, ufunc=None, doc="", int_impl=None):
     """Define the public two-argument function ``name`` (float32 only if both are float32)."""
-    k32 = public(k32 if k32 is not None else _float32_of2(k64))
-    k64 = public(k64)
+    k32 = _Public(k32 if k32 is not None else _float32_of2(k64))
+    k64 = _Public(k64)
     cache = []
 
     def fn(x, y):
@@ -119,24 +174,23 @@ def binary(name, k64, k32=None, ufunc=None, doc="", int_impl=None):
                 return int_impl
             if (isinstance(x, types.Float) and x.bitwidth == 32
                     and isinstance(y, types.Float) and y.bitwidth == 32):
-                return lambda x, y: k32(x, y)
-            return lambda x, y: k64(np.float64(x), np.float64(y))
+                return k32.direct()
+            if x == y == types.float64:
+                return k64.direct()
+            return k64.promoting(2)
         if ufunc is not None and any(isinstance(t, (types.Array, types.Complex)) for t in (x, y)):
             return lambda x, y: ufunc(x, y)  # complex values: NumPy's own (lanemath is real)
         return None
 
     FUNCTIONS[name] = fn
+    KERNELS[name] = (k64, k32)
     return fn
 
 
 def pair(name, k64, k32=None, doc=""):
     """Define a one-argument function returning a pair (``sincos``)."""
-    if k32 is None:
-        @kernel
-        def k32(x):
-            a, b = k64(np.float64(x))
-            return np.float32(a), np.float32(b)
-    k32, k64 = public(k32), public(k64)
+    k32 = _Public(k32 if k32 is not None else _pair_float32_of(k64))
+    k64 = _Public(k64)
     cache = []
 
     def fn(x):
@@ -150,13 +204,10 @@ def pair(name, k64, k32=None, doc=""):
 
     @overload(fn, **_OVERLOAD_OPTIONS)
     def _ov(x):
-        if isinstance(x, types.Float):
-            if x.bitwidth == 32:
-                return lambda x: k32(x)
-            return lambda x: k64(x)
-        if isinstance(x, (types.Integer, types.Boolean)):
-            return lambda x: k64(np.float64(x))
+        if _is_real_scalar(x):
+            return _scalar_impl(x, k32, k64)
         return None
 
     FUNCTIONS[name] = fn
+    KERNELS[name] = (k64, k32)
     return fn

@@ -634,9 +634,15 @@ def _result_leaves(result, path=()):
     return out
 
 
+#: Options of the W-wide lane, which only the kernels call (never Python): no
+#: wrappers for calls from Python or as a C function, which took 15% of its IR
+#: and 0.1 s of an SPMD lane's cold first call.  Calling it from Python crashes.
+LINK_ONLY = ", no_cpython_wrapper=True, no_cfunc_wrapper=True"
+
+
 def module_text(body: str) -> str:
     """The part of a generated kernel module that defines the W-wide lane."""
-    jit = 'numba.njit(error_model="numpy", nogil=True, cache=True)'
+    jit = f'numba.njit(error_model="numpy", nogil=True, cache=True{LINK_ONLY})'
     return "\n".join([
         "import math",
         "import numpy as np",
