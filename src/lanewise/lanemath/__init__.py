@@ -108,10 +108,15 @@ NUMPY = {k: v for k, v in NUMPY.items() if hasattr(_np, k)}
 
 
 def _shadow(base, replacements, name):
-    mod = _types.ModuleType(name, base.__doc__)
+    """A stand-in for module ``base``, with ``replacements``.  It has ``base``'s
+    ``__name__``: Numba's rewrites know NumPy calls by their module's name, and
+    ``np.array([1.0, 2.0])`` through a module of another name built a list, then an
+    array, in every lane (numba-stats' ``ndtri``, six such arrays: 3x slower)."""
+    mod = _types.ModuleType(base.__name__, base.__doc__)
     mod.__dict__.update({k: v for k, v in vars(base).items() if not k.startswith("__")})
     mod.__dict__.update(replacements)
     mod.__lw_shadows__ = base.__name__  # what it stands in for (lane.signedness reads it)
+    mod.__lw_name__ = name  # which stand-in it is
     return mod
 
 
