@@ -279,3 +279,33 @@ def test_fmod_of_integers_is_numpys(backend, vector_math, dtype):
     for got in out:
         got = np.asarray(got.compute() if hasattr(got, "compute") else got)
         assert got.dtype == want.dtype and got.tolist() == want.tolist(), (got, want)
+
+
+def powers(r, k):
+    return np.power(r[0], r[1]), np.power(r, r[1])[0], r[0] ** k, pow(r[0], k)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("vector_math", [True, False])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int32, np.int64, np.uint64])
+def test_integer_powers_are_exact(backend, vector_math, dtype):
+    """Numba's np.power of integers computed in floating point (np.power(3, 39) gave
+    ...256 for ...267; narrow results were garbage), and its n ** k above an exponent
+    of 65536 converted math.pow's float back (3 ** 2**31 gave -2**63), silently."""
+    info = np.iinfo(dtype)
+    pairs = [(3, 39), (7, 40), (3, 101), (2, 63), (5, 2), (0, 0), (1, 200), (-1, 7), (3, 100001), (-3, 65537),
+             (9, 2**31 + 1), (-2, 7), (info.max, 3)]
+    rows = np.array([p for p in pairs if info.min <= min(p) and max(p) <= info.max], dtype)
+    wide = np.uint64 if info.min == 0 else np.int64  # (uint64 with a signed integer is refused: L07)
+    k = rows[:, 1].astype(wide)  # a second, 64-bit exponent for the operator forms
+    with lw.config.overridden(vector_math=vector_math):
+        out = lw.vmap(powers, backend=backend)(rows, k)
+    got = [np.asarray(o.compute() if hasattr(o, "compute") else o) for o in out]
+    with np.errstate(all="ignore"):
+        want = np.power(rows[:, 0], rows[:, 1])
+        want_k = np.power(rows[:, 0].astype(wide), k)
+    for g in got[:2]:
+        assert g.dtype == want.dtype and g.tolist() == want.tolist(), (g, want)
+    bits = 8 * np.dtype(dtype).itemsize  # the operator forms: compiled in 64 bits for a narrow type (L14)
+    for g in got[2:]:
+        assert [(int(a) - int(b)) % 2**bits for a, b in zip(g, want_k, strict=True)] == [0] * len(g), (g, want_k)

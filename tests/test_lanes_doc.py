@@ -166,6 +166,10 @@ def integer_fmod(r):
     return np.fmod(r[0], r[1])
 
 
+def integer_powers(r):
+    return np.power(r[0], r[1]) + r[0] ** r[2]
+
+
 def unsigned_sign(r):
     return np.sign(r[0]), np.reciprocal(r[1])
 
@@ -595,6 +599,11 @@ class Case:
             return self.mapped(backend)(*self.arguments())
 
 
+def wrapped(n: int) -> int:
+    """A Python integer wrapped to int64, as NumPy's int64 arithmetic wraps."""
+    return (n + 2**63) % 2**64 - 2**63
+
+
 def ints(values) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
@@ -790,6 +799,8 @@ CASES: dict[str, Case] = {
     "L93": Case(unsigned_sign, (np.array([[200, 0], [0, 1], [7, 3], [255, 1]], np.uint8),),
                 want=(np.array([1, 0, 1, 1], np.uint8), np.array([0, 1, 0, 1], np.uint8))),
     "L94": Case(integer_fmod, (np.array([[-7, 3], [7, -3], [-6, 3], [5, 0]]),), want=np.array([-1, 1, 0, 0])),
+    "L95": Case(integer_powers, (np.array([[3, 39, 2], [3, 101, 100001], [7, 2, 3]]),),
+                want=np.array([wrapped(3**39 + 9), wrapped(3**101 + 3**100001), 49 + 343])),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
 }
 

@@ -41,15 +41,17 @@ from . import explog as _explog
 from . import hyper as _hyper
 from . import inverse as _inverse
 from . import misc as _misc
+from . import intpower as _intpower  # noqa: F401  (registers a ** b of integers: see the module)
 from . import special as _special
 from . import trig as _trig
 from ._core import kernel as _kernel
 from ._core import sqrt as _sqrt
 from ._public import FUNCTIONS, binary as _binary, pair as _pair, unary as _unary
+from . import integers as _integers
 from .integers import fmod, reciprocal, sign
 from .select import where
 
-_np_power_int = lambda x, y: x ** y  # noqa: E731  (int ** int stays integer, as in NumPy)
+_np_power_int = lambda x, y: _integers.power(x, y)  # noqa: E731  (exact, NumPy's integer type)
 
 sin = _unary("sin", _trig.sin64, ufunc=_np.sin)
 cos = _unary("cos", _trig.cos64, ufunc=_np.cos)
@@ -64,7 +66,7 @@ log2 = _unary("log2", _explog.log2_64, ufunc=_np.log2)
 log10 = _unary("log10", _explog.log10_64, ufunc=_np.log10)
 log1p = _unary("log1p", _explog.log1p_64, ufunc=_np.log1p)
 pow = _binary("pow", _explog.pow64, k32=_explog.pow32, ufunc=_np.power)  # noqa: A001
-power = _binary("power", _explog.pow64, k32=_explog.pow32, ufunc=_np.power, int_impl=_np_power_int,
+power = _binary("power", _explog.pow64, k32=_explog.pow32, ufunc=_integers.power, int_impl=_np_power_int,
                 doc="np.power for scalars: pow for floats, integer power for two integers.")
 sqrt = _unary("sqrt", _kernel(lambda x: _sqrt(x)), k32=_kernel(lambda x: _sqrt(x)),
               ufunc=_np.sqrt, doc="Correctly rounded square root (the hardware instruction).")
@@ -91,8 +93,9 @@ MATH = {name: FUNCTIONS[name] for name in (
 
 #: NumPy functions Numba computes wrongly for some arguments -> lanewise's (integers.py):
 #: rebound in lanes with or without vector math (:func:`corrected`).
-CORRECTIONS = {"sign": sign, "reciprocal": reciprocal, "fmod": fmod}
-FUNCTIONS.update(CORRECTIONS)
+#: (``power`` with vector math is lanemath's ``power``, whose integer paths are these.)
+CORRECTIONS = {"sign": sign, "reciprocal": reciprocal, "fmod": fmod, "power": _integers.power}
+FUNCTIONS.update({k: v for k, v in CORRECTIONS.items() if k not in FUNCTIONS})
 
 #: ``numpy`` ufunc names (both spellings) -> lanemath implementations for scalars.
 NUMPY = {
@@ -102,8 +105,9 @@ NUMPY = {
     "arcsinh": asinh, "asinh": asinh, "arccosh": acosh, "acosh": acosh,
     "arctanh": atanh, "atanh": atanh, "arctan": atan, "atan": atan,
     "arctan2": atan2, "atan2": atan2, "arcsin": asin, "asin": asin,
-    "arccos": acos, "acos": acos, **CORRECTIONS,
+    "arccos": acos, "acos": acos,
 }
+NUMPY = {**CORRECTIONS, **NUMPY}
 NUMPY = {k: v for k, v in NUMPY.items() if hasattr(_np, k)}
 
 

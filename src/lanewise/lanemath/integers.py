@@ -1,4 +1,4 @@
-"""``np.sign``, ``np.reciprocal`` and ``np.fmod`` with NumPy's answers for integers.
+"""``np.sign``, ``np.reciprocal``, ``np.fmod`` and ``np.power`` with NumPy's answers for integers.
 
 Numba computes them wrongly for some integers, silently:
 
@@ -7,9 +7,13 @@ Numba computes them wrongly for some integers, silently:
   2**(bits-1) or more (``np.uint64(2**63)`` gave 2**64 - 1);
 * ``np.reciprocal(np.uint64(0))`` is 2**64 - 1 (NumPy: 0);
 * ``np.fmod`` of signed integers with a negative operand: ``np.fmod(-7, 3)`` is 0,
-  ``np.fmod(7, -3)`` is 7, ``np.fmod(-6, 3)`` is 1 (NumPy, C's remainder: -1, 1, 0).
+  ``np.fmod(7, -3)`` is 7, ``np.fmod(-6, 3)`` is 1 (NumPy, C's remainder: -1, 1, 0);
+* ``np.power`` of integers (scalars and arrays) is computed in floating point:
+  ``np.power(3, 39)`` is 4052555153018976256 (NumPy: ...267), every result above
+  2**53 is rounded, and a narrow or wrapped one is garbage.  (``n ** k`` itself
+  is exact: :mod:`.intpower`.)
 
-A lane's ``np.sign``/``np.reciprocal``/``np.fmod`` are rebound to the functions here, with or
+A lane's ``np.sign``/``np.reciprocal``/``np.fmod``/``np.power`` are rebound to the functions here, with or
 without vector math (:func:`lanewise.lanemath.corrected`), and the SPMD path calls
 them too.  Every other argument (signed integers, floats, complex values) goes to
 Numba's ufunc unchanged.
@@ -114,20 +118,55 @@ def _integer_result(x1, x2):
 
 @overload(fmod)
 def _fmod(x1, x2):
+    return _elementwise(x1, x2, _fmod_of, lambda x1, x2: np.fmod(x1, x2))
+
+
+def _elementwise(x1, x2, scalar, otherwise):
+    """``scalar(a, b, NumPy's integer result type)`` for two integer operands, and
+    for each element of integer arrays (a scalar broadcast); ``otherwise`` for the rest."""
     out = _integer_result(x1, x2)
     if out is None:
-        return lambda x1, x2: np.fmod(x1, x2)
+        return otherwise
     if not any(isinstance(x, types.Array) for x in (x1, x2)):
-        return lambda x1, x2: _fmod_of(x1, x2, out)
+        return lambda x1, x2: scalar(x1, x2, out)
 
     def each(x1, x2):
         shape = _shape(x1, x2)
         result = np.empty(shape, out)
         for index in np.ndindex(shape):
-            result[index] = _fmod_of(_at(x1, index), _at(x2, index), out)
+            result[index] = scalar(_at(x1, index), _at(x2, index), out)
         return result
 
     return each
+
+
+def power(x1, x2):
+    """``np.power(x1, x2)``; compiled, exact for integers (NumPy's result type,
+    wrapping as NumPy does).  Floats go to Numba's ``np.power``.
+
+    >>> int(power(np.int64(3), np.int64(39)))
+    4052555153018976267
+    """
+    return np.power(x1, x2)
+
+
+# In 64 bits of the result's signedness (the operator's exact power: intpower), then
+# wrapped to the result type t, as NumPy's loop in t would.
+@numba.njit(inline="always")
+def _signed_power(a, b, t):
+    return t(np.int64(a) ** np.int64(b))
+
+
+@numba.njit(inline="always")
+def _unsigned_power(a, b, t):
+    return t(np.uint64(a) ** np.uint64(b))
+
+
+@overload(power)
+def _power(x1, x2):
+    out = _integer_result(x1, x2)
+    scalar = _unsigned_power if out is not None and not out.signed else _signed_power
+    return _elementwise(x1, x2, scalar, lambda x1, x2: np.power(x1, x2))
 
 
 def _at(x, index):
@@ -150,7 +189,7 @@ def _shape_impl(x1, x2):
     if isinstance(x1, types.Array) and isinstance(x2, types.Array):
         def both(x1, x2):
             if x1.shape != x2.shape:
-                raise ValueError("np.fmod of two integer arrays of different shapes in a lane")
+                raise ValueError("an integer ufunc of two arrays of different shapes in a lane")
             return x1.shape
         return both
     if isinstance(x1, types.Array):

@@ -601,6 +601,8 @@ class _Emitter(RowsAndScans):
         name = getattr(obj, "__name__", None)
         if name and lanemath.FUNCTIONS.get(name) is obj:
             return f"lanemath.{name}"
+        if name and lanemath.CORRECTIONS.get(name) is obj:  # np.power without vector math
+            return f"{obj.__module__.removeprefix('lanewise.')}.{name}"
         if name in _BUILTINS and getattr(builtins, name) is obj:
             return name
         if name and getattr(math, name, None) is obj and callable(obj):
