@@ -4,15 +4,17 @@ Numba computes an integer power by squaring, but above an exponent of 65536 it
 "falls back" on ``math.pow(a, float(b))`` and converts the float back: for any
 base other than 0 and ±1 the result is garbage, silently (``np.int64(3) **
 np.int64(2**31)`` gave -2**63, ``np.uint64(3) ** np.uint64(2**40)`` gave
-2**64 - 1, where NumPy wraps modulo 2**bits).  A lane's ``n ** k``, ``pow(n, k)``
-and ``np.power(n, k)`` of integers go through it.
+2**64 - 1, where NumPy wraps modulo 2**bits).  A lane's ``n ** k`` and ``pow(n, k)``
+of integers go through it, and so does its ``np.power(n, k)``
+(:func:`lanewise.lanemath.integers.power`: Numba's own ``np.power`` of integers
+computes in floating point, which this module does not change).
 
-This module registers, for every pair of same-typed integers (the operator and
-``np.power``'s integer loops), Numba's own implementation without that cutoff (at most 64 squarings, so no slower);
+This module registers, for every pair of same-typed integers, Numba's own
+implementation without that cutoff (at most 64 squarings, so no slower);
 negative exponents keep Numba's behaviour (``docs/lanes.md``, L19).  Numba
 prefers the implementation registered last for a signature, and the fix holds
-for any Numba code in the process once lanewise is imported, like
-:mod:`lanewise.lane.pybuiltins`.  A float base (``x ** n``) keeps Numba's
+for any Numba code in the process once :mod:`lanewise.lanemath` is imported (a
+lane's first compile imports it).  A float base (``x ** n``) keeps Numba's
 ``math.pow`` above the cutoff, which is right for floats.
 
 Example:
@@ -27,12 +29,9 @@ from __future__ import annotations
 
 import operator
 
-import numpy as np
 from numba.core import types
 from numba.core.imputils import impl_ret_untracked, lower_builtin
-from numba.cpython import numbers
 from numba.cpython.numbers import _get_power_zerodiv_return
-from numba.np import ufunc_db
 
 
 def _int_power_impl(context, builder, sig, args):
@@ -69,7 +68,3 @@ def _int_power_impl(context, builder, sig, args):
 for _ty in types.integer_domain:
     for _op in (operator.pow, operator.ipow, pow):
         lower_builtin(_op, _ty, _ty)(_int_power_impl)
-
-# np.power's integer loops (scalars and arrays) name Numba's implementation directly.
-_LOOPS = ufunc_db.get_ufunc_info(np.power)
-_LOOPS.update({sig: _int_power_impl for sig, impl in _LOOPS.items() if impl is numbers.int_power_impl})
