@@ -309,3 +309,24 @@ def test_integer_powers_are_exact(backend, vector_math, dtype):
     bits = 8 * np.dtype(dtype).itemsize  # the operator forms: compiled in 64 bits for a narrow type (L14)
     for g in got[2:]:
         assert [(int(a) - int(b)) % 2**bits for a, b in zip(g, want_k, strict=True)] == [0] * len(g), (g, want_k)
+
+
+def float_signs(r):
+    return np.sign(r[0]), np.sign(r)[1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("vector_math", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sign_of_negative_zero_is_numpys(backend, vector_math, dtype):
+    """Numba's np.sign(-0.0) was -0.0 (NumPy: 0.0), a sign of zero that a later
+    division or copysign turns into a different number."""
+    rows = np.array([[-0.0, -0.0], [0.0, -2.5], [np.nan, np.inf], [-np.inf, np.nan]], dtype)
+    with lw.config.overridden(vector_math=vector_math):
+        out = lw.vmap(float_signs, backend=backend)(rows)
+    for got, column in zip(out, (0, 1), strict=True):
+        got = np.asarray(got.compute() if hasattr(got, "compute") else got)
+        want = np.sign(rows[:, column])
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        assert np.signbit(got).tolist() == np.signbit(want).tolist(), (got, want)

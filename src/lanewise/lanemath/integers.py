@@ -1,4 +1,5 @@
-"""``np.sign``, ``np.reciprocal``, ``np.fmod`` and ``np.power`` with NumPy's answers for integers.
+"""``np.sign``, ``np.reciprocal``, ``np.fmod`` and ``np.power`` with NumPy's answers for integers
+(and ``np.sign(-0.0)``).
 
 Numba computes them wrongly for some integers, silently:
 
@@ -6,6 +7,7 @@ Numba computes them wrongly for some integers, silently:
   (-56 < 0) and -1 wraps (NumPy: 1); the same for every unsigned value of
   2**(bits-1) or more (``np.uint64(2**63)`` gave 2**64 - 1);
 * ``np.reciprocal(np.uint64(0))`` is 2**64 - 1 (NumPy: 0);
+* ``np.sign(-0.0)`` is -0.0 (NumPy: 0.0);
 * ``np.fmod`` of signed integers with a negative operand: ``np.fmod(-7, 3)`` is 0,
   ``np.fmod(7, -3)`` is 7, ``np.fmod(-6, 3)`` is 1 (NumPy, C's remainder: -1, 1, 0);
 * ``np.power`` of integers (scalars and arrays) is computed in floating point:
@@ -36,7 +38,8 @@ from numba.np import numpy_support
 
 
 def sign(x):
-    """``np.sign(x)``; compiled, also right for unsigned integers >= 2**(bits-1).
+    """``np.sign(x)``; compiled, also right for unsigned integers >= 2**(bits-1) and
+    for -0.0 (NumPy's 0.0).
 
     >>> int(sign(np.uint8(200))), float(sign(-2.5))
     (1, -1.0)
@@ -63,17 +66,27 @@ def _sign_of(v, t):
 
 
 @numba.njit(inline="always")
+def _float_sign_of(v, t):
+    # NumPy's: 0.0 for -0.0 too (Numba's gave -0.0), NaN for NaN
+    if v > 0:
+        return t(1)
+    if v < 0:
+        return t(-1)
+    return t(0) if v == 0 else v
+
+
+@numba.njit(inline="always")
 def _reciprocal_of(v, t):
     return t(1) if v == 1 else t(0)
 
 
-def _implementation(x, scalar, ufunc):
-    """``scalar(element, its Numba type)`` for an unsigned scalar or each element of an
-    unsigned array; Numba's ``ufunc`` for everything else."""
-    if _unsigned(x):
+def _implementation(x, scalar, ufunc, applies=_unsigned):
+    """``scalar(element, its Numba type)`` for a scalar of a type that ``applies`` (by
+    default: unsigned) or each element of such an array; Numba's ``ufunc`` for the rest."""
+    if applies(x):
         x_type = x
         return lambda x: scalar(x, x_type)
-    if isinstance(x, types.Array) and _unsigned(x.dtype):
+    if isinstance(x, types.Array) and applies(x.dtype):
         element = x.dtype
 
         def each(x):
@@ -199,6 +212,8 @@ def _shape_impl(x1, x2):
 
 @overload(sign)
 def _sign(x):
+    if isinstance(getattr(x, "dtype", x), types.Float):
+        return _implementation(x, _float_sign_of, np.sign, applies=lambda t: isinstance(t, types.Float))
     return _implementation(x, _sign_of, np.sign)
 
 
