@@ -15,6 +15,7 @@ uint64 ``v // 2`` gave -1.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -330,3 +331,54 @@ def test_sign_of_negative_zero_is_numpys(backend, vector_math, dtype):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
         assert np.signbit(got).tolist() == np.signbit(want).tolist(), (got, want)
+
+
+def rounded(r):
+    return round(r[0]), round(r[0], 2), round(r[0], -1), np.round(r[0], 2), np.round(r, -2)[0], np.around(r[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("vector_math", [True, False])
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint64, np.float32, np.float64])
+def test_rounding_is_numpys(backend, vector_math, dtype):
+    """Numba rounded integers through a float (round(2**63 - 1) gave -2**63,
+    np.round(123456789012345678, 2) ...664, uint64 >= 2**63 came out negative) and
+    floats by other algorithms than NumPy's (float32 in float64: np.round(-2.675f, 2)
+    gave -2.67; round(2.675, 2) by Python's decimal rule: 2.67): lanes compute with
+    NumPy scalars, whose round is NumPy's."""
+    if np.dtype(dtype).kind == "f":
+        values = [2.5, 3.5, -2.675, 2.675, 0.125, 1234.5678, -0.0, 1e15 + 0.5]
+    else:
+        info = np.iinfo(dtype)
+        values = [125, 135, -125, -135, 15, 7, info.max, info.min, 123456789012345678 % (int(info.max) + 1)]
+        values = [v for v in values if info.min <= v <= info.max]
+    rows = np.array([[v, v] for v in values], dtype)
+    if backend == "python" and dtype == np.uint64:
+        pytest.skip("round() of a NumPy uint64 is a Python int, which the python backend types by value")
+    with lw.config.overridden(vector_math=vector_math):
+        out = lw.vmap(rounded, backend=backend)(rows)
+    got = [np.asarray(o.compute() if hasattr(o, "compute") else o) for o in out]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = [[round(x), round(x, 2), round(x, -1), np.round(x, 2), np.round(x, -2), np.around(x)]
+                for x in rows[:, 0]]
+    for k, g in enumerate(got):
+        w = [row[k] for row in want]
+        assert g.tolist() == [type(g.tolist()[0])(v) for v in w], (k, g, w)
+        assert np.signbit(g).tolist() == np.signbit(np.asarray(w, dtype=g.dtype)).tolist(), (k, g, w)
+
+
+def rounding_loop(x, n):
+    s = 0.0
+    for k in range(n):  # a variable trip count: the SPMD path
+        s += round(x * k, 2) + np.round(x, 1) + round(x)
+    return s
+
+
+def test_rounding_runs_on_the_spmd_path():
+    x = np.linspace(-3.0, 3.0, 77)
+    n = (np.arange(77) % 9).astype(np.int64)
+    f = lw.vmap(rounding_loop)
+    got = f(x, n)
+    assert "SPMD on SIMD" in str(lw.explain(f, x, n))
+    np.testing.assert_array_equal(got, lw.vmap(rounding_loop, backend="python")(x, n))

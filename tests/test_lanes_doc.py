@@ -166,6 +166,10 @@ def integer_fmod(r):
     return np.fmod(r[0], r[1])
 
 
+def rounding(r):
+    return round(r[0]), np.round(r[0], 2), round(r[1], 2)
+
+
 def integer_powers(r):
     return np.power(r[0], r[1]) + r[0] ** r[2]
 
@@ -801,6 +805,8 @@ CASES: dict[str, Case] = {
     "L94": Case(integer_fmod, (np.array([[-7, 3], [7, -3], [-6, 3], [5, 0]]),), want=np.array([-1, 1, 0, 0])),
     "L95": Case(integer_powers, (np.array([[3, 39, 2], [3, 101, 100001], [7, 2, 3]]),),
                 want=np.array([wrapped(3**39 + 9), wrapped(3**101 + 3**100001), 49 + 343])),
+    "L96": Case(rounding, (np.array([[2**63 - 1, 123456789012345678], [125, -7]]),),
+                want=(ints([2**63 - 1, 125]), ints([2**63 - 1, 125]), ints([123456789012345678, -7]))),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
 }
 

@@ -255,6 +255,9 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
             new_globals[name] = _with_jitted_helpers(value, names, jit, retarget)
         elif not retarget and name in new_globals:
             new_globals[name] = _stand_in(value)
+        elif not retarget and hasattr(builtins, name) and _stand_in(getattr(builtins, name)) is not getattr(
+                builtins, name):
+            new_globals[name] = _stand_in(getattr(builtins, name))  # round(n): lanemath.BUILTIN_CORRECTIONS
     closure = fn.__closure__
     if not retarget:  # the CPU: indirect reads a[b[k]] in loops prefetched ahead
         prefetching = code_with_prefetches(fn)

@@ -32,6 +32,7 @@ use), with the same results as in compiled code:
 
 from __future__ import annotations
 
+import builtins as _builtins
 import math as _math
 import types as _types
 
@@ -48,7 +49,7 @@ from ._core import kernel as _kernel
 from ._core import sqrt as _sqrt
 from ._public import FUNCTIONS, binary as _binary, pair as _pair, unary as _unary
 from . import integers as _integers
-from .integers import fmod, reciprocal, sign
+from .integers import around, fmod, reciprocal, sign
 from .select import where
 
 _np_power_int = lambda x, y: _integers.power(x, y)  # noqa: E731  (exact, NumPy's integer type)
@@ -94,8 +95,11 @@ MATH = {name: FUNCTIONS[name] for name in (
 #: NumPy functions Numba computes wrongly for some arguments -> lanewise's (integers.py):
 #: rebound in lanes with or without vector math (:func:`corrected`).
 #: (``power`` with vector math is lanemath's ``power``, whose integer paths are these.)
-CORRECTIONS = {"sign": sign, "reciprocal": reciprocal, "fmod": fmod, "power": _integers.power}
-FUNCTIONS.update({k: v for k, v in CORRECTIONS.items() if k not in FUNCTIONS})
+CORRECTIONS = {"sign": sign, "reciprocal": reciprocal, "fmod": fmod, "power": _integers.power,
+               "round": around, "around": around}
+FUNCTIONS.update({f.__name__: f for f in CORRECTIONS.values() if f.__name__ not in FUNCTIONS})
+#: Python builtins Numba computes wrongly for some arguments -> lanewise's, likewise.
+BUILTIN_CORRECTIONS = {"round": _integers.round_}
 
 #: ``numpy`` ufunc names (both spellings) -> lanemath implementations for scalars.
 NUMPY = {
@@ -132,11 +136,13 @@ numpy = _shadow(_np, {**NUMPY, "where": where}, "lanewise.lanemath.numpy")
 
 #: A stand-in for ``numpy`` with only the corrections (lanes without vector math).
 numpy_corrected = _shadow(_np, CORRECTIONS, "lanewise.lanemath.numpy_corrected")
-_CORRECTED = {_np: numpy_corrected, **{getattr(_np, k): v for k, v in CORRECTIONS.items()}}
+_CORRECTED = {_np: numpy_corrected, **{getattr(_np, k): v for k, v in CORRECTIONS.items()},
+              **{getattr(_builtins, k): v for k, v in BUILTIN_CORRECTIONS.items()}}
 
 _REPLACEMENTS = {_math: math, _np: numpy, _np.where: where}
 _REPLACEMENTS.update({getattr(_math, k): v for k, v in MATH.items()})
 _REPLACEMENTS.update({getattr(_np, k): v for k, v in NUMPY.items()})
+_REPLACEMENTS.update({getattr(_builtins, k): v for k, v in BUILTIN_CORRECTIONS.items()})
 
 
 def replacement(obj):
@@ -184,5 +190,6 @@ def rebind_globals(namespace: dict) -> dict:
     return {k: replacement(v) for k, v in namespace.items()}
 
 
-__all__ = sorted(FUNCTIONS) + ["MATH", "NUMPY", "FUNCTIONS", "CORRECTIONS", "math", "numpy", "numpy_corrected",
+__all__ = sorted(FUNCTIONS) + ["MATH", "NUMPY", "FUNCTIONS", "CORRECTIONS", "BUILTIN_CORRECTIONS", "math", "numpy",
+                               "numpy_corrected",
                                "replacement", "corrected", "where", "rebind_globals"]

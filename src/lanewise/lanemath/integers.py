@@ -1,5 +1,5 @@
-"""``np.sign``, ``np.reciprocal``, ``np.fmod`` and ``np.power`` with NumPy's answers for integers
-(and ``np.sign(-0.0)``).
+"""``np.sign``, ``np.reciprocal``, ``np.fmod``, ``np.power``, ``np.round`` and ``round``
+with NumPy's answers for integers (and ``np.sign(-0.0)``).
 
 Numba computes them wrongly for some integers, silently:
 
@@ -13,9 +13,12 @@ Numba computes them wrongly for some integers, silently:
 * ``np.power`` of integers (scalars and arrays) is computed in floating point:
   ``np.power(3, 39)`` is 4052555153018976256 (NumPy: ...267), every result above
   2**53 is rounded, and a narrow or wrapped one is garbage.  (``n ** k`` itself
-  is exact: :mod:`.intpower`.)
+  is exact: :mod:`.intpower`.);
+* ``round(n)``, ``round(n, 2)`` and ``np.round(n, 2)`` of an integer go through a float
+  (``round(2**63 - 1)`` is -2**63; uint64 values >= 2**63 come out negative).
 
-A lane's ``np.sign``/``np.reciprocal``/``np.fmod``/``np.power`` are rebound to the functions here, with or
+A lane's ``np.sign``/``np.reciprocal``/``np.fmod``/``np.power``/``np.round`` (and the
+builtin ``round``) are rebound to the functions here, with or
 without vector math (:func:`lanewise.lanemath.corrected`), and the SPMD path calls
 them too.  Every other argument (signed integers, floats, complex values) goes to
 Numba's ufunc unchanged.
@@ -180,6 +183,105 @@ def _power(x1, x2):
     out = _integer_result(x1, x2)
     scalar = _unsigned_power if out is not None and not out.signed else _signed_power
     return _elementwise(x1, x2, scalar, lambda x1, x2: np.power(x1, x2))
+
+
+def around(a, decimals=0, out=None):
+    """``np.round(a, decimals)`` (``np.around``) by NumPy's algorithm; compiled, also
+    right for integers (the integer itself for ``decimals >= 0``) and float32.
+    Numba's rounded integers through a float (``np.round(123456789012345678, 2)``
+    gave ...664), made uint64 values >= 2**63 negative, and rounded float32 in
+    float64 (``np.round(np.float32(-2.675), 2)``: -2.67, NumPy -2.68).
+
+    >>> int(around(np.int64(123456789012345678), 2)), float(around(np.float32(-2.675), 2))
+    (123456789012345678, -2.680000066757202)
+    """
+    return np.round(a, decimals, out)
+
+
+def round_(number, ndigits=None):
+    """Python's ``round(number, ndigits)`` of NumPy scalars, the values lanes compute
+    with: the integer itself for ``round(n)``, NumPy's ``np.round`` with ``ndigits``.
+    Numba's rounded an integer through a float (``round(2**63 - 1)`` gave -2**63)
+    and a float by Python's decimal rounding (``round(2.675, 2)``: 2.67, NumPy's
+    float64 2.68).
+
+    >>> round_(np.int64(2**63 - 1)) == 2**63 - 1, round_(np.float64(2.675), 2)
+    (True, 2.68)
+    """
+    return round(number, ndigits)
+
+
+# NumPy's round of a scalar of type t: a float is rint(x * 10**d) / 10**d in t (/ then * for a
+# negative d); an integer is itself for d >= 0, else rounded so through a float64 and converted back.
+@numba.njit(inline="always")
+def _round_float(x, decimals, t):
+    if decimals >= 0:
+        f = t(10.0 ** decimals)
+        return t(np.rint(x * f) / f)
+    f = t(10.0 ** -decimals)
+    return t(np.rint(x / f) * f)
+
+
+@numba.njit(inline="always")
+def _round_signed(x, decimals, t):
+    if decimals >= 0:
+        return x
+    f = 10.0 ** -decimals
+    return t(np.rint(x / f) * f)  # out of t's range: the CPU's conversion, as NumPy's cast
+
+
+@numba.njit(inline="always")
+def _round_unsigned(x, decimals, t):
+    if decimals >= 0:
+        return x
+    f = 10.0 ** -decimals
+    y = np.rint(x / f) * f
+    # NumPy's cast of 2**64 and beyond gives 0 (AVX-512's conversion would give 2**64 - 1)
+    return t(y) if y < 18446744073709551616.0 else t(0)
+
+
+def _rounding(t):
+    """The scalar round for numbers of Numba type ``t`` (None: not a real number)."""
+    if isinstance(t, types.Float):
+        return _round_float
+    if isinstance(t, types.Integer):
+        return _round_signed if t.signed else _round_unsigned
+    return None
+
+
+def _absent(t) -> bool:
+    return t is None or isinstance(t, (types.NoneType, types.Omitted))
+
+
+@overload(around)
+def _around(a, decimals=0, out=None):
+    element = a.dtype if isinstance(a, types.Array) else a
+    scalar = _rounding(element)
+    if scalar is None or not _absent(out):
+        return lambda a, decimals=0, out=None: np.round(a, decimals, out)
+    if not isinstance(a, types.Array):
+        return lambda a, decimals=0, out=None: scalar(a, decimals, element)
+
+    def each(a, decimals=0, out=None):
+        result = np.empty_like(a)
+        for index in np.ndindex(a.shape):
+            result[index] = scalar(a[index], decimals, element)
+        return result
+
+    return each
+
+
+@overload(round_)
+def _round(number, ndigits=None):
+    scalar = _rounding(number)
+    if _absent(ndigits):
+        if isinstance(number, types.Integer):
+            return lambda number, ndigits=None: number
+        return lambda number, ndigits=None: round(number)
+    if scalar is None:
+        return lambda number, ndigits=None: round(number, ndigits)
+    t = number
+    return lambda number, ndigits=None: scalar(number, ndigits, t)
 
 
 def _at(x, index):

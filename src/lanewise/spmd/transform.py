@@ -601,8 +601,8 @@ class _Emitter(RowsAndScans):
         name = getattr(obj, "__name__", None)
         if name and lanemath.FUNCTIONS.get(name) is obj:
             return f"lanemath.{name}"
-        if name and lanemath.CORRECTIONS.get(name) is obj:  # np.power without vector math
-            return f"{obj.__module__.removeprefix('lanewise.')}.{name}"
+        if any(obj is f for f in (*lanemath.CORRECTIONS.values(), *lanemath.BUILTIN_CORRECTIONS.values())):
+            return f"{obj.__module__.removeprefix('lanewise.')}.{name}"  # np.power without vector math, round
         if name in _BUILTINS and getattr(builtins, name) is obj:
             return name
         if name and getattr(math, name, None) is obj and callable(obj):

@@ -292,8 +292,9 @@ def _scalar_tuple(t) -> bool:
 
 
 def _targets(sig, n: int) -> list:
-    """The scalar type each of ``n`` arguments converts to (``*args`` unpacked)."""
-    args = list(sig.args)
+    """The scalar type each of ``n`` arguments converts to (``*args`` unpacked; defaults
+    the call leaves out, ``round(x)``'s ``ndigits``, are not arguments)."""
+    args = _given(sig)
     if args and isinstance(args[-1], types.BaseTuple) and isinstance(args[-1], (types.StarArgTuple,
                                                                                    types.StarArgUniTuple)):
         return args[:-1] + list(args[-1].types)
@@ -304,12 +305,21 @@ def _invoke(context, builder, fnty, sig, scalars):
     """Numba's implementation of ``fnty`` for ``sig`` on converted scalars (a
     ``*args`` signature gets its trailing arguments as a tuple, as Numba passes them)."""
     impl = context.get_function(fnty, sig)
-    args = list(sig.args)
+    args = _given(sig)
+    defaults = [context.get_constant_generic(builder, t, t.value) for t in sig.args[len(args):]]
     if args and isinstance(args[-1], (types.StarArgTuple, types.StarArgUniTuple)):
         fixed = len(args) - 1
         packed = context.make_tuple(builder, args[-1], scalars[fixed:])
-        return impl(builder, list(scalars[:fixed]) + [packed])
-    return impl(builder, list(scalars))
+        return impl(builder, list(scalars[:fixed]) + [packed] + defaults)
+    return impl(builder, list(scalars) + defaults)
+
+
+def _given(sig) -> list:
+    """``sig``'s argument types without the trailing defaults the call leaves out (Omitted)."""
+    args = list(sig.args)
+    while args and isinstance(args[-1], types.Omitted):
+        args.pop()
+    return args
 
 
 #: Python operator -> (LLVM vector instruction for floats, for integers/booleans)
