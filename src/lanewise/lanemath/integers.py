@@ -205,7 +205,7 @@ def round_(number, ndigits=None):
     and a float by Python's decimal rounding (``round(2.675, 2)``: 2.67, NumPy's
     float64 2.68).
 
-    >>> round_(np.int64(2**63 - 1)) == 2**63 - 1, round_(np.float64(2.675), 2)
+    >>> round_(np.int64(2**63 - 1)) == 2**63 - 1, float(round_(np.float64(2.675), 2))
     (True, 2.68)
     """
     return round(number, ndigits)
