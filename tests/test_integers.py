@@ -382,3 +382,35 @@ def test_rounding_runs_on_the_spmd_path():
     got = f(x, n)
     assert "SPMD on SIMD" in str(lw.explain(f, x, n))
     np.testing.assert_array_equal(got, lw.vmap(rounding_loop, backend="python")(x, n))
+
+
+def medians(r):
+    return np.median(r), np.median(r[1:])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("vector_math", [True, False])
+@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.uint64, np.float32, np.float64])
+def test_median_is_numpys(backend, vector_math, dtype):
+    """Numba's np.median ignored a NaN unless it sat where its selection looked
+    ([5, 1, 2, nan] gave 3.5, NumPy nan) and averaged the middle integers in their
+    own type, which overflowed ([2**62 + 1, 2**62 + 3] gave -4.6e18)."""
+    rng = np.random.default_rng(7)
+    if np.dtype(dtype).kind == "f":
+        rows = rng.normal(size=(12, 6)).astype(dtype)
+        for k, j in enumerate([0, 2, 3, 5, 1]):
+            rows[k, j] = np.nan
+        rows[6, 2], rows[7, 4] = np.inf, -np.inf
+    else:
+        info = np.iinfo(dtype)
+        rows = rng.integers(info.min, info.max, size=(12, 6), dtype=dtype, endpoint=True)
+        rows[0] = info.max
+    with lw.config.overridden(vector_math=vector_math):
+        out = lw.vmap(medians, backend=backend)(rows)
+    got = [np.asarray(o.compute() if hasattr(o, "compute") else o) for o in out]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = [np.array([np.median(r) for r in rows]), np.array([np.median(r[1:]) for r in rows])]
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype, (g.dtype, w.dtype)
+        np.testing.assert_array_equal(g, w)

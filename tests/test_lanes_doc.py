@@ -166,6 +166,10 @@ def integer_fmod(r):
     return np.fmod(r[0], r[1])
 
 
+def middle(r):
+    return np.median(r)
+
+
 def rounding(r):
     return round(r[0]), np.round(r[0], 2), round(r[1], 2)
 
@@ -807,6 +811,7 @@ CASES: dict[str, Case] = {
                 want=np.array([wrapped(3**39 + 9), wrapped(3**101 + 3**100001), 49 + 343])),
     "L96": Case(rounding, (np.array([[2**63 - 1, 123456789012345678], [125, -7]]),),
                 want=(ints([2**63 - 1, 125]), ints([2**63 - 1, 125]), ints([123456789012345678, -7]))),
+    "L97": Case(middle, (np.array([[5.0, 1.0, 2.0, np.nan], [1.0, 4.0, 2.0, 3.0]]),), want=np.array([np.nan, 2.5])),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
 }
 

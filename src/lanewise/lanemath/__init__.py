@@ -49,6 +49,7 @@ from ._core import kernel as _kernel
 from ._core import sqrt as _sqrt
 from ._public import FUNCTIONS, binary as _binary, pair as _pair, unary as _unary
 from . import integers as _integers
+from .arrays import median
 from .integers import around, fmod, reciprocal, sign
 from .select import where
 
@@ -96,7 +97,7 @@ MATH = {name: FUNCTIONS[name] for name in (
 #: rebound in lanes with or without vector math (:func:`corrected`).
 #: (``power`` with vector math is lanemath's ``power``, whose integer paths are these.)
 CORRECTIONS = {"sign": sign, "reciprocal": reciprocal, "fmod": fmod, "power": _integers.power,
-               "round": around, "around": around}
+               "round": around, "around": around, "median": median}
 FUNCTIONS.update({f.__name__: f for f in CORRECTIONS.values() if f.__name__ not in FUNCTIONS})
 #: Python builtins Numba computes wrongly for some arguments -> lanewise's, likewise.
 BUILTIN_CORRECTIONS = {"round": _integers.round_}

@@ -1,0 +1,73 @@
+"""``np.median`` with NumPy's answers, which Numba's does not give, silently.
+
+Numba's ``np.median`` selects the middle elements with comparisons that NaN
+breaks (``np.median([5.0, 1.0, 2.0, nan])`` gave 3.5 where NumPy gives nan,
+depending on where the NaN sits) and averages two middle integers in the
+integers' own type, which overflows (``np.median([2**62 + 1, 2**62 + 3])`` gave
+-4.6e18).  NumPy's median is nan when any element is nan, and otherwise the
+mean of the middle elements as ``np.mean`` computes it: in float64 for integers
+(each converted first), in the array's own type for floats (float32 stays
+float32).
+
+A lane's ``np.median`` is rebound to :func:`median` (lanemath.CORRECTIONS),
+with or without vector math.
+
+Example:
+    >>> import numba, numpy as np
+    >>> float(numba.njit(lambda a: median(a))(np.array([5.0, 1.0, 2.0, np.nan])))
+    nan
+    >>> float(numba.njit(lambda a: median(a))(np.array([2**62 + 1, 2**62 + 3])))
+    4.611686018427388e+18
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba.core import types
+from numba.extending import overload
+
+
+def median(a):
+    """``np.median(a)`` of a whole array; compiled, NumPy's value (module docstring).
+
+    >>> float(median(np.array([3, 1, 2])))
+    2.0
+    """
+    return np.median(a)
+
+
+@numba.njit(inline="always")
+def _middle(a):
+    """The flattened copy of ``a`` with its middle element(s) at ``n // 2`` (and the
+    largest of the lower half below it), by selection, not a sort."""
+    b = np.partition(a.ravel(), a.size >> 1)
+    return b, (b[: a.size >> 1].max() if a.size > 1 else b[0])
+
+
+@numba.njit(inline="always")
+def _float_median(a, t):
+    if a.size == 0 or np.isnan(a).any():
+        return t(np.nan)
+    b, low = _middle(a)
+    high = b[a.size >> 1]
+    return high if a.size & 1 else t((low + high) / t(2))
+
+
+@numba.njit(inline="always")
+def _integer_median(a):
+    if a.size == 0:
+        return np.nan
+    b, low = _middle(a)
+    high = np.float64(b[a.size >> 1])
+    return high if a.size & 1 else (np.float64(low) + high) / 2.0
+
+
+@overload(median)
+def _median(a):
+    if isinstance(a, types.Array) and isinstance(a.dtype, types.Float):
+        t = a.dtype
+        return lambda a: _float_median(a, t)
+    if isinstance(a, types.Array) and isinstance(a.dtype, types.Integer):
+        return lambda a: _integer_median(a)
+    return lambda a: np.median(a)
