@@ -26,6 +26,7 @@ import numba
 import numpy as np
 from numba.core import types
 from numba.extending import overload
+from numba.np.arraymath import _select, _select_two
 
 
 def median(a):
@@ -39,28 +40,40 @@ def median(a):
 
 @numba.njit(inline="always")
 def _middle(a):
-    """The flattened copy of ``a`` with its middle element(s) at ``n // 2`` (and the
-    largest of the lower half below it), by selection, not a sort."""
-    b = np.partition(a.ravel(), a.size >> 1)
-    return b, (b[: a.size >> 1].max() if a.size > 1 else b[0])
+    """The middle element(s) of ``a`` flattened: (low, high, odd), by Numba's own
+    selection (in place on a copy), as its median does; NaN-free floats only."""
+    b = a.flatten()
+    n = b.size
+    half = n >> 1
+    if n & 1:
+        v = _select(b, half, 0, n - 1)
+        return v, v, True
+    low, high = _select_two(b, half - 1, 0, n - 1)
+    return low, high, False
+
+
+@numba.njit(inline="always")
+def _has_nan(a):
+    for v in a.flat:
+        if np.isnan(v):
+            return True
+    return False
 
 
 @numba.njit(inline="always")
 def _float_median(a, t):
-    if a.size == 0 or np.isnan(a).any():
+    if a.size == 0 or _has_nan(a):
         return t(np.nan)
-    b, low = _middle(a)
-    high = b[a.size >> 1]
-    return high if a.size & 1 else t((low + high) / t(2))
+    low, high, odd = _middle(a)
+    return high if odd else t((low + high) / t(2))
 
 
 @numba.njit(inline="always")
 def _integer_median(a):
     if a.size == 0:
         return np.nan
-    b, low = _middle(a)
-    high = np.float64(b[a.size >> 1])
-    return high if a.size & 1 else (np.float64(low) + high) / 2.0
+    low, high, odd = _middle(a)
+    return np.float64(high) if odd else (np.float64(low) + np.float64(high)) / 2.0
 
 
 @overload(median)
