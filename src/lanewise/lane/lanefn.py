@@ -255,9 +255,8 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
             new_globals[name] = _with_jitted_helpers(value, names, jit, retarget)
         elif not retarget and name in new_globals:
             new_globals[name] = _stand_in(value)
-        elif not retarget and hasattr(builtins, name) and _stand_in(getattr(builtins, name)) is not getattr(
-                builtins, name):
-            new_globals[name] = _stand_in(getattr(builtins, name))  # round(n): lanemath.BUILTIN_CORRECTIONS
+        elif not retarget and (corrected := _corrected_builtin(name)) is not None:
+            new_globals[name] = corrected  # a global shadows the builtin: round(n)
     closure = fn.__closure__
     if not retarget:  # the CPU: indirect reads a[b[k]] in loops prefetched ahead
         prefetching = code_with_prefetches(fn)
@@ -306,6 +305,14 @@ def _rebind_cell(cell: types.CellType, jit: Callable = jit_lane, retarget: bool 
     if stand_in is not value:
         return types.CellType(stand_in)
     return cell
+
+
+def _corrected_builtin(name: str):
+    """lanemath's replacement for the builtin ``name`` (``round``: Numba's rounds an
+    integer through a float), or None."""
+    value = getattr(builtins, name, None)
+    stand_in = _stand_in(value) if value is not None else None
+    return stand_in if stand_in is not value else None
 
 
 def _stand_in(value):

@@ -93,8 +93,8 @@ MATH = {name: FUNCTIONS[name] for name in (
     "sqrt", "cbrt", "hypot", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "atan",
     "atan2", "asin", "acos", "erf", "erfc") if hasattr(_math, name)}
 
-#: NumPy functions Numba computes wrongly for some arguments -> lanewise's (integers.py):
-#: rebound in lanes with or without vector math (:func:`corrected`).
+#: NumPy functions Numba computes wrongly for some arguments -> lanewise's (integers.py,
+#: arrays.py): rebound in lanes with or without vector math (:func:`corrected`).
 #: (``power`` with vector math is lanemath's ``power``, whose integer paths are these.)
 CORRECTIONS = {"sign": sign, "reciprocal": reciprocal, "fmod": fmod, "power": _integers.power,
                "round": around, "around": around, "median": median}
@@ -112,7 +112,7 @@ NUMPY = {
     "arctan2": atan2, "atan2": atan2, "arcsin": asin, "asin": asin,
     "arccos": acos, "acos": acos,
 }
-NUMPY = {**CORRECTIONS, **NUMPY}
+NUMPY = {**CORRECTIONS, **NUMPY}  # lanemath's own win: its power vectorises floats, corrects integers
 NUMPY = {k: v for k, v in NUMPY.items() if hasattr(_np, k)}
 
 
