@@ -22,6 +22,8 @@ Conventions used by every module of :mod:`lanewise.lanemath`:
 
 from __future__ import annotations
 
+import functools
+
 import numba
 from llvmlite import ir
 from numba import types
@@ -55,6 +57,7 @@ def kernel(fn):
     return numba.njit(**HELPER)(fn)
 
 
+@functools.lru_cache(maxsize=None)  # one dispatcher per kernel: pow and power share pow64
 def public(k):
     """The disk-cached, LLVM-inlined dispatcher (:data:`KERNEL`) of kernel ``k``,
     its helpers inlined in its source (:mod:`._flatten`: compiled in half the time)."""

@@ -20,8 +20,7 @@ Numba computes them wrongly for some integers, silently:
 A lane's ``np.sign``/``np.reciprocal``/``np.fmod``/``np.power``/``np.round`` (and the
 builtin ``round``) are rebound to the functions here, with or
 without vector math (:func:`lanewise.lanemath.corrected`), and the SPMD path calls
-them too.  Every other argument (signed integers, floats, complex values) goes to
-Numba's ufunc unchanged.
+them too.  Every argument they do not correct goes to Numba's own function unchanged.
 
 Example:
     >>> import numba, numpy as np
@@ -123,8 +122,8 @@ def _fmod_of(a, b, t):
 
 
 def _integer_result(x1, x2):
-    """The integer Numba type NumPy's fmod gives for these operand types (scalars or
-    arrays), or None (a float: uint64 with a signed integer, a float operand)."""
+    """The integer Numba type NumPy's binary ufuncs (fmod, power) give for these operand
+    types (scalars or arrays), or None (a float: uint64 with a signed integer, a float operand)."""
     d1, d2 = (x.dtype if isinstance(x, types.Array) else x for x in (x1, x2))
     if not (isinstance(d1, types.Integer) and isinstance(d2, types.Integer)):
         return None
