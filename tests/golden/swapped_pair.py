@@ -9,6 +9,7 @@ import numba
 import numpy as np
 from numba import int64, prange, uint64
 from lanewise.runtime.borrow import borrowed
+from lanewise.runtime.counter import fetch_add, thread_count
 from lanewise.runtime.interrupt import stopped
 
 @numba.njit(error_model="numpy", nogil=True, cache=True)
@@ -61,21 +62,24 @@ def lane_block_caught(a0, a1, a2, o0, o1, n0, n1, outer, lo, hi):
     return int64(-1)
 
 @numba.njit(error_model="numpy", nogil=True, cache=True, parallel=True)
-def kernel(a0, a1, a2, o0, o1, n0, n1, nib, blk, err, stop):
-    """Every block in parallel; err[thread] = (lowest failed block, its lane);
-    stop[0] != 0 (Ctrl-C) skips the blocks not started yet."""
-    for b in prange((n1) * nib):
-        if stopped(stop):
-            continue
-        outer = b // nib
-        lo = (b - outer * nib) * blk
-        hi = min(lo + blk, n0)
-        e = lane_block_caught(a0, a1, a2, o0, o1, n0, n1, outer, lo, hi)
-        if e >= 0:
-            t = numba.get_thread_id()  # a slot per thread: no race, O(threads) memory
-            if err[t, 0] < 0 or b < err[t, 0]:
-                err[t, 0] = b
-                err[t, 1] = e
+def kernel(a0, a1, a2, o0, o1, n0, n1, nib, blk, err, stop, taken):
+    """Every block, the threads taking them one at a time (taken[0]: the next, 0 at the
+    call); err[thread] = (lowest failed block, its lane); stop[0] != 0 (Ctrl-C) skips
+    the blocks not started yet."""
+    for _lw_thread in prange(thread_count()):
+        while True:
+            b = fetch_add(taken, 1)
+            if b >= (n1) * nib or stopped(stop):
+                break
+            outer = b // nib
+            lo = (b - outer * nib) * blk
+            hi = min(lo + blk, n0)
+            e = lane_block_caught(a0, a1, a2, o0, o1, n0, n1, outer, lo, hi)
+            if e >= 0:
+                t = numba.get_thread_id()  # a slot per thread: no race, O(threads) memory
+                if err[t, 0] < 0 or b < err[t, 0]:
+                    err[t, 0] = b
+                    err[t, 1] = e
 
 @numba.njit(error_model="numpy", nogil=True, cache=True)
 def kernel_serial(a0, a1, a2, o0, o1, n0, n1):

@@ -258,6 +258,19 @@ def element_copy(target: str, value: str, ndim: int) -> list[str]:
     return [f"_lw_slot = {target}", *loops, "    " * ndim + f"_lw_slot[{index}] = {value}[{index}]"]
 
 
+def block_loop(count: str) -> list[str]:
+    """A parallel kernel's loop over blocks ``b`` in [0, count), as source lines: each
+    thread takes the next block from the shared counter ``taken[0]`` (zero at the
+    launch) until none is left or ``stop[0]`` is set (Ctrl-C).  ``prange`` alone gives
+    each thread a fixed share of the blocks, however uneven their lanes
+    (:mod:`lanewise.runtime.counter`).  The loop's body follows, indented by 12 spaces."""
+    return ["    for _lw_thread in prange(thread_count()):",
+            "        while True:",
+            "            b = fetch_add(taken, 1)",
+            f"            if b >= {count} or stopped(stop):",
+            "                break"]
+
+
 def borrow_lines(program: Program, names: Names, *arrays: str) -> list[str]:
     """A kernel body's first lines: its array arguments (the program's array
     leaves, then ``arrays``) with their reference counts detached

@@ -34,8 +34,8 @@ from __future__ import annotations
 from ..ir.program import Program, Signature
 from ..ir.schedule import loop_order
 from ..version import __version__
-from .common import (JIT, Names, borrow_lines, decompose, guarded_store, inlined_twin, inlining_options, jit_inlining,
-                     lane_args, lane_comment, leaf_expr, level_comments, out_index)
+from .common import (JIT, Names, block_loop, borrow_lines, decompose, guarded_store, inlined_twin, inlining_options,
+                     jit_inlining, lane_args, lane_comment, leaf_expr, level_comments, out_index)
 
 
 
@@ -74,6 +74,7 @@ def header(program: Program, order) -> str:
              "# 'lane' and the _nt* classes are injected by lanewise before this runs.",
              "import numba", "import numpy as np", "from numba import int64, prange, uint64",
              "from lanewise.runtime.borrow import borrowed",
+             "from lanewise.runtime.counter import fetch_add, thread_count",
              "from lanewise.runtime.interrupt import stopped"]
     return "\n".join(lines)
 
@@ -248,21 +249,20 @@ def _lane_and_store(program: Program, names: Names, inplace: bool) -> list[str]:
 def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
     outer = " * ".join(names.sizes[lv] for lv in order[:-1]) or "1"
     call = f"lane_block_caught({names.params('outer', 'lo', 'hi')})"
-    head = ["    for b in {}(({}) * nib):", "        outer = b // nib",
-            "        lo = (b - outer * nib) * blk",
-            f"        hi = min(lo + blk, {names.sizes[order[-1]]})",
-            f"        e = {call}", "        if e >= 0:"]
     if parallel:
+        body = ["outer = b // nib", "lo = (b - outer * nib) * blk", f"hi = min(lo + blk, {names.sizes[order[-1]]})",
+                f"e = {call}", "if e >= 0:",
+                "    t = numba.get_thread_id()  # a slot per thread: no race, O(threads) memory",
+                "    if err[t, 0] < 0 or b < err[t, 0]:",
+                "        err[t, 0] = b",
+                "        err[t, 1] = e"]
         return "\n".join([
             f"@{JIT.format(', parallel=True')}",
-            f"def kernel({names.params('nib', 'blk', 'err', 'stop')}):",
-            '    """Every block in parallel; err[thread] = (lowest failed block, its lane);',
-            '    stop[0] != 0 (Ctrl-C) skips the blocks not started yet."""',
-            head[0].format("prange", outer), "        if stopped(stop):", "            continue", *head[1:],
-            "            t = numba.get_thread_id()  # a slot per thread: no race, O(threads) memory",
-            "            if err[t, 0] < 0 or b < err[t, 0]:",
-            "                err[t, 0] = b",
-            "                err[t, 1] = e"])
+            f"def kernel({names.params('nib', 'blk', 'err', 'stop', 'taken')}):",
+            '    """Every block, the threads taking them one at a time (taken[0]: the next, 0 at the',
+            '    call); err[thread] = (lowest failed block, its lane); stop[0] != 0 (Ctrl-C) skips',
+            '    the blocks not started yet."""',
+            *block_loop(f"({outer}) * nib"), *("            " + line for line in body)])
     n_inner = names.sizes[order[-1]]
     return "\n".join([
         f"@{JIT.format('')}",

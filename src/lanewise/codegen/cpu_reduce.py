@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from ..ir.program import Program
 from ..ir.reduction import OPS, ReduceSpec
-from .common import JIT, Names, borrow_lines, decompose, jit_inlining, lane_args
+from .common import JIT, Names, block_loop, borrow_lines, decompose, jit_inlining, lane_args
 from .cpu import header, spmd_groups
 
 
@@ -328,23 +328,20 @@ def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) ->
     if spec.segmented:
         return _slot_kernel(program, spec, names, parallel)
     kept = " * ".join(names.sizes[lv] for lv in spec.kept) or "1"
-    name, loop, opt = ("rkernel", "prange", ", parallel=True") if parallel else ("rkernel_serial", "range", "")
-    # stop[0] != 0 (Ctrl-C) skips the blocks of a parallel run not started yet.
-    stop = ["        if stopped(stop):", "            continue"] if parallel else []
-    stop_param = ["stop"] if parallel else []
+    body = ["k = b // nchunks", "lo = (b - k * nchunks) * chunk", "hi = min(lo + chunk, nred)",
+            f"e = rblock_caught({_params(program, spec, names, 'k', 'b', 'lo', 'hi')})", "if e >= 0:",
+            "    err[b] = e"]
+    doc = '    """Every (kept index, chunk) block; partial b = k * nchunks + chunk; err[b] = failed lane."""'
+    if parallel:  # the threads take the blocks one at a time; stop[0] != 0 (Ctrl-C) skips the rest
+        return "\n".join([
+            f"@{JIT.format(', parallel=True')}",
+            f"def rkernel({_params(program, spec, names, 'nchunks', 'chunk', 'nred', 'err', 'stop', 'taken')}):",
+            doc, "    # taken[0]: the next block to take (0 at the call)",
+            *block_loop(f"({kept}) * nchunks"), *("            " + line for line in body)])
     return "\n".join([
-        f"@{JIT.format(opt)}",
-        f"def {name}({_params(program, spec, names, 'nchunks', 'chunk', 'nred', 'err', *stop_param)}):",
-        '    """Every (kept index, chunk) block; partial b = k * nchunks + chunk; err[b] = failed lane."""',
-        f"    for b in {loop}(({kept}) * nchunks):",
-        *stop,
-        "        k = b // nchunks",
-        "        lo = (b - k * nchunks) * chunk",
-        "        hi = min(lo + chunk, nred)",
-        f"        e = rblock_caught({_params(program, spec, names, 'k', 'b', 'lo', 'hi')})",
-        "        if e >= 0:",
-        "            err[b] = e",
-    ])
+        f"@{JIT.format('')}",
+        f"def rkernel_serial({_params(program, spec, names, 'nchunks', 'chunk', 'nred', 'err')}):", doc,
+        f"    for b in range(({kept}) * nchunks):", *("        " + line for line in body)])
 
 
 def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:

@@ -20,9 +20,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 from llvmlite import ir
-from numba.core import cgutils, types
+from numba.core import types
 from numba.extending import intrinsic
 
+# The generated handlers import these from here, with the frame's own readers.
+from ..bridge.abi import copy_into, pointer, word  # noqa: F401
 from ..runtime.cache import own_cache
 
 # Fields, in 8-byte words from the start of their struct.
@@ -39,18 +41,6 @@ ERROR_INTERNAL, ERROR_INVALID_ARGUMENT = 13, 3
 
 
 @intrinsic
-def pointer(typingctx, addr, ty):
-    """``(ty*) addr``: a typed pointer (index it like an array) from an integer address."""
-    if not isinstance(addr, types.Integer) or not isinstance(ty, (types.NumberClass, types.DType)):
-        return None
-    target = ty.instance_type if isinstance(ty, types.NumberClass) else ty.dtype
-
-    def codegen(context, builder, sig, args):
-        return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
-    return types.CPointer(target)(addr, ty), codegen
-
-
-@intrinsic
 def call_pointer(typingctx, fn, arg):
     """``((void* (*)(void*)) fn)(arg)``: call a C function pointer of the API table."""
     if not (isinstance(fn, types.Integer) and isinstance(arg, types.Integer)):
@@ -62,12 +52,6 @@ def call_pointer(typingctx, fn, arg):
         result = builder.call(callee, [builder.inttoptr(args[1], void_p)])
         return builder.ptrtoint(result, ir.IntType(64))
     return types.int64(fn, arg), codegen
-
-
-@numba.njit(inline="always")
-def word(addr, k):
-    """The 64-bit word ``k`` of the struct at ``addr``."""
-    return pointer(addr, numba.int64)[k]
 
 
 @numba.njit(inline="always")
@@ -91,15 +75,6 @@ def dim(buf, k):
 def attribute_array(frame, k):
     """The int64 data of the k-th attribute (attributes come sorted by name)."""
     return pointer(word(word(word(frame, FRAME_ATTRS), k), ARRAY_DATA), numba.int64)
-
-
-@numba.njit(inline="always")
-def copy_into(source, target):
-    """``target[:] = source`` (1-d, same size, cast as an element assignment casts), as
-    a loop: Numba's slice setitem formats its shape errors with string code that took
-    3 s to compile in every process that built a handler."""
-    for k in range(source.size):
-        target[k] = source[k]
 
 
 @numba.njit(cache=own_cache(), nogil=True)
@@ -137,24 +112,3 @@ def error(frame, prefix, lane, suffix) -> int:
     args[2] = message.ctypes.data
     args[3] = ERROR_INTERNAL
     return call_pointer(word(word(frame, FRAME_API), API_ERROR_CREATE), args.ctypes.data)
-
-
-@intrinsic
-def set_chunksize(typingctx, n):
-    """``numba.set_parallel_chunksize(n)`` (returns the previous size), called through
-    the threading layer's symbol: Numba's own overload calls it through a ctypes
-    address, which keeps the calling cfunc out of the disk cache."""
-    if not isinstance(n, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        u32 = ir.IntType(32)
-        fn = cgutils_function(builder.module, ir.FunctionType(u32, [u32]), "set_parallel_chunksize")
-        previous = builder.call(fn, [builder.trunc(args[0], u32) if args[0].type.width > 32 else args[0]])
-        return builder.zext(previous, ir.IntType(64))
-    return types.int64(n), codegen
-
-
-def cgutils_function(module, fnty, name):
-    """The function ``name`` declared in ``module`` (once)."""
-    return cgutils.get_or_insert_function(module, fnty, name)

@@ -7,8 +7,8 @@ argument is an array of which rank and dtype, which a scalar) and stored in
 lanewise's disk cache beside the kernel, so a new process loads it compiled.
 
 Sizes, blocking and the parallel/serial choice are decided at trace time and
-reach the handler as one int64 array attribute, ``plan`` (:func:`plan_of`):
-one handler serves every shape of its signature.
+reach the handler as one int64 array attribute, ``plan``
+(:func:`lanewise.bridge.kernel.plan_of`): one handler serves every shape of its signature.
 
 Example:
     >>> import numpy as np, lanewise as lw
@@ -28,26 +28,24 @@ import jax
 import numba
 import numpy as np
 
-from ..backends import cpu, host
-from ..ir.schedule import blocking, lane_work
-from ..runtime import cache, slow_symbols
+from ..backends import host
+from ..bridge import kernel
+# The plan's layout is lanewise.bridge.kernel's, shared with lw.torch.op's handlers.
+from ..bridge.kernel import EMPTY, MODE, PARALLEL, SERIAL  # noqa: F401 (jax.reduce reads them here)
+from ..runtime import cache
 
-#: plan[MODE]: how the handler runs the lanes.
-SERIAL, PARALLEL, EMPTY = 0, 1, 2
-MODE, INNER_BLOCKS, BLOCK, THREADS, N_INNER, SIZES = range(6)
 #: A reduction's plan: MODE, then blocks, chunks per kept lane, lanes per chunk,
 #: reduced lanes, then sizes, argmin/argmax strides and per-lane array shapes.
 N_BLOCKS, N_CHUNKS, CHUNK, N_REDUCED, REDUCE_SIZES = range(1, 6)
 
 
-def render(in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes, lane_name: str) -> str:
+def render(in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes, lane_name: str, sizes: str = "plan[5]") -> str:
     """The handler module's source.  ``temp_dtypes[k]``: the dtype the kernel writes
-    output ``k`` in when XLA's buffer has another (JAX without x64), else None."""
+    output ``k`` in when XLA's buffer has another (JAX without x64), else None;
+    ``sizes``: the kernels' trailing arguments (:func:`lanewise.bridge.kernel.sizes_args`)."""
     reads, casts, values = _buffers(in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes)
-    return _TEMPLATE.format(
-        lane=lane_name, prefix=_message(lane_name), suffix=_SUFFIX, values=values, reads=reads, casts=casts,
-        SERIAL=SERIAL, EMPTY=EMPTY, MODE=MODE, INNER_BLOCKS=INNER_BLOCKS, BLOCK=BLOCK, THREADS=THREADS,
-        N_INNER=N_INNER)
+    return _TEMPLATE.format(lane=lane_name, prefix=_message(lane_name), suffix=_SUFFIX, reads=reads, casts=casts,
+                            run=kernel.RUN.format(ok=0, values=values, sizes=sizes))
 
 
 def held_by_jax(dtypes) -> tuple[list, list]:
@@ -114,7 +112,7 @@ import numpy as np
 from numba import carray
 from lanewise.jax.abi import (BUFFER_DATA, FRAME_ARGS, FRAME_EXTENSION, FRAME_RETS, STAGE_EXECUTE,
                               attribute_array, buffer, copy_into, dim, error, fill_metadata, pointer,
-                              set_chunksize, stage, word)
+                              stage, word)
 from lanewise.runtime.launch_lock import release, try_acquire
 
 PREFIX = np.frombuffer({prefix!r}, np.uint8).copy()
@@ -133,30 +131,7 @@ def handler(frame):
 {reads}
 '''
 
-_TEMPLATE = _HEAD + '''
-
-@numba.njit(nogil=True, cache=True)
-def failed_lane(err, nib, n_inner):
-    """The first failed lane in loop order (outer * n_inner + lane), or -1."""
-    best, lane = -1, -1
-    for t in range(err.shape[0]):
-        if err[t, 0] >= 0 and (best < 0 or err[t, 0] < best):
-            best, lane = err[t, 0], err[t, 1]
-    return -1 if best < 0 else (best // nib) * n_inner + lane
-''' + _ENTRY + '''    mode = plan[{MODE}]
-    if mode == {EMPTY}:
-        return 0
-    if mode == {SERIAL} or not try_acquire():  # busy: another launch is running; run here
-        lane = kernel_serial({values}, *sizes(plan))
-    else:
-        err = np.full((plan[{THREADS}], 2), -1, np.int64)
-        stop = np.zeros(1, np.int64)
-        previous = set_chunksize(1)  # blocks handed out one at a time
-        kernel({values}, *sizes(plan), plan[{INNER_BLOCKS}], plan[{BLOCK}], err, stop)
-        set_chunksize(previous)
-        release()
-        lane = failed_lane(err, plan[{INNER_BLOCKS}], plan[{N_INNER}])
-    if lane >= 0:
+_TEMPLATE = _HEAD + kernel.FAILED_LANE + _ENTRY + '''{run}    if lane >= 0:
         return error(frame, PREFIX, lane, SUFFIX)
 {casts}
     return 0
@@ -172,34 +147,14 @@ class Target:
     n_sizes: int  # sizes + per-lane output extents the kernels take after the outputs
 
 
-def plan_of(exe, call, n_sizes: int, extra: tuple) -> np.ndarray:
-    """The ``plan`` attribute for ``call``'s shapes (what ``backends.cpu.run`` decides per call)."""
-    sizes = tuple(call.sizes)
-    head = np.zeros(SIZES, np.int64)
-    if not all(sizes):
-        head[MODE] = EMPTY
-    else:
-        plan = blocking(sizes, exe.order, lane_work(exe.program.signature.leaves, call.values, sizes), exe.group)
-        # Lanes that may loop or read whole arrays can be long even when few: parallel then.
-        head[MODE] = SERIAL if cpu.is_small(sizes, call.values) and not exe.may_be_heavy else PARALLEL
-        head[INNER_BLOCKS], head[BLOCK], head[N_INNER] = plan.inner_blocks, plan.block, plan.n_inner
-    head[THREADS] = numba.config.NUMBA_NUM_THREADS
-    tail = np.array([*sizes, *extra], np.int64)
-    assert tail.size == n_sizes
-    return np.concatenate([head, tail])
-
-
 def build(exe, in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes) -> Target:
     """The handler of ``exe`` for these buffer types: from disk if cached, else compiled."""
-    lane = exe.program.lane
-    lane_name = f"lane {getattr(lane, '__name__', lane)} ({_where(lane)})"
-    source = render(in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes, lane_name)
-    sizes, n_sizes = _sizes_args(exe)
-    source = source.replace("*sizes(plan)", sizes)
+    sizes, n_sizes = kernel.sizes_args(exe)
+    source = render(in_dtypes, in_ranks, out_dtypes, out_ranks, temp_dtypes, kernel.lane_name(exe), sizes)
     key = cache.key_of("xla handler", exe.module.__name__, source) if exe.path is not None else None
     host.complete(exe)  # the handler's compile may compile these kernels, which call the lane
     inject = {"kernel": exe.module.kernel, "kernel_serial": exe.module.kernel_serial}
-    built = _load(key, source, inject)
+    built = kernel.load("xla handler", key, source, inject)
     return Target(_target_name(key), built.module.handler, n_sizes)
 
 
@@ -211,36 +166,6 @@ def _target_name(key: str | None) -> str:
     (XLA keeps the first handler registered under a name; an ``id`` could be reused
     once a module is collected, and a new handler would have run the old one)."""
     return f"lanewise_{key}" if key is not None else f"lanewise_uncached_{next(_UNCACHED)}"
-
-
-def _load(key, source: str, inject: dict):
-    """The handler module, loaded.  Numba's threading layer is started first: a
-    cfunc loaded from the disk cache links against its symbols (allocate_sched...),
-    which exist only once the layer has started ("LLVM ERROR: Symbol not found").
-    lanemath's trig slow paths are bound too: a lane's first huge argument would
-    otherwise compile one through a ctypes trampoline, taking the GIL on XLA's
-    call path (about 1 s once per machine, then Numba's disk cache)."""
-    numba.get_num_threads()
-    slow_symbols.bind_all()
-    return host.build_module("xla handler", key, lambda: (source, None), lambda meta: inject)
-
-
-def _sizes_args(exe) -> tuple[str, int]:
-    """The kernels' trailing arguments read from ``plan``: each level's size, then
-    each per-lane array output's shape (a tuple); and how many words they take."""
-    words = [f"plan[{SIZES + j}]" for j in range(len(exe.order))]
-    parts = list(words)
-    for k in exe.array_outputs:
-        rank = exe.program.outputs[k].lane_ndim
-        shape = [f"plan[{SIZES + len(words) + j}]" for j in range(rank)]
-        words += shape
-        parts.append("(" + ", ".join(shape) + ",)")
-    return ", ".join(parts), len(words)
-
-
-def _where(fn) -> str:
-    code = getattr(fn, "__code__", None)
-    return f"{code.co_filename}:{code.co_firstlineno}" if code else "?"
 
 
 _REDUCE_TEMPLATE = _HEAD + '''
@@ -260,9 +185,8 @@ def failed_block(err):
         rkernel_serial({values}, {trailing}, err)
     else:
         stop = np.zeros(1, np.int64)
-        previous = set_chunksize(1)  # blocks handed out one at a time
-        rkernel({values}, {trailing}, err, stop)
-        set_chunksize(previous)
+        taken = np.zeros(1, np.int64)  # the next block to take
+        rkernel({values}, {trailing}, err, stop, taken)
         release()
     block, lane = failed_block(err)
     if block >= 0:
@@ -275,8 +199,7 @@ def failed_block(err):
 def build_reduce(exe, types, outs, identities, indexed: bool, n_strides: int, shape_ranks) -> Target:
     """The handler of a reduction ``exe`` (backends.cpu.reduce) writing its partials
     into XLA's buffers ``outs``; plan words as in :mod:`lanewise.jax.reduce`."""
-    lane = exe.program.lane
-    lane_name = f"lane {getattr(lane, '__name__', lane)} ({_where(lane)})"
+    lane_name = kernel.lane_name(exe)
     width = 2 if indexed else 1
     fills = [(identities[k // width] if k % width == 0 else -1) if identities[k // width] is not None else None
              for k in range(len(outs))]
@@ -298,5 +221,5 @@ def build_reduce(exe, types, outs, identities, indexed: bool, n_strides: int, sh
     key = cache.key_of("xla reduce handler", exe.module.__name__, source) if exe.path is not None else None
     host.complete(exe)
     inject = {"rkernel": exe.module.rkernel, "rkernel_serial": exe.module.rkernel_serial}
-    built = _load(key, source, inject)
+    built = kernel.load("xla handler", key, source, inject)
     return Target(_target_name(key), built.module.handler, 0), jax_dtypes

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from ..bridge.signature import Op, OutType
+from ..bridge import kernel
 from . import handler, reduce
 
 _REGISTERED: dict[str, Any] = {}  # XLA target name -> its cfunc (kept alive: XLA holds its address)
@@ -55,7 +56,7 @@ def _trace(op: Op, types) -> Traced:
     target = handler.build(exe, [np.dtype(d) for _, d in types], [len(s) for s, _ in types],
                            [o.dtype for o in outs], [len(o.shape) for o in outs], temps)
     extra = tuple(d for k in exe.array_outputs for d in inferred.lane_shapes[k])
-    plan = handler.plan_of(exe, call, target.n_sizes, extra)
+    plan = kernel.plan_of(exe, call, target.n_sizes, extra)
     return Traced(tuple(outs), inferred.out_tree, target.name, plan, target.handler)
 
 

@@ -1,0 +1,49 @@
+"""A shared counter for compiled code: atomic fetch-and-add on an int64 array element.
+
+The parallel kernels that compiled callers launch (the bridges' handlers) hand
+their blocks out one at a time from such a counter: Numba's ``prange`` splits
+its range into one fixed share per thread, and its chunk size setting did not
+change that here, so a share holding the expensive lanes (the inside of an
+escape-time set) kept one core busy while the other idled (1.6x the time of
+lanewise's own launch).
+
+Example:
+    >>> import numba, numpy as np
+    >>> @numba.njit
+    ... def take_two(c):
+    ...     return fetch_add(c, 1), fetch_add(c, 1)
+    >>> c = np.zeros(1, np.int64)
+    >>> take_two(c), int(c[0])
+    ((0, 1), 2)
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+
+@intrinsic
+def fetch_add(typingctx, counter, step):
+    """``counter[0] += step`` atomically (sequentially consistent); the value before."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64 and isinstance(step, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        array = context.make_array(sig.args[0])(context, builder, args[0])
+        step = context.cast(builder, args[1], sig.args[1], types.int64)
+        return builder.atomic_rmw("add", cgutils.gep_inbounds(builder, array.data, 0), step, "seq_cst")
+    return types.int64(counter, step), codegen
+
+
+@intrinsic
+def thread_count(typingctx):
+    """``numba.get_num_threads()``, through the threading layer's symbol: Numba's own
+    overload calls it through a ctypes address, which keeps the calling kernel, and
+    every handler that links it, out of the disk cache.  The layer must have started
+    (a parallel kernel's compile starts it; lanewise.bridge.kernel.load does)."""
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(cgutils.intp_t, []), "get_num_threads")
+        return builder.call(fn, [])
+    return types.intp(), codegen
