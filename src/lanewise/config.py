@@ -95,6 +95,14 @@ class Config:
     #: in the reverse sweep, and a lane that would need more than the budget
     #: stops with an error.  Taken when the derivative lane is made.
     reverse_memory: int | None = field(default_factory=lambda: _bytes(os.environ.get("LANEWISE_REVERSE_MEMORY")))
+    #: ``lw.torch.op`` operators run a C++ CPU kernel (lanewise/torch/native.cpp,
+    #: compiled with the machine's C++ compiler the first time, ~6 s, then kept in
+    #: the cache folder) that calls the compiled program without Python: a call
+    #: costs a few microseconds instead of PyTorch's Python-kernel dispatch.  Without
+    #: a compiler, or with ``LANEWISE_TORCH_NATIVE=0``, operators use a Python
+    #: kernel (same results, more time per call).  Read when the first operator
+    #: is defined.
+    torch_native: bool = field(default_factory=lambda: _flag("LANEWISE_TORCH_NATIVE", True))
 
     @contextlib.contextmanager
     def overridden(self, **values):

@@ -2,11 +2,16 @@
 
 Every bridge :class:`~lanewise.bridge.signature.Op` (the user's program, and
 the programs derived from it) becomes one operator ``lanewise::<name>_<n>``
-per number of outputs, with the schema ``(Tensor a0, ...) -> (Tensor, ...)``:
+per argument dtypes and ranks, with the schema ``(Tensor a0, ...) -> (Tensor, ...)``:
 
-* CPU kernel: the program run on NumPy views of the tensors (no copy); its
-  results, fresh NumPy arrays, become the output tensors (``torch.from_numpy``,
-  no copy);
+* CPU kernel: C++ (:mod:`.native`) for a ``lw.vmap`` program of flat
+  arguments: it calls the compiled program on the tensors' memory, with no
+  Python, for input sizes it has a plan for; it hands any other call to the
+  Python kernel, registered as the operator ``<name>_<n>_py``, which plans
+  those sizes.  The Python kernel (the only one of a reduction, or where no
+  C++ compiler is found) runs the program on NumPy views of the tensors (no
+  copy); its results, fresh NumPy arrays, become the output tensors
+  (``torch.from_numpy``, no copy);
 * fake kernel (``torch.compile``, meta tensors): output shapes and dtypes from
   the program typed without data (``Op.infer``); symbolic sizes stay symbolic;
 * autograd: the op's cotangent program (:mod:`lanewise.bridge.derive`, the
@@ -39,6 +44,7 @@ from .. import pytree
 from ..bridge import derive
 from ..bridge.signature import Op
 from ..ir import reduction
+from . import native
 
 NAMESPACE = "lanewise"
 _LIB = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: dropping it deletes the ops
@@ -86,7 +92,7 @@ def resolve(op: Op, tensors) -> tuple:
     found = op.derived.get(key)
     if found is None:
         inferred = _typed(op, types_of(tensors))
-        found = op.derived[key] = (define(op, len(inferred.out)), inferred.out_tree)
+        found = op.derived[key] = (define(op, key[1], inferred), inferred.out_tree)
     return found
 
 
@@ -103,18 +109,24 @@ def template(op: Op, key: tuple):
     return pytree.unflatten(tree, list(range(tree.num_leaves)))
 
 
-def define(op: Op, n_out: int):
-    """The operator of ``op`` with ``n_out`` outputs (defined on first use)."""
-    key = ("torch op", n_out)
+def define(op: Op, types: tuple, inferred):
+    """The operator of ``op`` for arguments of ``types`` ((dtype, rank) each), which
+    ``inferred`` types (defined on first use)."""
+    key = ("torch op", types)
     if key not in op.derived:
-        n = op.in_tree.num_leaves
+        n, n_out = op.in_tree.num_leaves, len(inferred.out)
         name = f"{re.sub(r'[^0-9A-Za-z_]', '_', op.name)[:40]}_{next(_COUNT)}"
         qualname = f"{NAMESPACE}::{name}"
         results = "Tensor" if n_out == 1 else f"({', '.join(['Tensor'] * n_out)})"
-        torch.library.define(qualname, f"({', '.join(f'Tensor a{k}' for k in range(n))}) -> {results}", lib=_LIB)
-        torch.library.impl(qualname, "cpu", _runner(op), lib=_LIB)
-        torch.library.register_fake(qualname, functools.partial(_fake, op), lib=_LIB)
-        torch.library.register_autograd(qualname, functools.partial(_backward, op), setup_context=_setup,
+        schema = f"({', '.join(f'Tensor a{k}' for k in range(n))}) -> {results}"
+        torch.library.define(qualname, schema, lib=_LIB)
+        twin = _native(op, qualname, schema, types, inferred)
+        if twin is None:
+            torch.library.impl(qualname, "cpu", _runner(op), lib=_LIB)
+        # With the C++ kernels, the twin records the backward (native.cpp's autograd kernel calls it).
+        for defined in ([qualname] if twin is None else [qualname, twin]):
+            torch.library.register_fake(defined, functools.partial(_fake, op), lib=_LIB)
+        torch.library.register_autograd(twin or qualname, functools.partial(_backward, op), setup_context=_setup,
                                         lib=_LIB)  # cotangent programs too: second derivatives
         torch.library.register_vmap(qualname, functools.partial(_vmap, op), lib=_LIB)
         op.derived[key] = getattr(getattr(torch.ops, NAMESPACE), name).default
@@ -129,20 +141,39 @@ def _host(t: torch.Tensor):
     return t.numpy()[()] if t.dim() == 0 else t.numpy()
 
 
+def _native(op: Op, qualname: str, schema: str, types: tuple, inferred) -> str | None:
+    """Give ``qualname`` the C++ CPU and autograd kernels, and define its Python twin
+    (whose name it returns); None where the kernels cannot run ``op`` (a reduction,
+    nested arguments) or are not built."""
+    if derive.reduced(op) or op.in_tree.num_nodes != op.in_tree.num_leaves + 1 or native.library() is None:
+        return None
+    twin = f"{qualname}_py"
+    torch.library.define(twin, schema, lib=_LIB)
+    torch.library.impl(twin, "cpu", _runner(op, planned=qualname), lib=_LIB)
+    native.define(qualname, twin, [numpy_dtype(d) for d, _ in types], [r for _, r in types],
+                  [o.dtype for o in inferred.out], [len(o.shape) for o in inferred.out])
+    return twin
+
+
 def _packed(outs: list):
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def _runner(op: Op):
-    """The CPU kernel of ``op``'s operator: the program on NumPy views of the tensors.
-    Specialised to flat arguments and one output (a call costs ~2 us of lanewise's
-    fast path plus the views: the tiny-op overhead is the dispatcher's)."""
+def _runner(op: Op, planned: str | None = None):
+    """The Python CPU kernel of ``op``'s operator: the program on NumPy views of the
+    tensors.  Specialised to flat arguments and one output (a call costs ~2 us of
+    lanewise's fast path plus the views; the dispatcher's Python call costs more).
+    ``planned``: the operator whose C++ kernel this one serves; it plans the sizes
+    of each call it runs, until the C++ kernel keeps no more plans."""
     program, tree = op.program, op.in_tree
     flat = tree.num_nodes == tree.num_leaves + 1  # a tuple of leaves: the user's op, batched ops
+    planning = [planned is not None]
 
     def run(*tensors):
         values = [_host(t) for t in tensors]
         result = program(*values) if flat else program(*pytree.unflatten(tree, values))
+        if planning[0]:  # after the run: a lane that raised leaves nothing planned
+            planning[0] = native.plan(planned, op, types_of(tensors), tensors) != native.FULL
         if type(result) is np.ndarray:
             return torch.from_numpy(result)  # the fresh C array the kernel wrote: no copy
         return _packed([torch.from_numpy(np.asarray(leaf)) for leaf in pytree.flatten(result)[0]])

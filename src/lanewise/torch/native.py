@@ -1,0 +1,232 @@
+"""The C++ CPU kernel of ``lw.torch.op`` operators, and the handlers it calls.
+
+PyTorch's dispatcher calls a Python kernel with the GIL taken and every
+argument converted: 10-30 us a call, more than a small program runs.  So an
+operator's CPU kernel is C++ (``native.cpp``, compiled once per machine with
+the C++ compiler PyTorch's headers need, and kept in lanewise's cache folder),
+which checks the tensors, allocates the outputs and calls the program's
+*handler*: a generated Numba ``cfunc`` running the compiled kernels on the
+tensors' memory (:mod:`lanewise.bridge.kernel`, as ``lw.jax.op``'s XLA handler
+does).
+
+How the lanes run depends on the sizes, so the kernel keeps a *plan* per input
+sizes.  A call it has no plan for -- and a non-contiguous or lazily conjugated
+tensor, or a lane that raised -- runs the operator's Python twin, which runs the
+program as before and plans those sizes for the next call (or raises
+lanewise's error naming the lane).
+
+Without a compiler (or ``lw.config.torch_native = False``) operators keep the
+Python kernel.
+
+Example:
+    >>> import numpy as np, lanewise as lw
+    >>> from lanewise.bridge.signature import Op
+    >>> op = Op.of(lw.vmap(lambda x: x + 1), (np.ones(2),))
+    >>> "def handler(plan_address, words)" in render(op.infer(((2,), "float64")), [np.dtype("f8")], [1])
+    True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+import numba
+import numpy as np
+import torch
+
+from ..backends import host
+from ..bridge import kernel
+from ..config import config
+from ..runtime import cache
+
+SOURCE = Path(__file__).with_name("native.cpp")
+#: Plans kept per operator (one per input sizes): a program called with ever new
+#: sizes keeps working, through the Python kernel, once this many are made.
+PLAN_LIMIT = 256
+#: What :func:`plan` returns: planned; not planned (tensors it would not read);
+#: not planned because the kernel has :data:`PLAN_LIMIT` plans.
+PLANNED, SKIPPED, FULL = 0, 1, 2
+_LOCK = threading.Lock()
+
+
+@functools.cache
+def library() -> ctypes.CDLL | None:
+    """The compiled ``native.cpp``, loaded; None where it cannot be built (a warning says
+    why, once) or where ``config.torch_native`` is off."""
+    if not config.torch_native:
+        return None
+    try:
+        path, temporary = _built()
+        try:
+            lib = ctypes.CDLL(str(path))
+        finally:
+            if temporary:  # loaded (or not): the file is not needed any more
+                shutil.rmtree(path.parent, ignore_errors=True)
+    except (OSError, subprocess.SubprocessError) as e:
+        warnings.warn(f"lanewise: lw.torch.op operators use a Python kernel (slower per call): the C++ kernel "
+                      f"did not build ({_reason(e)}); set LANEWISE_TORCH_NATIVE=0 to skip it",
+                      RuntimeWarning, stacklevel=3)
+        return None
+    i64p, text = ctypes.POINTER(ctypes.c_int64), ctypes.c_char_p
+    lib.lw_define.argtypes = [text, text, text, text, i64p, text, i64p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.lw_plan.argtypes = [text, i64p, ctypes.c_int64, ctypes.c_int64, i64p, ctypes.c_int64, i64p,
+                            ctypes.c_int64]
+    lib.lw_plans.argtypes, lib.lw_plans.restype = [text], ctypes.c_int64
+    return lib
+
+
+def _reason(e: Exception) -> str:
+    output = getattr(e, "stderr", None) or getattr(e, "output", None) or b""
+    lines = output.decode(errors="replace").strip().splitlines() if isinstance(output, bytes) else []
+    return f"{e}; {lines[0]}" if lines else str(e)
+
+
+def _command(source: Path, target: Path) -> list[str]:
+    """The compiler's command line: PyTorch's headers and libraries, its C++ ABI."""
+    root = Path(torch.__file__).resolve().parent
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    return [os.environ.get("CXX", "c++"), "-O2", "-std=c++20", "-shared", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+            "-isystem", str(root / "include"), "-isystem", str(root / "include/torch/csrc/api/include"),
+            str(source), "-o", str(target), "-L", str(root / "lib"), "-lc10", "-ltorch_cpu",
+            f"-Wl,-rpath,{root / 'lib'}"]
+
+
+def _built() -> tuple[Path, bool]:
+    """The shared library, and whether it is in a temporary folder: from lanewise's
+    cache folder, else compiled into it (or, with the disk cache off or the folder
+    not private, into a temporary folder)."""
+    text = SOURCE.read_bytes()
+    probe = _command(SOURCE, Path("x.so"))
+    tag = hashlib.sha256(text + repr((probe, torch.__version__, sys.version)).encode()).hexdigest()[:16]
+    folder = cache.entry_dir()
+    temporary = not (config.disk_cache and cache.private_folder(folder))
+    if temporary:
+        folder = Path(tempfile.mkdtemp(prefix="lanewise-torch-"))
+    path = folder / f"torch_native_{tag}.so"
+    if not path.exists():
+        partial = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}"
+        try:
+            subprocess.run(_command(SOURCE, partial), check=True, capture_output=True, timeout=600)
+            os.replace(partial, path)  # atomic: a concurrent process sees the whole file or none
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True) if temporary else partial.unlink(missing_ok=True)
+            raise
+    return path, temporary
+
+
+def define(qualname: str, twin: str, in_types, in_ranks, out_types, out_ranks) -> bool:
+    """Make the C++ kernel the CPU kernel of ``qualname`` (defined, with no CPU kernel),
+    whose Python kernel is ``twin``'s.  False where the library is unavailable."""
+    lib = library()
+    if lib is None:
+        return False
+    ns, name = qualname.split("::")
+    message = ctypes.create_string_buffer(1024)
+    failed = lib.lw_define(ns.encode(), name.encode(), twin.split("::")[1].encode(), _names(in_types),
+                           _int64s(in_ranks), _names(out_types), _int64s(out_ranks), message, len(message))
+    if failed:
+        raise RuntimeError(f"lanewise: cannot register the C++ kernel of {qualname}: {message.value.decode()}")
+    return True
+
+
+def plan(qualname: str, op, types, tensors) -> int:
+    """Plan ``tensors``' sizes for ``qualname``'s C++ kernel, which runs ``op`` (not a
+    reduction) on leaves of ``types`` ((shape, dtype) each).  Tensors it would not read
+    are not planned.  :data:`PLANNED`, :data:`SKIPPED` or :data:`FULL`."""
+    if not all(t.is_contiguous() and not t.is_conj() and not t.is_neg() for t in tensors):
+        return SKIPPED
+    lib = library()
+    if lib is None or lib.lw_plans(qualname.encode()) >= PLAN_LIMIT:
+        return FULL  # before typing: new sizes would each keep a typed program
+    inferred = op.infer(*types)
+    exe = inferred.exe
+    built = _handler(op, inferred, [np.dtype(d) for _, d in types], [len(s) for s, _ in types])
+    extra = tuple(d for k in exe.array_outputs for d in inferred.lane_shapes[k])
+    words = kernel.plan_of(exe, inferred.call, built.n_sizes, extra)
+    sizes = [n for s, _ in types for n in s]
+    shapes = [n for o in inferred.out for n in o.shape]
+    return lib.lw_plan(qualname.encode(), _int64s(sizes), len(sizes), built.handler.address, _int64s(words),
+                       len(words), _int64s(shapes), PLAN_LIMIT)
+
+
+def plans(qualname: str) -> int:
+    """How many input sizes ``qualname``'s C++ kernel has plans for (-1: it has none)."""
+    lib = library()
+    return -1 if lib is None else lib.lw_plans(qualname.encode())
+
+
+def _names(dtypes) -> bytes:
+    return ",".join(np.dtype(d).name for d in dtypes).encode()
+
+
+def _int64s(values) -> ctypes.Array:
+    return (ctypes.c_int64 * max(len(values), 1))(*[int(v) for v in values])
+
+
+class _Handler:
+    """A loaded handler (kept alive: the C++ kernel holds only its address)."""
+
+    def __init__(self, handler, n_sizes: int):
+        self.handler, self.n_sizes = handler, n_sizes
+
+
+def _handler(op, inferred, in_dtypes, in_ranks) -> _Handler:
+    """The handler of ``inferred``'s executable, from the disk cache or compiled."""
+    exe = inferred.exe
+    key = ("torch handler", exe.module.__name__, tuple(in_dtypes), tuple(in_ranks))
+    with _LOCK:
+        found = op.derived.get(key)
+        if found is None:
+            source = render(inferred, in_dtypes, in_ranks)
+            disk = cache.key_of("torch handler", exe.module.__name__, source) if exe.path is not None else None
+            host.complete(exe)  # the handler's compile may compile these kernels, which call the lane
+            built = kernel.load("torch handler", disk, source,
+                                {"kernel": exe.module.kernel, "kernel_serial": exe.module.kernel_serial})
+            found = op.derived[key] = _Handler(built.module.handler, kernel.sizes_args(exe)[1])
+    return found
+
+
+def render(inferred, in_dtypes, in_ranks) -> str:
+    """The handler module's source, for inputs of these dtypes and ranks (0: a scalar)."""
+    outs = inferred.out
+    lines, at = [], len(in_dtypes) + len(outs)  # words: data pointers, then every sizes
+    arrays = [(f"a{k}", d, r) for k, (d, r) in enumerate(zip(in_dtypes, in_ranks, strict=True))]
+    arrays += [(f"x{k}", o.dtype, len(o.shape)) for k, o in enumerate(outs)]
+    for k, (name, dtype, rank) in enumerate(arrays):
+        data = f"pointer(word(words, {k}), numba.{numba.from_dtype(np.dtype(dtype))})"
+        if rank == 0 and name.startswith("a"):
+            lines.append(f"    {name} = {data}[0]")
+        else:
+            shape = "(" + "".join(f"word(words, {at + j}), " for j in range(rank)) + ")"
+            lines.append(f"    {name} = carray({data}, {shape})")
+        at += rank
+    sizes, _ = kernel.sizes_args(inferred.exe)
+    values = ", ".join(name for name, _, _ in arrays)
+    return _TEMPLATE.format(lane=kernel.lane_name(inferred.exe), imports=kernel.IMPORTS,
+                            failed_lane=kernel.FAILED_LANE, reads="\n".join(lines),
+                            run=kernel.RUN.format(ok=-1, values=values, sizes=sizes))
+
+
+_TEMPLATE = '''\
+# Generated by lanewise: the handler lw.torch.op's C++ kernel calls for {lane}.
+# Deleting it is safe.  The program's compiled kernels are injected by lanewise.
+{imports}
+{failed_lane}
+
+@numba.cfunc(numba.int64(numba.int64, numba.int64), nopython=True, cache=True)
+def handler(plan_address, words):
+    """-1, or the first lane that raised (the C++ kernel then runs the Python one)."""
+    plan = pointer(plan_address, numba.int64)
+{reads}
+{run}    return lane
+'''
