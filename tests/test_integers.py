@@ -282,6 +282,38 @@ def test_fmod_of_integers_is_numpys(backend, vector_math, dtype):
         assert got.dtype == want.dtype and got.tolist() == want.tolist(), (got, want)
 
 
+def floored(r):
+    """Of two scalars, of a row and a scalar, of a scalar and a row, and in a while loop
+    (the SPMD path)."""
+    n = 0
+    while n < 2 and np.remainder(r[0], r[1]) == np.remainder(r[0], r[1]):
+        n += 1
+    return (np.floor_divide(r[0], r[1]), np.remainder(r[0], r[1]), np.mod(r, r[1])[0],
+            np.floor_divide(r[0], r)[1], np.remainder(r[0], r[1]) * n)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("vector_math", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_floor_division_and_remainder_of_floats_are_numpys(backend, vector_math, dtype):
+    """Numba's np.floor_divide of floats was floor(a / b): -0.0 for (-3.5, inf) and -inf
+    for (inf, -3.5) (NumPy: -1.0, nan); its np.remainder gave a zero remainder the
+    dividend's sign ((-3.5, -3.5): 0.0, NumPy -0.0).  Bits compared, signs of zero too."""
+    inf, nan = np.inf, np.nan
+    pairs = [(-3.5, inf), (inf, -3.5), (-3.5, -3.5), (3.5, -3.5), (7.0, 2.0), (-7.0, 2.0), (7.0, -2.0), (1.0, 0.0),
+             (-1.0, 0.0), (0.0, 0.0), (-0.0, 5.0), (0.0, -5.0), (nan, 1.0), (1.0, nan), (inf, inf), (1e-300, 1e300),
+             (5.0, 0.1), (-0.5, 1e-30)]
+    rows = np.array(pairs, dtype)
+    with lw.config.overridden(vector_math=vector_math):
+        out = lw.vmap(floored, backend=backend)(rows)
+    with np.errstate(all="ignore"):
+        q, m = np.floor_divide(rows[:, 0], rows[:, 1]), np.remainder(rows[:, 0], rows[:, 1])
+        want = [q, m, m, np.floor_divide(rows[:, 0], rows[:, 1]), m * 2]
+    for got, w in zip(out, want, strict=True):
+        got = np.asarray(got.compute() if hasattr(got, "compute") else got)
+        assert got.dtype == w.dtype and got.tobytes() == w.tobytes(), (got, w)
+
+
 def powers(r, k):
     return np.power(r[0], r[1]), np.power(r, r[1])[0], r[0] ** k, pow(r[0], k)
 

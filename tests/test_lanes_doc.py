@@ -170,6 +170,13 @@ def middle(r):
     return np.median(r)
 
 
+def float_floor_division(r):
+    return np.floor_divide(r[0], r[1]) + np.remainder(r[1], r[0]) + np.mod(r[0], 2.0)
+
+
+FLOORED = np.array([[-3.5, np.inf], [np.inf, -3.5], [7.0, 2.0], [-3.5, -3.5]])
+
+
 def rounding(r):
     return round(r[0]), np.round(r[0], 2), round(r[1], 2)
 
@@ -812,6 +819,8 @@ CASES: dict[str, Case] = {
     "L96": Case(rounding, (np.array([[2**63 - 1, 123456789012345678], [125, -7]]),),
                 want=(ints([2**63 - 1, 125]), ints([2**63 - 1, 125]), ints([123456789012345678, -7]))),
     "L97": Case(middle, (np.array([[5.0, 1.0, 2.0, np.nan], [1.0, 4.0, 2.0, 3.0]]),), want=np.array([np.nan, 2.5])),
+    "L98": Case(float_floor_division, (FLOORED,), want=np.array([
+        np.floor_divide(a, b) + np.remainder(b, a) + np.mod(a, 2.0) for a, b in FLOORED])),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
 }
 

@@ -1,5 +1,6 @@
 """``np.sign``, ``np.reciprocal``, ``np.fmod``, ``np.power``, ``np.round`` and ``round``
-with NumPy's answers for integers (and ``np.sign(-0.0)``).
+with NumPy's answers for integers (and ``np.sign(-0.0)``); ``np.floor_divide`` and
+``np.remainder`` with NumPy's answers for floats.
 
 Numba computes them wrongly for some integers, silently:
 
@@ -15,10 +16,13 @@ Numba computes them wrongly for some integers, silently:
   2**53 is rounded, and a narrow or wrapped one is garbage.  (``n ** k`` itself
   is exact: :mod:`.intpower`.);
 * ``round(n)``, ``round(n, 2)`` and ``np.round(n, 2)`` of an integer go through a float
-  (``round(2**63 - 1)`` is -2**63; uint64 values >= 2**63 come out negative).
+  (``round(2**63 - 1)`` is -2**63; uint64 values >= 2**63 come out negative);
+* ``np.floor_divide`` of floats is ``floor(x1 / x2)``: -0.0 for ``(-3.5, inf)``, -inf
+  for ``(inf, -3.5)`` (NumPy: -1.0, nan); ``np.remainder`` of floats gives a zero
+  remainder the wrong sign (``(-3.5, -3.5)``: 0.0, NumPy -0.0).
 
-A lane's ``np.sign``/``np.reciprocal``/``np.fmod``/``np.power``/``np.round`` (and the
-builtin ``round``) are rebound to the functions here, with or
+A lane's ``np.sign``/``np.reciprocal``/``np.fmod``/``np.power``/``np.round``/
+``np.floor_divide``/``np.remainder`` (and the builtin ``round``) are rebound to the functions here, with or
 without vector math (:func:`lanewise.lanemath.corrected`), and the SPMD path calls
 them too.  Every argument they do not correct goes to Numba's own function unchanged.
 
@@ -136,10 +140,11 @@ def _fmod(x1, x2):
     return _elementwise(x1, x2, _fmod_of, lambda x1, x2: np.fmod(x1, x2))
 
 
-def _elementwise(x1, x2, scalar, otherwise):
-    """``scalar(a, b, NumPy's integer result type)`` for two integer operands, and
-    for each element of integer arrays (a scalar broadcast); ``otherwise`` for the rest."""
-    out = _integer_result(x1, x2)
+def _elementwise(x1, x2, scalar, otherwise, result=_integer_result):
+    """``scalar(a, b, NumPy's result type)`` for two operands whose types ``result``
+    corrects (by default, integers), and for each element of such arrays (a scalar
+    broadcast); ``otherwise`` for the rest."""
+    out = result(x1, x2)
     if out is None:
         return otherwise
     if not any(isinstance(x, types.Array) for x in (x1, x2)):
@@ -153,6 +158,63 @@ def _elementwise(x1, x2, scalar, otherwise):
         return result
 
     return each
+
+
+def floor_divide(x1, x2):
+    """``np.floor_divide(x1, x2)``; compiled, NumPy's values for floats too.  Numba's is
+    ``floor(x1 / x2)``, which gave -0.0 for ``np.floor_divide(-3.5, inf)`` (NumPy: -1.0)
+    and -inf for ``np.floor_divide(inf, -3.5)`` (NumPy: nan); lanes compute it as the
+    ``//`` operator, Python's floor division (NumPy's algorithm).  Integers go to
+    Numba's ``np.floor_divide`` unchanged.
+
+    >>> float(floor_divide(-3.5, np.inf)), float(floor_divide(7.0, 2.0))
+    (-1.0, 3.0)
+    """
+    return np.floor_divide(x1, x2)
+
+
+def remainder(x1, x2):
+    """``np.remainder(x1, x2)`` (``np.mod``); compiled, NumPy's values for floats too:
+    a zero remainder has the divisor's sign (``np.remainder(-3.5, -3.5)`` is -0.0; Numba
+    gave 0.0), as the ``%`` operator, which lanes compute it as.  Integers go to Numba's
+    ``np.remainder`` unchanged.
+
+    >>> float(remainder(-3.5, -3.5)), float(remainder(-1.0, 3.0))
+    (-0.0, 2.0)
+    """
+    return np.remainder(x1, x2)
+
+
+# Inlined into the lane, so the lane's error model applies: a zero divisor gives NumPy's
+# inf or nan (docs/lanes.md, L10), not an exception.
+@numba.njit(inline="always")
+def _floor_divide_of(a, b, t):
+    return t(a) // t(b)
+
+
+@numba.njit(inline="always")
+def _remainder_of(a, b, t):
+    return t(a) % t(b)
+
+
+def _float_result(x1, x2):
+    """The float Numba type NumPy's binary ufuncs give for these operand types (scalars
+    or arrays) when one of them is a float, or None (integers, complex, bools)."""
+    d1, d2 = (x.dtype if isinstance(x, types.Array) else x for x in (x1, x2))
+    if not all(isinstance(d, (types.Integer, types.Float)) for d in (d1, d2)) or not any(
+            isinstance(d, types.Float) for d in (d1, d2)):
+        return None
+    return numba.from_dtype(np.result_type(numpy_support.as_dtype(d1), numpy_support.as_dtype(d2)))
+
+
+@overload(floor_divide)
+def _floor_divide(x1, x2):
+    return _elementwise(x1, x2, _floor_divide_of, lambda x1, x2: np.floor_divide(x1, x2), _float_result)
+
+
+@overload(remainder)
+def _remainder(x1, x2):
+    return _elementwise(x1, x2, _remainder_of, lambda x1, x2: np.remainder(x1, x2), _float_result)
 
 
 def power(x1, x2):
