@@ -20,7 +20,7 @@ import numpy as np
 
 from ..backends import cpu, host
 from ..ir.schedule import blocking, lane_work
-from ..runtime import slow_symbols
+from ..runtime import cache, slow_symbols
 
 #: plan[MODE]: how the handler runs the lanes.
 SERIAL, PARALLEL, EMPTY = 0, 1, 2
@@ -107,14 +107,23 @@ def lane_name(exe) -> str:
     return f"lane {getattr(lane, '__name__', lane)} ({where})"
 
 
-def load(kind: str, key: str | None, source: str, inject: dict):
-    """The handler module, loaded from the disk cache or compiled.  Numba's threading
-    layer is started first: a cfunc loaded from the disk cache links against its
-    symbols (allocate_sched...), which exist only once the layer has started
-    ("LLVM ERROR: Symbol not found").  lanemath's trig slow paths are bound too: a
-    lane's first huge argument would otherwise compile one through a ctypes
-    trampoline, taking the GIL on the handler's call path (about 1 s once per
-    machine, then Numba's disk cache)."""
+def disk_key(kind: str, exe, source: str) -> str | None:
+    """The disk cache key of a handler of ``exe`` with this source (None: ``exe`` is
+    kept in memory only, and so is the handler)."""
+    return cache.key_of(kind, exe.module.__name__, source) if exe.path is not None else None
+
+
+def load(kind: str, key: str | None, exe, source: str, kernels=("kernel", "kernel_serial")):
+    """The handler module calling ``exe``'s ``kernels``, loaded from the disk cache or
+    compiled.  ``exe`` is completed first: the handler's compile may compile its
+    kernels, which call the lane.  Numba's threading layer is started first too: a
+    cfunc loaded from the disk cache links against its symbols (allocate_sched...),
+    which exist only once the layer has started ("LLVM ERROR: Symbol not found").
+    lanemath's trig slow paths are bound as well: a lane's first huge argument would
+    otherwise compile one through a ctypes trampoline, taking the GIL on the
+    handler's call path (about 1 s once per machine, then Numba's disk cache)."""
+    host.complete(exe)
     numba.get_num_threads()
     slow_symbols.bind_all()
-    return host.build_module(kind, key, lambda: (source, None), lambda meta: inject)
+    names = {name: getattr(exe.module, name) for name in kernels}
+    return host.build_module(kind, key, lambda: (source, None), lambda meta: names)

@@ -23,8 +23,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-# The generated handlers import these from here, with the frame's own readers.
-from ..bridge.abi import copy_into, pointer, word  # noqa: F401
+from ..bridge.abi import copy_into, pointer, word
 from ..runtime.cache import own_cache
 
 # Fields, in 8-byte words from the start of their struct.

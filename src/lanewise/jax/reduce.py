@@ -29,7 +29,7 @@ import numpy as np
 from .. import backends, pytree
 from ..backends import cpu
 from ..backends.cpu.reduce import lane_array_shapes
-from ..bridge import derive
+from ..bridge import derive, kernel
 from ..bridge.signature import Op, OutType, dummy
 from ..errors import EmptyReductionError, LanewiseError
 from ..ir import reduction
@@ -75,8 +75,8 @@ def trace(op: Op, types) -> TracedReduce:
                                               [len(s) for s in shapes])
     outs = [OutType(o.shape, d) for o, d in zip(outs, jax_dtypes, strict=True)]
     words = [plan.n_blocks, plan.n_chunks, plan.chunk, plan.n_reduced]  # handler.N_BLOCKS...
-    mode = handler.EMPTY if not plan.n_blocks else handler.SERIAL if cpu.is_small(call.sizes, call.values) \
-        else handler.PARALLEL
+    mode = kernel.EMPTY if not plan.n_blocks else kernel.SERIAL if cpu.is_small(call.sizes, call.values) \
+        else kernel.PARALLEL
     attribute = np.array([mode, *words, *call.sizes, *strides, *(d for s in shapes for d in s)], np.int64)
     finish = _finisher(exe, plan, call.sizes, lane_shapes)
     results = jax.eval_shape(finish, [jax.ShapeDtypeStruct(o.shape, o.dtype) for o in outs])

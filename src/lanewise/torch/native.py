@@ -38,13 +38,14 @@ import sys
 import tempfile
 import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numba
 import numpy as np
 import torch
 
-from ..backends import host
 from ..bridge import kernel
 from ..config import config
 from ..runtime import cache
@@ -124,19 +125,16 @@ def _built() -> tuple[Path, bool]:
     return path, temporary
 
 
-def define(qualname: str, twin: str, in_types, in_ranks, out_types, out_ranks) -> bool:
-    """Make the C++ kernel the CPU kernel of ``qualname`` (defined, with no CPU kernel),
-    whose Python kernel is ``twin``'s.  False where the library is unavailable."""
+def define(qualname: str, twin: str, in_types, in_ranks, out_types, out_ranks) -> None:
+    """Make the C++ kernels the CPU and autograd kernels of ``qualname`` (defined, with
+    neither), whose Python kernels are ``twin``'s.  The library must be built."""
     lib = library()
-    if lib is None:
-        return False
     ns, name = qualname.split("::")
     message = ctypes.create_string_buffer(1024)
     failed = lib.lw_define(ns.encode(), name.encode(), twin.split("::")[1].encode(), _names(in_types),
                            _int64s(in_ranks), _names(out_types), _int64s(out_ranks), message, len(message))
     if failed:
         raise RuntimeError(f"lanewise: cannot register the C++ kernel of {qualname}: {message.value.decode()}")
-    return True
 
 
 def plan(qualname: str, op, types, tensors) -> int:
@@ -173,11 +171,12 @@ def _int64s(values) -> ctypes.Array:
     return (ctypes.c_int64 * max(len(values), 1))(*[int(v) for v in values])
 
 
+@dataclass(frozen=True)
 class _Handler:
     """A loaded handler (kept alive: the C++ kernel holds only its address)."""
 
-    def __init__(self, handler, n_sizes: int):
-        self.handler, self.n_sizes = handler, n_sizes
+    handler: Any  # the cfunc
+    n_sizes: int  # the plan's words after its head: sizes and per-lane output shapes
 
 
 def _handler(op, inferred, in_dtypes, in_ranks) -> _Handler:
@@ -188,10 +187,7 @@ def _handler(op, inferred, in_dtypes, in_ranks) -> _Handler:
         found = op.derived.get(key)
         if found is None:
             source = render(inferred, in_dtypes, in_ranks)
-            disk = cache.key_of("torch handler", exe.module.__name__, source) if exe.path is not None else None
-            host.complete(exe)  # the handler's compile may compile these kernels, which call the lane
-            built = kernel.load("torch handler", disk, source,
-                                {"kernel": exe.module.kernel, "kernel_serial": exe.module.kernel_serial})
+            built = kernel.load("torch handler", kernel.disk_key("torch handler", exe, source), exe, source)
             found = op.derived[key] = _Handler(built.module.handler, kernel.sizes_args(exe)[1])
     return found
 
