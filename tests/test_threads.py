@@ -1,6 +1,7 @@
 """Mapped functions may be called from several Python threads at once."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -64,6 +65,28 @@ def test_few_heavy_lanes_run_in_parallel_and_light_ones_serially(monkeypatch):
         assert len(launches) == call + 1
     np.testing.assert_array_equal(lw.vmap(light, in_axes=(0, None))(ks[:100], table), ks[:100] * 2.0)
     assert len(launches) == 2  # light lanes: no parallel launch
+
+
+def test_one_slow_probe_does_not_send_light_lanes_to_the_pool(monkeypatch):
+    """CI failure: on a busy machine one probe of 100 trivial lanes (which receive an
+    array, so may be heavy) was slow, and they were launched in parallel."""
+    from lanewise.backends.cpu import map as cpu_map
+
+    launches, probes = [], []
+    real_run, real_call = cpu_map.run_parallel, cpu_map.call_tracked
+
+    def preempted(kernel, args, first, last, stop):
+        if (first, last) == (0, 1):
+            probes.append(1)
+            if len(probes) == 1:
+                time.sleep(0.001)  # a preemption in the first timed probe
+        return real_call(kernel, args, first, last, stop)
+
+    monkeypatch.setattr(cpu_map, "run_parallel", lambda *a, **k: (launches.append(1), real_run(*a, **k))[1])
+    monkeypatch.setattr(cpu_map, "call_tracked", preempted)
+    ks, table = np.arange(100.0), np.zeros(10)
+    np.testing.assert_array_equal(lw.vmap(light, in_axes=(0, None))(ks, table), ks * 2.0)
+    assert len(probes) >= 2 and not launches
 
 
 def spin(n):
