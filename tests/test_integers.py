@@ -76,8 +76,8 @@ REFERENCE = {neg: lambda v: -v, absolute: abs, plus_one: lambda v: v + 1, square
              looped: lambda v: -v + (v & 3)}
 
 
-def run(fn, backend, x):
-    out = lw.vmap(fn, backend=backend)(x)
+def run(fn, backend, *x):
+    out = lw.vmap(fn, backend=backend)(*x)
     return np.asarray(out.compute() if hasattr(out, "compute") else out)
 
 
@@ -184,6 +184,31 @@ def test_narrow_unsigned_subtraction_is_refused_on_every_backend(backend, narrow
     np.testing.assert_array_equal(run(fixed, backend, np.array([2, 7])), [253, 2])
     wide = run(lambda v: narrow(v) + narrow(5), backend, np.array([2, 7]))  # other operations are unchanged
     np.testing.assert_array_equal(wide, [7, 12])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_adding_two_bools_is_refused_on_every_backend(backend):
+    """``(a > 0) + (b > 0)`` was 2 compiled and 1 on the python backend (NumPy's bools add
+    as a logical or), silently.  ``+=`` of a NumPy function's bool too; the fix counts the
+    same everywhere, and Python's bools (a bool array's elements) still add as ints."""
+    a, b = np.array([1.0, -1.0, 2.0]), np.array([1.0, 1.0, -3.0])
+
+    def plus(x, y):
+        return (x > 0) + (y > 0)
+
+    def accumulate(x, y):
+        c = x > 0
+        c += np.isnan(y)
+        return c
+
+    for lane in (plus, accumulate):
+        with pytest.raises(lw.LaneTypeError, match=r"test_integers.py:\d+.*two bools") as e:
+            run(lane, backend, a, b)
+        assert "int(a) + int(b)" in str(e.value)
+    np.testing.assert_array_equal(run(lambda x, y: int(x > 0) + int(y > 0), backend, a, b), [2, 1, 1])
+    np.testing.assert_array_equal(run(lambda x, y: (x > 0) + 1, backend, a, b), [2, 1, 2])  # bool + int: an int
+    np.testing.assert_array_equal(run(lambda x, y: (x > 0) * (y > 0), backend, a, b), [1, 0, 0])
+    np.testing.assert_array_equal(run(lambda p, q: p + q, backend, a > 0, b > 0), [2, 1, 1])
 
 
 def test_unmapped_and_zero_d_integer_arguments():

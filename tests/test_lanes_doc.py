@@ -142,6 +142,10 @@ def bool_invert(b):
     return ~b
 
 
+def comparison_sum(a, b):
+    return (a > 0) + (b > 0.5)
+
+
 def narrow_unsigned_difference(r):
     return r[0] - r[1]
 
@@ -728,6 +732,7 @@ CASES: dict[str, Case] = {
     "L18": Case(wide_shift, (N,), cpu=cpu_gives_an_int_without_error, python=np.zeros(10, np.int64)),
     "L19": Case(negative_power, (N[1:],), cpu=ints([1] + [0] * 8), python=ValueError),
     "L20": Case(bool_invert, (B,)),
+    "L99": Case(comparison_sum, (X, X)),
     "L21": Case(root_of_negative, (X,), cpu=np.full(13, np.nan), python=lw.LaneTypeError),
     "L22": Case(length_by_zero, (ROWS4,), cpu=np.zeros(6, np.int64), python=ZeroDivisionError),
     # control flow

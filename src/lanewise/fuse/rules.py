@@ -71,7 +71,9 @@ _FLOAT_MATH = ("sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin
                "sinh cosh tanh arcsinh arccosh arctanh deg2rad rad2deg degrees radians spacing").split()
 
 UFUNCS: dict[str, Rule] = {
-    "add": _op("+"), "subtract": _op("-"), "multiply": _op("*"), "true_divide": _op("/"),
+    # NumPy adds bools as a logical or (lanewise refuses + of NumPy bools in lanes)
+    "add": Rule({"b": "({0} | {1})", "": "({0} + {1})"}, "same"),
+    "subtract": _op("-"), "multiply": _op("*"), "true_divide": _op("/"),
     "divide": _op("/"), "floor_divide": _op("//", kinds="iuf"), "remainder": _op("%", kinds="iuf"),
     "mod": _op("%", kinds="iuf"),
     "power": Rule({"f": "np.power({0}, {1})", "": "({0} ** {1})"}, "same", "iuf"),

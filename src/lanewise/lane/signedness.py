@@ -24,6 +24,12 @@ float16 and computes it in float32 or float64 (``2.718281828``), so the referenc
 compiled backends would disagree in the fourth digit; refused, with ``np.exp(float(b))``
 as the fix.
 
+``a + b`` of two bools, one a comparison or a NumPy function's result (``(x > 0) +
+(y > 0)``): NumPy's bools, which lanes get on the reference backend, add as a
+logical or (``np.True_ + np.True_`` is ``True``) and refuse ``a - b``; compiled code
+adds them as integers (2).  Refused, with ``int(a) + int(b)`` as the fix.  Python's
+bools (a bool array's elements) add as integers everywhere and are left alone.
+
 ``a - b`` of two unsigned integers narrower than 64 bits (``np.uint8(v) -
 np.uint8(5)``, two elements of a uint8 row): Numba computes it in uint64, so
 ``2 - 5`` is 18446744073709551613, where NumPy wraps at the operands' width (253)
@@ -66,9 +72,13 @@ class UnsignedMixingError(LaneTypeError):
     every_backend = True
 
 
-def check_unsigned_mixing(dispatcher: Dispatcher) -> None:
+def check_unsigned_mixing(dispatcher: Dispatcher, typed=None) -> None:
     """Raise :class:`UnsignedMixingError` if a compiled overload of ``dispatcher``
-    (or of a lanewise-jitted helper it calls) converts a uint64 value to a signed integer."""
+    (or of a lanewise-jitted helper it calls) converts a uint64 value to a signed integer.
+    ``typed``: typed IR that inlined ``dispatcher``'s code (lane.typing_only.Typed),
+    checked too, its lines named after ``dispatcher``."""
+    if typed is not None:
+        _check(typed, dispatcher, typed.inlined)
     for disp in reachable(dispatcher):
         for cres in list(disp.overloads.values()):
             annotation = getattr(cres, "type_annotation", None)  # a str for code loaded from a cache
@@ -76,31 +86,45 @@ def check_unsigned_mixing(dispatcher: Dispatcher) -> None:
                 _check(annotation, disp)
 
 
-def _check(annotation, disp) -> None:
-    typemap, definitions = annotation.typemap, {}
+def _check(annotation, disp, read=lambda expr: True) -> None:
+    """Raise for the first typed expression that ``read`` selects and a rule refuses."""
+    typemap, named = annotation.typemap, _Names(annotation, disp)
     for expr, sig in annotation.calltypes.items():
-        if sig is None or not isinstance(expr, ir.Expr):
+        if sig is None or not isinstance(expr, ir.Expr) or not read(expr):
             continue
         for applies, what in _RULES:
-            if applies(expr, sig, typemap, lambda var: _named(annotation, definitions, disp, var)):
+            if applies(expr, sig, typemap, named):
                 loc = expr.loc
                 text = source_line(loc.filename, loc.line)
                 raise UnsignedMixingError(f"{loc.filename}:{loc.line}: {text + ': ' if text else ''}"
                                           f"{what.format(getattr(disp.py_func, '__qualname__', disp))}")
 
 
-def _named(annotation, definitions: dict, disp, var):
-    """What the user's code named as ``var``: ``np.exp`` for a callee the compiled code
-    calls the lanemath stand-in of, a constant's value (None: neither a constant, a
-    global nor a module attribute).  ``definitions`` caches the variables' definitions."""
-    if not definitions:
-        for block in annotation.blocks.values():
-            for stmt in block.find_insts(ir.Assign):
-                definitions.setdefault(stmt.target.name, []).append(stmt.value)
-    where = definitions.get(var.name, ())
-    if len(where) != 1:  # a callee assigned on two paths: not one name
-        return None
-    where = where[0]
+class _Names:
+    """The rules' view of the user's names in typed IR: ``named(var)`` is what the
+    user's code named as ``var`` (:func:`_named`), ``named.definition(var)`` the one
+    expression that defines it (None: defined on several paths, or an argument)."""
+
+    def __init__(self, annotation, disp):
+        self.annotation, self.disp, self._definitions = annotation, disp, None
+
+    def definition(self, var):
+        if self._definitions is None:
+            self._definitions = {}
+            for block in self.annotation.blocks.values():
+                for stmt in block.find_insts(ir.Assign):
+                    self._definitions.setdefault(stmt.target.name, []).append(stmt.value)
+        where = self._definitions.get(getattr(var, "name", None), ())
+        return where[0] if len(where) == 1 else None
+
+    def __call__(self, var):
+        return _named(self.annotation, self.definition(var), self.disp)
+
+
+def _named(annotation, where, disp):
+    """What the user's code named as the variable ``where`` defines: ``np.exp`` for a
+    callee the compiled code calls the lanemath stand-in of, a constant's value
+    (None: neither a constant, a global nor a module attribute)."""
     if isinstance(where, ir.Expr) and where.op == "getattr":
         module = _module_of(annotation.typemap, where.value)
         stands_for = getattr(module, "__lw_shadows__", getattr(module, "__name__", ""))
@@ -144,6 +168,36 @@ def _inverts_a_bool(expr: ir.Expr, sig, typemap, named) -> bool:
     """``~b`` with ``b`` a bool: Python's int ``~True == -2``, Numba's logical not."""
     return expr.op == "unary" and expr.fn is operator.invert and isinstance(typemap.get(expr.value.name),
                                                                            nt.Boolean)
+
+
+def _adds_bools(expr: ir.Expr, sig, typemap, named) -> bool:
+    """``a + b`` (or ``-``) of two bools, one of them NumPy's (a comparison, or what a
+    NumPy function returns: lanes get NumPy scalars on the reference backend), whose
+    bools add as a logical or (``np.True_ + np.True_`` is ``True``) and refuse ``-``;
+    compiled code adds integers.  Python's bools (elements of a bool array, ``not x``)
+    add as integers everywhere (docs/lanes.md, L04)."""
+    if expr.op not in ("binop", "inplace_binop") or expr.fn not in _ADDS:
+        return False
+    operands = (expr.lhs, expr.rhs)
+    return (all(isinstance(typemap.get(v.name), nt.Boolean) for v in operands)
+            and any(_numpy_bool(named.definition(v), named) for v in operands))
+
+
+_ADDS = (operator.add, operator.iadd, operator.sub, operator.isub)
+_COMPARES = (operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne)
+
+
+def _numpy_bool(where, named) -> bool:
+    """Whether an expression gives a NumPy bool on the reference backend: a comparison
+    (of its NumPy scalars) or a call of a NumPy function."""
+    if not isinstance(where, ir.Expr):
+        return False
+    if where.op == "binop":
+        return where.fn in _COMPARES
+    if where.op == "call":
+        callee = named(where.func)
+        return isinstance(callee, np.ufunc) or (getattr(callee, "__module__", None) or "").startswith("numpy")
+    return False
 
 
 def _subtracts_narrow_unsigned(expr: ir.Expr, sig, typemap, named) -> bool:
@@ -204,6 +258,10 @@ _RULES = (
                      "(np.exp(True) == 2.719) but compiled code in float32 or float64 (2.718281828), so results "
                      "would differ between backends. Convert the argument first: np.exp(float(b)) (or "
                      "b.astype(np.float64) for an array)."),
+    (_adds_bools, "a + b (or a - b) of two bools in {}: NumPy adds its bools as a logical or "
+                  "(np.True_ + np.True_ is True) and refuses a - b, but compiled code computes with "
+                  "integers (2), so results would differ between backends. Write int(a) + int(b) to count, "
+                  "or np.logical_or(a, b)."),
     (_subtracts_narrow_unsigned, "a - b of two unsigned integers narrower than 64 bits in {}: NumPy wraps at "
                                  "their width (np.uint8(2) - np.uint8(5) == 253) but compiled code computes in "
                                  "uint64 (18446744073709551613). Write np.int64(a) - np.int64(b) for the "
