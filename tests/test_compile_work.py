@@ -79,3 +79,81 @@ def test_no_string_formatting_code_compiles_for_lanewise_itself(tmp_path, with_j
     assert any(name.startswith("lanewise.") for name in compiled)  # the recorder saw lanewise's compiles
     strings = sorted({name for name in compiled if name.startswith("numba.cpython.unicode")})
     assert not strings, f"Numba compiled string code for lanewise's machinery: {strings}"
+
+
+# ------------------------------------------------------------------ typing without compiling
+
+
+def escape_lane(c):
+    z, n = 0.0, 0
+    while z * z < 4.0 and n < 50:  # divergent: the SPMD path, which never runs the scalar lane
+        z, n = z * z + c, n + 1
+    return n
+
+
+def test_typing_a_lane_compiles_nothing_the_spmd_path_does_not_run():
+    """The lane's result type came from compiling it (0.1-0.8 s of a cold first call),
+    though the SPMD kernel runs only its W-wide form: typed inlined, it is not compiled."""
+    import numpy as np
+
+    import lanewise as lw
+    from lanewise.lane.lanefn import jit_lane
+
+    x = np.linspace(-2.0, 0.5, 100)
+    got = lw.vmap(escape_lane)(x)
+    np.testing.assert_array_equal(got, lw.vmap(escape_lane, backend="python")(x))
+    assert "SPMD" in lw.explain(lw.vmap(escape_lane), x)
+    assert not jit_lane(escape_lane).overloads
+
+
+def _realworld_calls():
+    """The lane call of every kernel of the real-world corpus at its tiny size."""
+    import lanewise as lw
+    from benchmarks.realworld import run as realworld
+    from lanewise.backends.cpu import map as cpu_map
+
+    calls = []
+    typed = cpu_map.typed_lane
+    cpu_map.typed_lane = lambda call: (calls.append(call), typed(call))[1]
+    try:
+        with lw.config.overridden(disk_cache=False):  # every kernel typed here, none found on disk
+            for mod in realworld.modules():
+                mod.lanewise(lw)(*mod.setup(mod.SIZES["tiny"]))
+    finally:
+        cpu_map.typed_lane = typed
+    return calls
+
+
+def _corpus_calls():
+    """A call of every lane of tests/corpus.py for each of its dtypes."""
+    import numpy as np
+
+    import lanewise as lw
+    from lanewise.ir.program import bind_call
+    from tests.corpus import CORPUS, lane_values
+
+    rng, calls = np.random.default_rng(0), []
+    shapes = {"s": (5,), "r": (5, 4)}
+    for entry in CORPUS:
+        for dtype in entry.dtypes:
+            args = tuple(3 if k == "k" else lane_values(rng, shapes[k], dtype, entry.domain) for k in entry.kinds)
+            mapped = lw.vmap(entry.lane, in_axes=tuple(None if k == "k" else 0 for k in entry.kinds))
+            calls.append(bind_call(mapped, args, {}))
+    return calls
+
+
+def test_typing_inlined_agrees_with_typing_the_compiled_lane():
+    """The reference: the lane compiled and its call typed (what lanewise did before).
+    Result types and the allocation finding (which decides how the kernel calls the
+    lane) must be the same for every lane of both corpora."""
+    import numba
+
+    from lanewise.backends.cpu import map as cpu_map
+
+    realworld = _realworld_calls()
+    assert len(realworld) >= 15
+    for call in realworld + _corpus_calls():
+        with cpu_map.scalar_lane_math(call.lane):
+            inlined = cpu_map.typed_lane(call)
+            compiled = cpu_map._typed_compiled(call, tuple(numba.typeof(v) for v in call.values))
+        assert inlined == compiled, call.lane

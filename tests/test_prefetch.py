@@ -149,4 +149,6 @@ def test_closures_and_helpers_prefetch_too():
     n = np.arange(0, 64, 7)
     got = lw.vmap(lane, in_axes=(0, None, None))(n, idx, x)
     np.testing.assert_array_equal(got, lw.vmap(lane, in_axes=(0, None, None), backend="python")(n, idx, x))
-    assert "llvm.prefetch" in "".join(jit_lane(lane).inspect_llvm().values())
+    compiled = jit_lane(lane)  # the lane as a kernel calls it (typing it no longer compiles it)
+    assert compiled(n[1], idx, x) == got[1]
+    assert "llvm.prefetch" in "".join(compiled.inspect_llvm().values())

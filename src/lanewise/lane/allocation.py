@@ -30,18 +30,24 @@ from .signedness import reachable
 _MAKES = frozenset({"call", "binop", "inplace_binop", "unary", "arrayexpr", "build_list"})
 
 
-def allocates(dispatcher: Dispatcher) -> bool:
+def allocates(dispatcher: Dispatcher, typed=None) -> bool:
     """Whether a compiled overload of ``dispatcher`` or of a helper it calls
-    makes an array (as opposed to reading views of its arguments)."""
-    return any(_makes_array(cres) for disp in reachable(dispatcher) for cres in list(disp.overloads.values()))
+    makes an array (as opposed to reading views of its arguments).  ``typed``: typed
+    IR that inlined ``dispatcher``'s code (lane.typing_only.Typed), whose inlined
+    statements are read too."""
+    return ((typed is not None and _makes(typed, typed.inlined))
+            or any(_makes_array(cres) for disp in reachable(dispatcher) for cres in list(disp.overloads.values())))
 
 
 def _makes_array(cres) -> bool:
     annotation = getattr(cres, "type_annotation", None)  # a str for code loaded from a cache
-    blocks = getattr(annotation, "blocks", None)
-    if not isinstance(blocks, dict):
-        return False
-    typemap = annotation.typemap
+    return isinstance(getattr(annotation, "blocks", None), dict) and _makes(annotation)
+
+
+def _makes(annotation, read=lambda stmt: True) -> bool:
+    """Whether typed IR (``blocks`` and ``typemap``) makes an array or list in the
+    statements ``read`` selects."""
+    blocks, typemap = annotation.blocks, annotation.typemap
     return any(isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr) and stmt.value.op in _MAKES
-               and isinstance(typemap.get(stmt.target.name), (nt.Array, nt.List))
+               and read(stmt) and isinstance(typemap.get(stmt.target.name), (nt.Array, nt.List))
                for block in blocks.values() for stmt in block.body)

@@ -178,11 +178,16 @@ def inlined_lane(fn: Callable) -> Dispatcher:
     faster.  Only the lane itself is forced; its helpers stay LLVM's choice.
     """
     fn = python_function(fn)
-    if fn.__name__ in _global_loads(fn.__code__) and fn.__globals__.get(fn.__name__) is fn:
-        return jit_lane(fn)  # recursive: Numba cannot inline it into itself
-    if fn.__code__.co_flags & inspect.CO_VARARGS:
-        return jit_lane(fn)  # Numba's inliner refuses *args ("Stararg not supported in inliner")
+    if not _inlinable(fn):
+        return jit_lane(fn)
     return _cached(_inlined, fn, lambda: _compiled(fn, _rebind(fn), numba.njit(inline="always", **JIT_OPTIONS)))
+
+
+def _inlinable(fn: types.FunctionType) -> bool:
+    """Whether Numba's inliner takes ``fn``: not when it calls itself (recursion), nor
+    when it takes ``*args`` ("Stararg not supported in inliner")."""
+    recursive = fn.__name__ in _global_loads(fn.__code__) and fn.__globals__.get(fn.__name__) is fn
+    return not recursive and not fn.__code__.co_flags & inspect.CO_VARARGS
 
 
 #: Helpers of at most this many bytecode instructions are inlined by Numba

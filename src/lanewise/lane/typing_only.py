@@ -21,18 +21,38 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numba
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_machinery import FunctionPass, register_pass
 from numba.core.typed_passes import NopythonTypeInference
 
 
-class _Typed(Exception):
-    """Carries the return type out of the pipeline once typing is done (not an error)."""
+@dataclass(frozen=True)
+class Typed:
+    """What typing a function found: its return type, and its typed IR (the parts of a
+    compiled overload's ``type_annotation`` that lanewise's checks read)."""
 
-    def __init__(self, return_type):
+    return_type: object
+    typemap: dict
+    calltypes: dict
+    blocks: dict
+    #: The typed function's own source file: statements located there are its own,
+    #: the others those of the functions inlined into it.
+    file: str = ""
+
+    def inlined(self, stmt) -> bool:
+        """Whether ``stmt`` (or expression) comes from a function inlined into this one."""
+        return getattr(getattr(stmt, "loc", None), "filename", self.file) != self.file
+
+
+class _Typed(Exception):
+    """Carries the typing out of the pipeline once it is done (not an error)."""
+
+    def __init__(self, typed: Typed):
         super().__init__("typed")
-        self.return_type = return_type
+        self.typed = typed
 
 
 @register_pass(mutates_CFG=False, analysis_only=True)
@@ -43,7 +63,8 @@ class _StopAfterTyping(FunctionPass):
         FunctionPass.__init__(self)
 
     def run_pass(self, state):
-        raise _Typed(state.return_type)
+        raise _Typed(Typed(state.return_type, state.typemap, state.calltypes, state.func_ir.blocks,
+                           state.func_ir.loc.filename))
 
 
 class _TypeOnly(CompilerBase):
@@ -56,15 +77,21 @@ class _TypeOnly(CompilerBase):
         return [pm]
 
 
-def return_type(fn, argtypes: tuple, **options):
-    """The Numba return type of ``fn`` (plain Python) for ``argtypes``; the functions it
-    calls are compiled, ``fn`` itself is only typed.  Typing errors raise as Numba's."""
+def typed(fn, argtypes: tuple, **options) -> Typed:
+    """``fn`` (plain Python) typed for ``argtypes``: the functions it calls are compiled
+    (those ``inline="always"`` are inlined and typed with it), ``fn`` itself is only
+    typed.  Typing errors raise as Numba's."""
     dispatcher = numba.njit(pipeline_class=_TypeOnly, **options)(fn)
     try:
         dispatcher.compile(argtypes)
     except _Typed as done:
-        return done.return_type
+        return done.typed
     raise AssertionError("the typing pipeline ended without a return type")  # pragma: no cover
+
+
+def return_type(fn, argtypes: tuple, **options):
+    """The Numba return type of ``fn`` (plain Python) for ``argtypes`` (see :func:`typed`)."""
+    return typed(fn, argtypes, **options).return_type
 
 
 def call_dtype(fn, *dtypes):

@@ -113,17 +113,16 @@ def _render(call: Call, checked: dict, module: str | None):
     """Type the lane, choose its path (scalar or SPMD) and render module ``module``
     (None: kept in memory); the SPMD check's compiled W-wide lane goes to ``checked``."""
     with scalar_lane_math(call.lane):
-        result = result_type(call)
+        typed = typed_lane(call)
+    result = typed.result
     program = host.program(call, result)
     inplace = inplace_lane(program, result) is not None
     choice = spmd.choose(program, call, result, inplace, module)
     if choice.checked is not None:
         checked["lane_spmd"] = choice.checked
-    with scalar_lane_math(call.lane):
-        group = choice.plan.width if choice.plan is not None else 1
-        allocating = allocates(jit_lane(call.lane))
-        meta = (result, inplace, choice.describe(), allocating, group)
-    track = inplace or not inlines(call.lane, allocating)
+    group = choice.plan.width if choice.plan is not None else 1
+    meta = (result, inplace, choice.describe(), typed.allocating, group)
+    track = inplace or not inlines(call.lane, typed.allocating)
     return render_cpu.render(program, inplace, spmd=choice.plan, track=track), meta
 
 
@@ -199,19 +198,53 @@ def inplace_lane(program: Program, result, returns_array: bool = True):
 
 def result_type(call: Call):
     """The lane's result type (ResultNode/ResultLeaf tree), by typing a call of lane 0
-    (the lane is compiled, the probe calling it only typed: lane.typing_only)."""
-    source = render_cpu.render_probe(call.signature)
-    inject = {"lane": jit_lane(call.lane), **injected_names(call.signature)}
-    module = cache.load_module("lw_probe", None, source, inject)
+    (see :func:`typed_lane`)."""
+    return typed_lane(call).result
+
+
+@dataclass(frozen=True)
+class TypedLane:
+    """What typing lane 0 tells: the result type, and whether the lane makes arrays
+    (lane.allocation: the kernel then calls it rather than inlining it)."""
+
+    result: Any
+    allocating: bool
+
+
+def typed_lane(call: Call) -> TypedLane:
+    """Type a ``probe`` calling lane 0.  The lane is inlined into the probe (Numba's
+    ``inline="always"``) and typed there, its helpers compiled as the kernels will
+    call them: the lane itself is not compiled, which a cold first call paid for
+    (0.1-0.3 s) whether or not the kernel ran that code (the SPMD path, a lane the
+    kernel inlines).  The checks read the probe's typed IR.  Should that fail, the
+    lane is compiled and typed as a call (:func:`_typed_compiled`), whose errors are
+    the user's."""
     argtypes = tuple(numba.typeof(v) for v in call.values)
     try:
-        rtype = typing_only.return_type(module.probe, argtypes, **PROBE_OPTIONS)
+        lane = inlined_lane(call.lane)
+        typed = typing_only.typed(_probe(call, lane).probe, argtypes, **PROBE_OPTIONS)
+    except Exception:  # noqa: BLE001 - the compiled lane's typing says what is wrong
+        return _typed_compiled(call, argtypes)
+    check_unsigned_mixing(lane, typed)
+    return TypedLane(_result(typed.return_type, call.lane), allocates(lane, typed))
+
+
+def _typed_compiled(call: Call, argtypes: tuple) -> TypedLane:
+    """:func:`typed_lane` with the lane compiled, the probe calling it only typed."""
+    lane = jit_lane(call.lane)
+    try:
+        rtype = typing_only.return_type(_probe(call, lane).probe, argtypes, **PROBE_OPTIONS)
     except NumbaError as e:
         raise compile_error(e, call.lane, NAME) from e
     except (AssertionError, TypeError, ValueError, KeyError, AttributeError, IndexError, NotImplementedError) as e:
         raise internal_error(e, call.lane, NAME) from e
-    check_unsigned_mixing(inject["lane"])
-    return _result(rtype, call.lane)
+    check_unsigned_mixing(lane)
+    return TypedLane(_result(rtype, call.lane), allocates(lane))
+
+
+def _probe(call: Call, lane) -> ModuleType:
+    inject = {"lane": lane, **injected_names(call.signature)}
+    return cache.load_module("lw_probe", None, render_cpu.render_probe(call.signature), inject)
 
 
 #: The probe's options: those of the kernels that call the lane (typing only).

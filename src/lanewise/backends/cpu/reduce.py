@@ -30,7 +30,6 @@ from ...ir import reduction
 from ...ir.program import Call, Program, dummy_values
 from ...ir.reduction import Monoid, ReduceSpec
 from ...ir.schedule import ReduceBlocking, lane_index, lane_work, loop_order, reduce_blocking, segment_slots
-from ...lane.allocation import allocates
 from ...lane.lanefn import jit_lane
 from ...lane.numba_errors import compile_error
 from ...lane.typing_only import call_dtype
@@ -81,15 +80,14 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
 
     def render():
         with cpu.scalar_lane_math(call.lane):
-            result = cpu.result_type(call)
+            typed = cpu.typed_lane(call)
+        result = typed.result
         program = host.program(call, result)
         spec = reduction.reduce_spec(op, axis, program, call_dtype)
         choice = _lane_path(program, spec, call, result, host.module_name("reduce kernel", key))
         if choice.checked is not None:
             checked["lane_spmd"] = choice.checked
-        with cpu.scalar_lane_math(call.lane):
-            meta = (result, allocates(jit_lane(call.lane)), choice.describe(),
-                    choice.plan.width if choice.plan is not None else 1)
+        meta = (result, typed.allocating, choice.describe(), choice.plan.width if choice.plan is not None else 1)
         # Tracked per lane unless that could cost vectorisation: only the tiled fold of
         # an inlined lane (which cannot raise) vectorises; the fold itself raises for a
         # segment out of range or a changed array shape.
