@@ -84,16 +84,21 @@ def test_no_string_formatting_code_compiles_for_lanewise_itself(tmp_path, with_j
 # ------------------------------------------------------------------ typing without compiling
 
 
+def radius2(p):  # subscripts: compiled for a scalar kernel, only inlined (and typed) for SPMD
+    return p[0] * p[0] + p[1] * p[1]
+
+
 def escape_lane(c):
     z, n = 0.0, 0
-    while z * z < 4.0 and n < 50:  # divergent: the SPMD path, which never runs the scalar lane
+    while radius2((z, 0.0)) < 4.0 and n < 50:  # divergent: the SPMD path, which never runs the scalar lane
         z, n = z * z + c, n + 1
     return n
 
 
 def test_typing_a_lane_compiles_nothing_the_spmd_path_does_not_run():
-    """The lane's result type came from compiling it (0.1-0.8 s of a cold first call),
-    though the SPMD kernel runs only its W-wide form: typed inlined, it is not compiled."""
+    """The lane's result type came from compiling it and its helpers (0.1-0.8 s of a
+    cold first call), though the SPMD kernel runs only its W-wide form: typed inlined,
+    neither is compiled."""
     import numpy as np
 
     import lanewise as lw
@@ -103,7 +108,7 @@ def test_typing_a_lane_compiles_nothing_the_spmd_path_does_not_run():
     got = lw.vmap(escape_lane)(x)
     np.testing.assert_array_equal(got, lw.vmap(escape_lane, backend="python")(x))
     assert "SPMD" in lw.explain(lw.vmap(escape_lane), x)
-    assert not jit_lane(escape_lane).overloads
+    assert not jit_lane(escape_lane).overloads and not jit_lane(radius2).overloads
 
 
 def _realworld_calls():

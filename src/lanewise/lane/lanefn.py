@@ -183,6 +183,31 @@ def inlined_lane(fn: Callable) -> Dispatcher:
     return _cached(_inlined, fn, lambda: _compiled(fn, _rebind(fn), numba.njit(inline="always", **JIT_OPTIONS)))
 
 
+def typing_lane(fn: Callable) -> Dispatcher:
+    """``fn`` as :func:`inlined_lane` makes it, but with its small helpers inlined too,
+    also those that subscript (:func:`jit_helper` compiles them, for their own bounds
+    checks): for typing alone, which then compiles nothing the kernel may never run
+    (the SPMD path runs the lane's W-wide form, helpers inlined there: equivalent
+    sources' helper cost 0.19 s of its cold call).  Large helpers are compiled: Numba's
+    IR inliner on them took seconds (a normal quantile's typing 1.2 s -> 5 s)."""
+    fn = python_function(fn)
+    if not isinstance(fn, types.FunctionType) or not _inlinable(fn):
+        return jit_lane(fn)
+    return _cached(_typing, fn, lambda: _compiled(fn, _rebind(fn, helper=_typing_helper),
+                                                  numba.njit(inline="always", **JIT_OPTIONS)))
+
+
+_typing: "weakref.WeakKeyDictionary[Callable, Dispatcher]" = weakref.WeakKeyDictionary()
+
+
+def _typing_helper(fn: Callable) -> Dispatcher:
+    """A helper as :func:`typing_lane`'s lane calls it."""
+    code = getattr(fn, "__code__", None)
+    if code is None or _star_calls(code) or sum(1 for _ in dis.get_instructions(code)) > HELPER_INLINE_LIMIT:
+        return jit_helper(fn)
+    return inlined_lane(fn)
+
+
 def _inlinable(fn: types.FunctionType) -> bool:
     """Whether Numba's inliner takes ``fn``: not when it calls itself (recursion), nor
     when it takes ``*args`` ("Stararg not supported in inliner")."""
@@ -233,9 +258,10 @@ def jit_lane_cuda(fn: Callable):
                                                        cuda.jit(device=True, forceinline=True)))
 
 
-def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionType:
+def _rebind(fn: types.FunctionType, jit: Callable = jit_lane, helper: Callable | None = None) -> types.FunctionType:
     """A copy of ``fn`` whose plain-Python callees are replaced by ``jit(callee)``
-    (for the cuda target, CPU dispatchers too)."""
+    (for the cuda target, CPU dispatchers too); on the CPU by ``helper(callee)``,
+    :func:`jit_helper` unless given."""
     refusals.check(fn)  # Python that would compile to a wrong or irreproducible result
     code = fn.__code__
     names = code_names(code)
@@ -244,7 +270,7 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane) -> types.FunctionT
     if not retarget:
         # The CPU: small helpers are inlined into the lane, unless the lane calls
         # with *args (what it calls that way cannot be inlined: _star_calls).
-        jit = jit_lane if _star_calls(code) else jit_helper
+        jit = jit_lane if _star_calls(code) else (helper or jit_helper)
     # Only names the code loads as globals are callees: ``sqrt`` in ``np.sqrt(x)`` is an
     # attribute, and rebinding the global of that name (a helper *called* sqrt) recursed
     # forever.  A function calling itself is bound to its own dispatcher (_bind_self).

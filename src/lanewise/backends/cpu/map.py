@@ -33,7 +33,7 @@ from ...ir.schedule import Blocking, blocking, lane_index, lane_work, loop_order
 from ...config import config
 from ...errors import LaneTypeError, LanewiseError
 from ...lane.inplace import rewrite
-from ...lane.lanefn import has_loops, indexes, inlined_lane, jit_lane, may_raise, python_function
+from ...lane.lanefn import has_loops, indexes, inlined_lane, jit_lane, may_raise, python_function, typing_lane
 from ...lane.allocation import allocates
 from ...lane import typing_only
 from ...lane.signedness import check_unsigned_mixing
@@ -212,16 +212,16 @@ class TypedLane:
 
 
 def typed_lane(call: Call) -> TypedLane:
-    """Type a ``probe`` calling lane 0.  The lane is inlined into the probe (Numba's
-    ``inline="always"``) and typed there, its helpers compiled as the kernels will
-    call them: the lane itself is not compiled, which a cold first call paid for
-    (0.1-0.3 s) whether or not the kernel ran that code (the SPMD path, a lane the
-    kernel inlines).  The checks read the probe's typed IR.  Should that fail, the
-    lane is compiled and typed as a call (:func:`_typed_compiled`), whose errors are
-    the user's."""
+    """Type a ``probe`` calling lane 0.  The lane and its small helpers are inlined
+    into the probe (Numba's ``inline="always"``, lanefn.typing_lane) and typed there,
+    larger helpers compiled as the kernels will call them: the lane itself is not
+    compiled, which a cold first call paid for (0.1-0.8 s) whether or not the kernel
+    ran that code (the SPMD path, a lane the kernel inlines).  The checks read the
+    probe's typed IR.  Should that fail, the lane is compiled and typed as a call
+    (:func:`_typed_compiled`), whose errors are the user's."""
     argtypes = tuple(numba.typeof(v) for v in call.values)
     try:
-        lane = inlined_lane(call.lane)
+        lane = typing_lane(call.lane)
         typed = typing_only.typed(_probe(call, lane).probe, argtypes, **PROBE_OPTIONS)
     except Exception:  # noqa: BLE001 - the compiled lane's typing says what is wrong
         return _typed_compiled(call, argtypes)
