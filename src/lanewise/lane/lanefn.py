@@ -203,7 +203,7 @@ _typing: "weakref.WeakKeyDictionary[Callable, Dispatcher]" = weakref.WeakKeyDict
 def _typing_helper(fn: Callable) -> Dispatcher:
     """A helper as :func:`typing_lane`'s lane calls it."""
     code = getattr(fn, "__code__", None)
-    if code is None or _star_calls(code) or sum(1 for _ in dis.get_instructions(code)) > HELPER_INLINE_LIMIT:
+    if code is None or _star_calls(code) or not _small(code):
         return jit_helper(fn)
     return inlined_lane(fn)
 
@@ -229,10 +229,14 @@ def jit_helper(fn: Callable) -> Dispatcher:
     by the caller's own code, :func:`indexes`), else as :func:`jit_lane`.  A helper
     that calls with ``*args`` is compiled, not inlined (:func:`_star_calls`)."""
     code = getattr(fn, "__code__", None)
-    if (code is None or indexes(fn) or _star_calls(code)
-            or sum(1 for _ in dis.get_instructions(code)) > HELPER_INLINE_LIMIT):
+    if code is None or indexes(fn) or _star_calls(code) or not _small(code):
         return jit_lane(fn)
     return inlined_lane(fn)
+
+
+def _small(code) -> bool:
+    """Whether a helper's code is small enough to inline (:data:`HELPER_INLINE_LIMIT`)."""
+    return sum(1 for _ in dis.get_instructions(code)) <= HELPER_INLINE_LIMIT
 
 
 _cuda_jitted: "weakref.WeakKeyDictionary[Callable, Any]" = weakref.WeakKeyDictionary()
