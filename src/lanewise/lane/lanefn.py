@@ -201,11 +201,14 @@ _typing: "weakref.WeakKeyDictionary[Callable, Dispatcher]" = weakref.WeakKeyDict
 
 
 def _typing_helper(fn: Callable) -> Dispatcher:
-    """A helper as :func:`typing_lane`'s lane calls it."""
+    """A helper as :func:`typing_lane`'s lane calls it: a small one is typed as
+    :func:`typing_lane` makes it, so the helpers it calls are inlined too (equivalent
+    sources' lane -> Green's function -> distance, which subscripts: compiled for
+    typing alone, 0.14 s of a 1.5 s cold call)."""
     code = getattr(fn, "__code__", None)
     if code is None or _star_calls(code) or not _small(code):
         return jit_helper(fn)
-    return inlined_lane(fn)
+    return typing_lane(fn)
 
 
 def _inlinable(fn: types.FunctionType) -> bool:
