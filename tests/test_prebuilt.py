@@ -1,0 +1,111 @@
+"""lanemath's prebuilt kernels (lanewise/lanemath/prebuilt.py): current, used on a
+fresh cache, and bit-for-bit what compiling lanemath's source gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import zlib
+
+import numpy as np
+import pytest
+
+from lanewise.lanemath import prebuilt
+
+
+def _header(which):
+    return pickle.loads(zlib.decompress(prebuilt.path(which).read_bytes()))
+
+
+@pytest.mark.parametrize("which", sorted(prebuilt.VARIANTS))
+def test_shipped_kernels_were_built_from_this_source(which):
+    # A stale file is never used (it costs speed, not results); this makes it fail loudly:
+    # rebuild with `python -m lanewise.lanemath.prebuild`.
+    header, entries = _header(which)
+    assert header["lanemath"] == prebuilt.source_hash(), "run: python -m lanewise.lanemath.prebuild"
+    assert header["variant"] == which
+    from lanewise.lanemath._public import KERNELS
+
+    # float64 and float32 of every public kernel (pow and power share theirs), one entry each
+    from numba import types
+
+    kernels = {(id(k.dispatcher), ty): (k.dispatcher.py_func, ty) for pair in KERNELS.values()
+               for k, ty in zip(pair, (types.float64, types.float32), strict=True)}
+    assert len(entries) == len(kernels)
+    if which == prebuilt.variant():  # lanemath's source flattens to this variant here: same keys
+        assert {prebuilt.key(f, (ty,) * f.__code__.co_argcount) for f, ty in kernels.values()} == set(entries)
+
+
+# Every public function on special values, both sides of branch points and slow paths
+# (trig beyond 2**30), in a fresh process with an empty cache: the shipped kernels
+# (and that they were used), then with them off (every kernel compiled from source).
+_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from lanewise import lanemath
+    from lanewise.lanemath import prebuilt
+    from lanewise.lanemath._public import KERNELS
+    xs = [0.0, -0.0, 1e-310, -1e-300, 0.1, 0.5, -0.7, 1.0, -1.0, 1.5, 2.0, 3.14159, -10.0, 88.7, -745.2,
+          700.0, 1e10, -3e9, 2.0 ** 31 + 0.5, 1e300, float("inf"), -float("inf"), float("nan")]
+    ys = [0.5, -2.0, 3.0, 0.0, -0.0, float("inf"), float("nan")]
+    out = {}
+    for name in sorted(KERNELS):
+        fn = lanemath.FUNCTIONS[name]
+        binary = KERNELS[name][0].dispatcher.py_func.__code__.co_argcount == 2
+        for t in (np.float64, np.float32):
+            args = [(t(x), t(y)) for x in xs for y in ys] if binary else [(t(x),) for x in xs]
+            with np.errstate(all="ignore"):
+                values = [np.ravel(np.asarray(fn(*a), dtype=np.float64)).tolist() for a in args]
+            out[f"{name}:{t.__name__}"] = [v for vs in values for v in vs]
+    # as a lane uses them: the vmap of a trigonometric lane on a fresh cache
+    import math
+    import lanewise as lw
+    grid = np.linspace(-40.0, 40.0, 1001)
+    lane = lw.vmap(lambda x, y: math.cos(x) * y + math.sin(x * y))(grid, grid[::-1].copy())
+    out["vmap"] = lane.tolist()
+    json.dump({"values": out, "loaded": sorted(set(prebuilt.LOADED)),
+               "entries": sorted(prebuilt._entries()), "stamp": prebuilt.stamp(prebuilt.variant()),
+               "shipped": pickle_header()}, sys.stdout)
+""").replace("pickle_header()", "__import__('pickle').loads(__import__('zlib').decompress("
+             "prebuilt.path(prebuilt.variant()).read_bytes()))[0]")
+
+
+def _run(tmp_path, tag, **env):
+    cache = tmp_path / tag
+    cache.mkdir()
+    result = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, check=True,
+                            env=dict(os.environ, LANEWISE_CACHE_DIR=str(cache), NUMBA_CACHE_DIR=str(cache), **env))
+    return json.loads(result.stdout)
+
+
+def _same(a, b):
+    a, b = np.array(a), np.array(b)
+    both_nan = np.isnan(a) & np.isnan(b)
+    return np.all(both_nan | ((a == b) & (np.signbit(a) == np.signbit(b))))
+
+
+def test_shipped_kernels_are_used_and_equal_the_compiled_source(tmp_path):
+    shipped = _run(tmp_path, "shipped")
+    if shipped["stamp"] != shipped["shipped"]:
+        pytest.skip(f"the shipped kernels were built with {shipped['shipped']}, this is {shipped['stamp']}")
+    compiled = _run(tmp_path, "compiled", LANEWISE_PREBUILT_MATH="0")
+    assert compiled["loaded"] == []
+    assert shipped["loaded"] == shipped["entries"]  # every kernel came from the file, none was compiled
+    assert shipped["values"].keys() == compiled["values"].keys()
+    differ = [k for k in shipped["values"] if not _same(shipped["values"][k], compiled["values"][k])]
+    assert differ == []
+
+
+def test_a_changed_source_is_not_served_stale(monkeypatch):
+    # The key of the stamp: another source hash (an edited lanemath) finds no entries.
+    monkeypatch.setattr(prebuilt, "source_hash", lambda: "edited")
+    prebuilt._entries.cache_clear()
+    try:
+        assert prebuilt._entries() == {}
+    finally:
+        monkeypatch.undo()
+        prebuilt._entries.cache_clear()
