@@ -194,16 +194,26 @@ def spmd_groups(program: Program, names: Names, plan, inner: int, lo: str, hi: s
     return body
 
 
-def _lane_block_stream(program: Program, names: Names, order, plan) -> str:
-    """``lane_block`` for the streaming SPMD path: ``lane_stream`` runs lanes
-    [lo, hi) in W slots, loading a lane's inputs (``_lw_load``) when a slot takes
-    it and storing its results (``_lw_store``) when it returns."""
+def _stream_context(program: Program, names: Names, order, plan) -> list[str]:
+    """What ``lane_block`` passes ``lane_stream`` as ``_lw_ctx``: the varying leaves,
+    the outputs, the outer levels' indices."""
+    varying = [k for kind, k in zip(plan.kinds, plan.leaves) if kind == "varying"]
+    return [names.leaves[k] for k in varying] + list(names.outputs) + [f"i{lv}" for lv in order[:-1]]
+
+
+def stream_io(program: Program, plan) -> str:
+    """The source of ``_lw_load`` and ``_lw_store``, which ``lane_stream`` calls to
+    read a lane's varying arguments and write its results (with the imports they
+    need: the SPMD check compiles ``lane_stream`` with these, the kernel's own)."""
+    order = loop_order(program)
+    return "from numba import int64, uint64\n\n" + _stream_io(program, Names.of(program), order, plan)
+
+
+def _stream_io(program: Program, names: Names, order, plan) -> str:
     inner = order[-1]
     sig = program.signature
-    where = lane_comment(program)
     varying = [k for kind, k in zip(plan.kinds, plan.leaves) if kind == "varying"]
-    ctx = [names.leaves[k] for k in varying] + list(names.outputs) + [f"i{lv}" for lv in order[:-1]]
-    unpack = f"    {', '.join(ctx)}, = _lw_ctx"
+    unpack = f"    {', '.join(_stream_context(program, names, order, plan))}, = _lw_ctx"
     load = [f"@{JIT.format('')}",
             "def _lw_load(_lw_ctx, _lw_i):",
             '    """The varying arguments of one lane of the innermost level."""',
@@ -216,6 +226,16 @@ def _lane_block_stream(program: Program, names: Names, order, plan) -> str:
              unpack, f"    i{inner} = uint64(_lw_i)"]
     for out, oname, value in zip(program.outputs, names.outputs, values, strict=True):
         store += ["    " + line for line in guarded_store(out, oname, value)]
+    return "\n\n\n".join("\n".join(part) for part in (load, store))
+
+
+def _lane_block_stream(program: Program, names: Names, order, plan) -> str:
+    """``lane_block`` for the streaming SPMD path: ``lane_stream`` runs lanes
+    [lo, hi) in W slots, loading a lane's inputs (``_lw_load``) when a slot takes
+    it and storing its results (``_lw_store``) when it returns."""
+    sig = program.signature
+    where = lane_comment(program)
+    ctx = _stream_context(program, names, order, plan)
     uniform = [leaf_expr(sig.leaves[k], names.leaves[k]) for kind, k in zip(plan.kinds, plan.leaves)
                if kind == "uniform"]
     block = [f"@{JIT.format('')}",
@@ -225,7 +245,7 @@ def _lane_block_stream(program: Program, names: Names, order, plan) -> str:
     block += ["    " + line for line in decompose("uint64(outer)", order[:-1], names)]
     block += [f"    _lw_ctx = ({''.join(c + ', ' for c in ctx)})",
               f"    lane_stream({', '.join(['_lw_ctx', 'int64(lo)', 'int64(hi)'] + uniform)}){where}"]
-    return "\n\n\n".join("\n".join(part) for part in (load, store, block))
+    return _stream_io(program, names, order, plan) + "\n\n\n" + "\n".join(block)
 
 
 def _lane_and_store(program: Program, names: Names, inplace: bool) -> list[str]:

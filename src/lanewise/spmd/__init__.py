@@ -90,7 +90,8 @@ class Choice:
 
     plan: Plan | None
     reason: str
-    #: The W-wide lane compiled by :func:`check_compiled` (a plan not streaming):
+    #: The W-wide lane compiled by :func:`check_compiled` (a streamed lane: only when
+    #: compiled with the kernel's own ``_lw_load``/``_lw_store``, :class:`StreamIO`):
     #: the kernel module may call it instead of compiling its own copy.
     checked: Any = field(default=None, compare=False, repr=False)
 
@@ -175,13 +176,25 @@ def _mode():
 # ----------------------------------------------------------------------------- choice
 
 
+@dataclass(frozen=True)
+class StreamIO:
+    """How the kernel module feeds a streamed W-wide lane: the source of its
+    ``_lw_load``/``_lw_store`` (with their imports) and the Numba types of the
+    ``_lw_ctx`` tuple it passes, as the caller predicts them."""
+
+    source: str
+    context: tuple
+
+
 def choose(program, call, result, inplace: bool = False, module: str | None = None,
-           stream: bool = True) -> Choice:
+           stream: bool = True, stream_io=None) -> Choice:
     """The lane path for ``program`` (see the module docstring), never raising.
 
     ``module``: the name of the kernel module that will call the W-wide lane
     (see :func:`check_compiled`); ``stream``: whether the caller can run the
-    streamed form (``lw.vmap`` can; ``lw.reduce``'s tiles take groups of W)."""
+    streamed form (``lw.vmap`` can; ``lw.reduce``'s tiles take groups of W);
+    ``stream_io(plan)``: the kernel's :class:`StreamIO` for a streamed plan, or
+    None (the check then compiles with stand-ins, and the kernel its own copy)."""
     from ..lane.lanefn import python_function
 
     mode = _mode()
@@ -209,13 +222,26 @@ def choose(program, call, result, inplace: bool = False, module: str | None = No
         declined = _too_little_work(plan, program, lane, why) if mode == "auto" else None
         if declined is not None:  # decided before compiling a variant that would not run
             return declined
-        checked = check_compiled(plan, program, call, module)
+        checked = _checked(plan, program, call, module, stream_io(plan) if plan.stream and stream_io else None)
     except Unsupported as e:
         return Choice(None, f"{why}, but the SPMD transformation does not handle {e}")
     except Exception as e:  # noqa: BLE001 - a defect here must cost speed, never a result
         return Choice(None, f"{why}, but the SPMD path failed to build ({type(e).__name__}: "
                             f"{str(e).splitlines()[0] if str(e) else ''})")
-    return Choice(plan, why, None if plan.stream else checked)
+    return Choice(plan, why, checked)
+
+
+def _checked(plan, program, call, module, io: "StreamIO | None"):
+    """:func:`check_compiled`'s W-wide lane, or None for a streamed lane compiled with
+    stand-ins.  With the kernel's ``io``, a rejection is checked again with stand-ins:
+    a mispredicted context type must not cost the SPMD path."""
+    if io is not None:
+        try:
+            return check_compiled(plan, program, call, module, io)
+        except Unsupported:
+            pass
+    checked = check_compiled(plan, program, call, module)
+    return None if plan.stream else checked
 
 
 def _too_little_work(plan, program, lane, why) -> "Choice | None":
@@ -660,9 +686,10 @@ def module_text(body: str) -> str:
     ])
 
 
-def argument_types(plan: Plan, program, call) -> tuple:
+def argument_types(plan: Plan, program, call, context: tuple | None = None) -> tuple:
     """Numba types of the W-wide lane's arguments for this call (for ``lane_stream``:
-    a stand-in context of 1-D arrays, see :func:`check_compiled`)."""
+    ``context``, the types of the kernel's ``_lw_ctx``, or a stand-in context of
+    1-D arrays, see :func:`check_compiled`)."""
     import numba
     from numba.core import types as nt
 
@@ -684,7 +711,7 @@ def argument_types(plan: Plan, program, call) -> tuple:
             uniform.append(numba.typeof(call.values[leaf_index]))
     outs = [nt.Array(numba.from_dtype(np.dtype(d)), 1, "C") for _, d in plan.results]
     if plan.stream:
-        return (nt.Tuple(varying + outs), nt.int64, nt.int64, *uniform)
+        return (nt.Tuple(list(context) if context is not None else varying + outs), nt.int64, nt.int64, *uniform)
     params = iter(varying)
     args = [nt.Array(nt.boolean, 1, "C")]
     for kind, leaf_index in zip(plan.kinds, plan.leaves):
@@ -729,7 +756,7 @@ def _numba_reason(error) -> str:
     return f"{head} {call}".strip()
 
 
-def check_compiled(plan: Plan, program, call, module: str | None = None):
+def check_compiled(plan: Plan, program, call, module: str | None = None, io: StreamIO | None = None):
     """Compile the W-wide lane once and check it cannot raise or allocate; return
     its dispatcher (compiled for this call's argument types).
 
@@ -737,14 +764,18 @@ def check_compiled(plan: Plan, program, call, module: str | None = None):
     compiled as a function of that module, registered under its name until the
     module itself is loaded: the kernel then links this compile instead of
     compiling its own copy, and Numba's disk cache, which records a linked
-    function's module by name, finds the kernel module when it reloads."""
+    function's module by name, finds the kernel module when it reloads.  A
+    streamed lane is compiled with the kernel's ``io`` (so calling it from the
+    kernel reads and writes what the kernel's own copy would, whatever types it
+    is called with), else with stand-ins that only a check may use."""
     home = types.ModuleType(module or "lanewise._spmd_check")
-    source = "import numba\n" + (_stand_ins(plan) if plan.stream else "") + plan.source
+    feed = (io.source if io is not None else _stand_ins(plan)) if plan.stream else ""
+    source = "import numba\n" + feed + "\n" + plan.source
     exec(compile(source.replace(", cache=True", ""), "<lanewise spmd check>", "exec"), home.__dict__)
-    if module is not None and not plan.stream:
+    if module is not None and (not plan.stream or io is not None):
         sys.modules.setdefault(module, home)
     dispatcher = home.__dict__[STREAM if plan.stream else FUNCTION]
-    argtypes = argument_types(plan, program, call)
+    argtypes = argument_types(plan, program, call, io.context if io is not None else None)
     try:
         dispatcher.compile(argtypes)
     except Exception as e:  # noqa: BLE001 - any rejection: the lane keeps the scalar path
@@ -793,5 +824,5 @@ def _numba_functions(llvm: str) -> list[str]:
     return out
 
 
-__all__ = ["Choice", "Plan", "Unsupported", "cache_key", "choose", "divergence", "refill",
+__all__ = ["Choice", "Plan", "StreamIO", "Unsupported", "cache_key", "choose", "divergence", "refill",
            "registers_per_value", "transform", "transform_stream", "vector_bits", "width_for"]

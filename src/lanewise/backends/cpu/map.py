@@ -100,10 +100,10 @@ def build(call: Call) -> Executable:
     checked = {}
     built = host.build_module("kernel", key, lambda: _render(call, checked, host.module_name("kernel", key)),
                               inject)
-    if "lane_spmd" in checked:
+    for name, dispatcher in checked.items():
         # The W-wide lane the SPMD check compiled for these types: lane_block links it
         # rather than compiling the module's copy of it (0.3-0.8 s of a cold call).
-        built.module.lane_spmd = checked["lane_spmd"]
+        setattr(built.module, name, dispatcher)
     result, inplace, lane_path, _, group = built.meta
     stats["disk" if built.from_disk else "typed"] += 1
     return Executable(host.program(call, result), built.module, built.source, built.path, names, lane_path, group)
@@ -117,13 +117,28 @@ def _render(call: Call, checked: dict, module: str | None):
     result = typed.result
     program = host.program(call, result)
     inplace = inplace_lane(program, result) is not None
-    choice = spmd.choose(program, call, result, inplace, module)
+    choice = spmd.choose(program, call, result, inplace, module, stream_io=lambda plan: _stream_io(program, call, plan))
     if choice.checked is not None:
-        checked["lane_spmd"] = choice.checked
+        checked[choice.checked.py_func.__name__] = choice.checked
     group = choice.plan.width if choice.plan is not None else 1
     meta = (result, inplace, choice.describe(), typed.allocating, group)
     track = inplace or not inlines(call.lane, typed.allocating)
     return render_cpu.render(program, inplace, spmd=choice.plan, track=track), meta
+
+
+def _stream_io(program: Program, call: Call, plan) -> "spmd.StreamIO | None":
+    """The kernel's feed of a streamed W-wide lane, for one level of lanes whose
+    varying leaves reach the lane as their elements and whose results are scalars
+    (the context's types are then this call's arrays'), else None."""
+    leaves = [program.signature.leaves[k] for kind, k in zip(plan.kinds, plan.leaves) if kind == "varying"]
+    if len(loop_order(program)) != 1 or any(
+            leaf.element_dtype != leaf.dtype or leaf.unit_rows or leaf.lane_ndim for leaf in leaves) \
+            or any(out.lane_ndim for out in program.outputs):
+        return None
+    arrays = [numba.typeof(call.values[k]) for kind, k in zip(plan.kinds, plan.leaves) if kind == "varying"]
+    outs = [nt.Array(numba.from_dtype(out.dtype), out.ndim, "C")
+            for out in program.outputs]
+    return spmd.StreamIO(render_cpu.stream_io(program, plan), (*arrays, *outs))
 
 
 def scalar_nest(lane) -> bool:
