@@ -100,11 +100,19 @@ def test_shipped_kernels_are_used_and_equal_the_compiled_source(tmp_path):
     assert differ == []
 
 
-def test_a_changed_source_is_not_served_stale(monkeypatch):
-    # The key of the stamp: another source hash (an edited lanemath) finds no entries.
-    monkeypatch.setattr(prebuilt, "source_hash", lambda: "edited")
+@pytest.mark.parametrize("field", ["lanemath", "numba", "llvmlite", "python", "variant", "triple"])
+def test_a_file_built_for_anything_else_is_not_used(monkeypatch, field):
+    # Another source (an edited lanemath), Numba, llvmlite, Python, FMA variant or platform:
+    # no entries, every kernel compiles from source.
+    here = prebuilt.stamp(prebuilt.variant())
+    assert field in here
+    if _header(prebuilt.variant())[0] != here:
+        pytest.skip(f"the shipped kernels were built with {_header(prebuilt.variant())[0]}, this is {here}")
     prebuilt._entries.cache_clear()
     try:
+        assert prebuilt._entries()  # this checkout's file matches this process
+        monkeypatch.setattr(prebuilt, "stamp", lambda which: dict(here, **{field: "other"}))
+        prebuilt._entries.cache_clear()
         assert prebuilt._entries() == {}
     finally:
         monkeypatch.undo()

@@ -20,7 +20,8 @@ CPU, so no instruction of a newer CPU can reach an older one through it.
 
 A file is used only if all of these match this process (else every kernel
 compiles from source, as without it): the hash of lanemath's source, Numba's,
-llvmlite's and Python's versions, the variant, and Numba's default code
+llvmlite's and Python's versions, the variant, the platform (LLVM's target
+triple: the files are built on x86-64 Linux), and Numba's default code
 generation settings (:func:`_default_codegen`).  A stale file therefore costs
 speed, never a result; ``tests/test_prebuilt.py`` fails until it is rebuilt:
 
@@ -45,6 +46,7 @@ import zlib
 from pathlib import Path
 
 import llvmlite
+import llvmlite.binding as llvm
 import numba
 from numba.core import caching, compiler
 from numba.core import config as numba_config
@@ -80,7 +82,8 @@ def source_hash() -> str:
 def stamp(which: str) -> dict:
     """What a file of variant ``which`` must have been built with to be used here."""
     return {"lanemath": source_hash(), "numba": numba.__version__, "llvmlite": llvmlite.__version__,
-            "python": f"{sys.version_info[0]}.{sys.version_info[1]}", "variant": which}
+            "python": f"{sys.version_info[0]}.{sys.version_info[1]}", "variant": which,
+            "triple": llvm.get_process_triple()}  # bitcode for another platform must not reach LLVM
 
 
 def _default_codegen() -> bool:
