@@ -1,5 +1,5 @@
-"""lanemath's prebuilt kernels (lanewise/lanemath/prebuilt.py): current, used on a
-fresh cache, and bit-for-bit what compiling lanemath's source gives."""
+"""The prebuilt kernels (lanewise/runtime/prebuilt.py: lanemath's, lw.random's generator):
+current, used on a fresh cache, and bit-for-bit what compiling their source gives."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 import pytest
 
-from lanewise.lanemath import prebuilt
+from lanewise.runtime import prebuilt
 
 
 def _header(which):
@@ -26,7 +26,7 @@ def test_shipped_kernels_were_built_from_this_source(which):
     # A stale file is never used (it costs speed, not results); this makes it fail loudly:
     # rebuild with `python -m lanewise.lanemath.prebuild`.
     header, entries = _header(which)
-    assert header["lanemath"] == prebuilt.source_hash(), "run: python -m lanewise.lanemath.prebuild"
+    assert header["source"] == prebuilt.source_hash(), "run: python -m lanewise.lanemath.prebuild"
     assert header["variant"] == which
     from lanewise.lanemath._public import KERNELS
 
@@ -35,9 +35,13 @@ def test_shipped_kernels_were_built_from_this_source(which):
 
     kernels = {(id(k.dispatcher), ty): (k.dispatcher.py_func, ty) for pair in KERNELS.values()
                for k, ty in zip(pair, (types.float64, types.float32), strict=True)}
-    assert len(entries) == len(kernels)
+    from lanewise.random import PREBUILT
+
+    generator = {prebuilt.key(d.py_func, sig) for d, sigs in PREBUILT.items() for sig in sigs}
+    assert len(entries) == len(kernels) + len(generator)
     if which == prebuilt.variant():  # lanemath's source flattens to this variant here: same keys
-        assert {prebuilt.key(f, (ty,) * f.__code__.co_argcount) for f, ty in kernels.values()} == set(entries)
+        math = {prebuilt.key(f, (ty,) * f.__code__.co_argcount) for f, ty in kernels.values()}
+        assert math | generator == set(entries)
 
 
 # Every public function on special values, both sides of branch points and slow paths
@@ -47,7 +51,7 @@ _SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
     from lanewise import lanemath
-    from lanewise.lanemath import prebuilt
+    from lanewise.runtime import prebuilt
     from lanewise.lanemath._public import KERNELS
     xs = [0.0, -0.0, 1e-310, -1e-300, 0.1, 0.5, -0.7, 1.0, -1.0, 1.5, 2.0, 3.14159, -10.0, 88.7, -745.2,
           700.0, 1e10, -3e9, 2.0 ** 31 + 0.5, 1e300, float("inf"), -float("inf"), float("nan")]
@@ -67,6 +71,17 @@ _SCRIPT = textwrap.dedent("""
     grid = np.linspace(-40.0, 40.0, 1001)
     lane = lw.vmap(lambda x, y: math.cos(x) * y + math.sin(x * y))(grid, grid[::-1].copy())
     out["vmap"] = lane.tolist()
+    # and lw.random's draws, whose scalar functions are shipped too
+    key = lw.random.key(7)
+    def draws(i, key):
+        k = lw.random.fold_in(key, i)
+        return (lw.random.uniform(k, -1.0, 2.0), lw.random.normal(lw.random.fold_in(k, 1)),
+                lw.random.exponential(lw.random.fold_in(k, 2)),
+                lw.random.integers(lw.random.fold_in(k, 3), -5, 1 << 40),
+                lw.random.uniform32(lw.random.fold_in(k, 4), np.float32(0), np.float32(1)),
+                lw.random.bits(lw.random.fold_in(k, np.uint64(2 ** 63 + 5))))
+    for j, r in enumerate(lw.vmap(draws, in_axes=(0, None))(np.arange(-50, 3000), key)):
+        out[f"random{j}"] = np.asarray(r, dtype=np.float64).tolist() if j != 5 else [float(v) for v in r.view(np.int64)]
     json.dump({"values": out, "loaded": sorted(set(prebuilt.LOADED)),
                "entries": sorted(prebuilt._entries()), "stamp": prebuilt.stamp(prebuilt.variant()),
                "shipped": pickle_header()}, sys.stdout)
@@ -94,13 +109,16 @@ def test_shipped_kernels_are_used_and_equal_the_compiled_source(tmp_path):
         pytest.skip(f"the shipped kernels were built with {shipped['shipped']}, this is {shipped['stamp']}")
     compiled = _run(tmp_path, "compiled", LANEWISE_PREBUILT_MATH="0")
     assert compiled["loaded"] == []
-    assert shipped["loaded"] == shipped["entries"]  # every kernel came from the file, none was compiled
+    # every kernel came from the file, none was compiled (the generator's: the signatures the draws use)
+    assert set(shipped["loaded"]) <= set(shipped["entries"])
+    assert {k for k in shipped["entries"] if "lanemath" in k} <= set(shipped["loaded"])
+    assert {"uniform_words", "ln53", "cos2pi"} <= {k.split(":")[0].rsplit(".", 1)[1] for k in shipped["loaded"]}
     assert shipped["values"].keys() == compiled["values"].keys()
     differ = [k for k in shipped["values"] if not _same(shipped["values"][k], compiled["values"][k])]
     assert differ == []
 
 
-@pytest.mark.parametrize("field", ["lanemath", "numba", "llvmlite", "python", "variant", "triple"])
+@pytest.mark.parametrize("field", ["source", "numba", "llvmlite", "python", "variant", "triple"])
 def test_a_file_built_for_anything_else_is_not_used(monkeypatch, field):
     # Another source (an edited lanemath), Numba, llvmlite, Python, FMA variant or platform:
     # no entries, every kernel compiles from source.

@@ -52,9 +52,6 @@ from . import integers as _integers
 from .arrays import median
 from .integers import around, floor_divide, fmod, reciprocal, remainder, sign
 from .select import where
-from . import prebuilt as _prebuilt
-
-_prebuilt.install()  # kernels a fresh cache lacks come from the shipped bitcode (see the module)
 
 _np_power_int = lambda x, y: _integers.power(x, y)  # noqa: E731  (exact, NumPy's integer type)
 

@@ -27,12 +27,11 @@ import functools
 import numba
 from llvmlite import ir
 from numba import types
-from numba.core import config
 from numba.extending import intrinsic
 
-import llvmlite.binding as _llvm
 
 from ..runtime.cache import own_cache
+from ..runtime.prebuilt import install as _install_prebuilt, target_has_fma
 from ._flatten import flatten
 
 #: Options of every lanemath kernel (see the module docstring).
@@ -64,25 +63,11 @@ def public(k):
     return numba.njit(**KERNEL)(flatten(k.py_func))
 
 
-def _target_has_fma() -> bool:
-    """Whether Numba compiles for a CPU with fused multiply-add.
-
-    Numba compiles for the host unless ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` say
-    otherwise (e.g. ``generic`` for portable caches); without FMA hardware
-    ``llvm.fma`` becomes a slow libm call, so exact products fall back to Dekker's
-    splitting.
-    """
-    name = (config.CPU_NAME or "host").lower()
-    if name == "host":
-        features = _llvm.get_host_cpu_features().flatten()
-    else:
-        features = config.CPU_FEATURES or ""
-    return "+fma" in features.split(",")
-
-
 #: Exact products use the FMA instruction (else Dekker's algorithm); fixed when the
 #: module is imported, so Numba sees a compile-time constant and drops the other path.
-HAS_FMA = _target_has_fma()
+HAS_FMA = target_has_fma()
+
+_install_prebuilt()  # kernels a fresh cache lacks load from the shipped bitcode (runtime.prebuilt)
 
 
 # --------------------------------------------------------------------------- intrinsics

@@ -1,4 +1,4 @@
-"""Rebuild lanemath's prebuilt kernels (:mod:`.prebuilt`): ``python -m lanewise.lanemath.prebuild``.
+"""Rebuild the prebuilt kernels (:mod:`lanewise.runtime.prebuilt`): ``python -m lanewise.lanemath.prebuild``.
 
 Each variant is built in a fresh process, for Numba's ``generic`` CPU with that
 variant's features (the CPU Numba compiles for is fixed when it is imported), with
@@ -16,7 +16,8 @@ import zlib
 
 from numba.core.serialize import dumps
 
-from .prebuilt import SWITCH, VARIANTS, path, key, stamp, variant
+from ..random import PREBUILT
+from ..runtime.prebuilt import SWITCH, VARIANTS, key, path, stamp, variant
 
 def _payload(cres) -> bytes:
     """What Numba's disk cache stores for ``cres``, with the library as bitcode."""
@@ -27,7 +28,7 @@ def _payload(cres) -> bytes:
 
 
 def build(which: str) -> None:
-    """Compile every public kernel and write variant ``which`` (run in a process set
+    """Compile every public kernel (and lw.random's scalar functions) and write variant ``which`` (run in a process set
     up by :func:`main`: Numba's generic CPU, this variant's features)."""
     from numba import types
 
@@ -40,6 +41,10 @@ def build(which: str) -> None:
         for kernel, ty in zip(KERNELS[name], (types.float64, types.float32), strict=True):
             dispatcher = kernel.dispatcher
             sig = (ty,) * dispatcher.py_func.__code__.co_argcount
+            dispatcher.compile(sig)
+            entries[key(dispatcher.py_func, sig)] = _payload(dispatcher.overloads[sig])
+    for dispatcher, sigs in PREBUILT.items():
+        for sig in sigs:
             dispatcher.compile(sig)
             entries[key(dispatcher.py_func, sig)] = _payload(dispatcher.overloads[sig])
     path(which).parent.mkdir(exist_ok=True)

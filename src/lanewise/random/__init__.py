@@ -139,6 +139,10 @@ from ._core import (  # by name: lanewise re-targets lanes' global callees
 #: libdevice's dmul_rn/fmul_rn), so draws match the CPU's bit for bit.
 ROUNDED_PRODUCTS = (_core.mul, _core.mul32)
 
+#: The generator's scalar functions shipped prebuilt, with their signatures
+#: (lanewise/runtime/prebuilt.py).
+PREBUILT = _core.PREBUILT
+
 __all__ = ["key", "split", "fold_in", "uniform", "uniform32", "normal", "exponential",
            "integers", "bits", "philox4x32"]
 

@@ -35,14 +35,31 @@ from llvmlite import ir
 from numba.core import types as nt
 from numba.extending import intrinsic, overload
 
+from ..runtime import prebuilt
+
 #: Compile options of every function here.  ``inline="always"`` inlines them
 #: into the caller at Numba IR level, so a lane's loop holds no calls (and no
 #: reference counting of key arrays) and LLVM can vectorise it: measured, an
 #: njit loop of ``uniform(fold_in(k, i))`` runs 10x faster than with calls.
 #: ``cache=True`` keeps the host-side specialisations on disk (everything they
 #: depend on is in this file, so Numba's staleness check covers it).
+prebuilt.install()  # before any function here gets its disk cache: the shipped ones load from it
+
 JIT = dict(nogil=True, cache=True, error_model="numpy", inline="always")
 jit = numba.njit(**JIT)
+
+#: Options of the generator's larger functions of scalars only: inlined by LLVM
+#: (``alwaysinline``), not by Numba.  Numba's IR inliner re-ran its front end and
+#: deep-copied the callee's IR at every call site, in typing and again in the kernel:
+#: a lane drawing three uniforms spent 0.8 s typing and 1 s compiling in it, a normal
+#: draw 3.5 s of a Monte Carlo reduction's cold first call.  Compiled once per
+#: signature (and shipped prebuilt for the signatures the draws use, :data:`PREBUILT`),
+#: they reach the caller's loop as the same straight-line code (no arrays, so no
+#: reference counts to keep out of the loop).  ``normal_words`` and
+#: ``exponential_words`` stay IR-inlined: compiled on their own, the Monte Carlo
+#: reduction ran 10% slower (same instructions, laid out differently).
+SCALAR = dict(nogil=True, cache=True, error_model="numpy", forceinline=True)
+scalar = numba.njit(**SCALAR)
 
 U = np.uint64
 _0, _1, _11, _32, _40, _51 = U(0), U(1), U(11), U(32), U(40), U(51)
@@ -179,10 +196,10 @@ def key_array(seed):
 @jit
 def fold_in(key, data):
     k0, k1 = words(key)
-    return fold_in_words(k0, k1, data)
+    return fold_in_words(k0, k1, U(data))  # U(): a literal ``data`` would compile its own specialisation
 
 
-@jit
+@scalar
 def fold_in_words(k0, k1, data):
     """:func:`fold_in` of the key (k0, k1), its words given as integers (see ``key_words``)."""
     o0, o1, _, _ = block(U(np.uint32(k0)), U(np.uint32(k1)), U(data), TAG_FOLD)
@@ -220,7 +237,7 @@ def bits(key):
     return bits_words(k0, k1)
 
 
-@jit
+@scalar
 def bits_words(k0, k1):
     k0, k1 = key_words(k0, k1)
     w0, w1, _, _ = block(k0, k1, _0, TAG_DRAW)
@@ -234,7 +251,7 @@ def uniform(key, lo, hi):
     return uniform_words(k0, k1, lo, hi)
 
 
-@jit
+@scalar
 def uniform_words(k0, k1, lo, hi):
     u = np.float64(np.int64(bits_words(k0, k1) >> _11)) * _2M53
     v = lo + mul(hi - lo, u)
@@ -248,7 +265,7 @@ def uniform32(key, lo, hi):
     return uniform32_words(k0, k1, lo, hi)
 
 
-@jit
+@scalar
 def uniform32_words(k0, k1, lo, hi):
     u = np.float32(np.int64(bits_words(k0, k1) >> _40)) * _2M24_F32
     v = lo + mul32(hi - lo, u)
@@ -289,7 +306,7 @@ def integers(key, lo, hi):
     return integers_words(k0, k1, lo, hi)
 
 
-@jit
+@scalar
 def integers_words(k0, k1, lo, hi):
     if hi <= lo:
         return lo
@@ -378,7 +395,7 @@ def bit_length(x):
     return n
 
 
-@jit
+@scalar
 def ln53(n):
     """ln(n * 2**-53) for an integer 1 <= n <= 2**53 (uint64), within 1 ulp.
 
@@ -401,7 +418,7 @@ def ln53(n):
     return mul(e, _LN2_HI) - ((hfsq - t) - f)
 
 
-@jit
+@scalar
 def cos2pi(n):
     """cos(2 pi n 2**-53) for an integer 0 <= n < 2**53 (uint64), within 1.5 ulp.
 
@@ -420,3 +437,15 @@ def cos2pi(n):
     v = c if q == _0 else -s
     v = -c if q == U(2) else v
     return s if q == U(3) else v
+
+
+_u64, _i64, _f64, _f32 = nt.uint64, nt.int64, nt.float64, nt.float32
+
+#: The scalar functions lanewise ships prebuilt (lanewise/runtime/prebuilt.py), with
+#: the signatures the public draws call them with: on a fresh cache they are loaded,
+#: not compiled (a lane drawing uniforms compiled them for 0.6 s of its first call).
+PREBUILT = {
+    fold_in_words: [(_u64, _u64, _u64), (_u64, _u64, _i64)], bits_words: [(_u64, _u64)],
+    uniform_words: [(_u64, _u64, _f64, _f64)], uniform32_words: [(_u64, _u64, _f32, _f32)],
+    integers_words: [(_u64, _u64, _i64, _i64)], ln53: [(_u64,)], cos2pi: [(_u64,)],
+}

@@ -1,4 +1,4 @@
-"""Prebuilt vector math: lanemath's kernels shipped as LLVM bitcode with lanewise.
+"""Prebuilt vector math: lanemath's kernels (and lw.random's) shipped as LLVM bitcode.
 
 Every lane that calls ``math.cos`` compiles lanemath's ``cos`` once per process
 and cache folder: about 0.13 s of Numba's Python-side typing and lowering per
@@ -6,7 +6,7 @@ function, while a hand-written Numba kernel calls libm for free.  On a fresh
 cache that was a fifth of a trigonometric lane's cold first call (equivalent
 sources: cos and sin, 0.26 s of 1.4 s).
 
-So the package ships each public kernel (float64 and float32, :data:`._public.KERNELS`)
+So the package ships each public kernel (float64 and float32, ``lanemath._public.KERNELS``)
 already typed, lowered and optimised, as the payload Numba's own disk cache stores,
 with the library as *bitcode* (Numba's portable form; its cache keeps host
 object code).  When a lanemath kernel's disk cache misses, :func:`install`'s
@@ -15,7 +15,7 @@ for this host (milliseconds), and any kernel that inlines the function
 optimises the inlined body for this host again, as before.
 
 Two variants are built, as lanemath's source depends on the target having FMA
-(:data:`._core.HAS_FMA`): ``fma`` and ``generic`` — each for Numba's ``generic``
+(``lanemath._core.HAS_FMA``): ``fma`` and ``generic`` — each for Numba's ``generic``
 CPU, so no instruction of a newer CPU can reach an older one through it.
 
 A file is used only if all of these match this process (else every kernel
@@ -25,12 +25,16 @@ triple: the files are built on x86-64 Linux), and Numba's default code
 generation settings (:func:`_default_codegen`).  A stale file therefore costs
 speed, never a result; ``tests/test_prebuilt.py`` fails until it is rebuilt:
 
-    python -m lanewise.lanemath.prebuild      # rebuild both variants (lanemath/prebuild.py)
+    python -m lanewise.lanemath.prebuild      # rebuild both variants (lanewise/lanemath/prebuild.py)
+
+lw.random's scalar functions (the Philox block, the draws from a key's two words)
+are shipped the same way, for the signatures its public draws call them with
+(``lanewise.random.PREBUILT``).
 
 ``LANEWISE_PREBUILT_MATH=0`` turns the shipped kernels off (everything compiles).
 
 Example:
-    >>> from lanewise.lanemath import prebuilt
+    >>> from lanewise.runtime import prebuilt
     >>> prebuilt.variant() in ("fma", "generic")
     True
 """
@@ -52,36 +56,54 @@ from numba.core import caching, compiler
 from numba.core import config as numba_config
 from numba.core.typing.templates import Signature
 
-from ..runtime.hooks import hook_method
-from ._core import HAS_FMA
+from .hooks import hook_method
 
 FOLDER = Path(__file__).with_name("prebuilt")
-#: lanemath's files that are not kernel source (this loader, its builder).
-_TOOLS = ("prebuilt.py", "prebuild.py")
+_PACKAGE = Path(__file__).resolve().parent.parent
+#: The modules whose functions are shipped (lw.random's generator: its scalar
+#: arithmetic, ``lanewise.random.PREBUILT``).
+SHIPPED = ("lanewise.lanemath", "lanewise.random")
 SWITCH = "LANEWISE_PREBUILT_MATH"
 #: The variants built, with the CPU features Numba's ``generic`` CPU gets for each.
 VARIANTS = {"fma": "+fma", "generic": ""}
 
 
+def target_has_fma() -> bool:
+    """Whether Numba compiles for a CPU with fused multiply-add.
+
+    Numba compiles for the host unless ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` say
+    otherwise (e.g. ``generic`` for portable caches); without FMA hardware
+    ``llvm.fma`` becomes a slow libm call, so lanemath's exact products fall back to
+    Dekker's splitting (``lanemath._core.HAS_FMA``).
+    """
+    name = (numba_config.CPU_NAME or "host").lower()
+    if name == "host":
+        features = llvm.get_host_cpu_features().flatten()
+    else:
+        features = numba_config.CPU_FEATURES or ""
+    return "+fma" in features.split(",")
+
+
 def variant() -> str:
     """The variant this process's lanemath source compiles to."""
-    return "fma" if HAS_FMA else "generic"
+    return "fma" if target_has_fma() else "generic"
 
 
 @functools.cache
 def source_hash() -> str:
-    """The hash of lanemath's source (this loader and its builder excepted): a shipped kernel is
-    used only with the source it was built from."""
+    """The hash of the shipped functions' source (lanemath's, lw.random's generator's,
+    the slow paths' symbols; the builder excepted): a shipped kernel is used only with
+    the source it was built from."""
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        if path.name not in _TOOLS:
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    lanemath = sorted(p for p in (_PACKAGE / "lanemath").glob("*.py") if p.name != "prebuild.py")
+    for path in [*lanemath, _PACKAGE / "random" / "_core.py", _PACKAGE / "runtime" / "slow_symbols.py"]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
 def stamp(which: str) -> dict:
     """What a file of variant ``which`` must have been built with to be used here."""
-    return {"lanemath": source_hash(), "numba": numba.__version__, "llvmlite": llvmlite.__version__,
+    return {"source": source_hash(), "numba": numba.__version__, "llvmlite": llvmlite.__version__,
             "python": f"{sys.version_info[0]}.{sys.version_info[1]}", "variant": which,
             "triple": llvm.get_process_triple()}  # bitcode for another platform must not reach LLVM
 
@@ -137,7 +159,7 @@ LOADED: list[str] = []
 def _offer(cache, py_func) -> None:
     """Hook on Numba's function cache: a lanemath kernel's cache that misses asks
     :func:`load` before Numba compiles."""
-    if not getattr(py_func, "__module__", "").startswith("lanewise.lanemath") or "load_overload" in vars(cache):
+    if not getattr(py_func, "__module__", "").startswith(SHIPPED) or "load_overload" in vars(cache):
         return
     disk = cache.load_overload
 
