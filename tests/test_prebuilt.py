@@ -135,3 +135,19 @@ def test_a_file_built_for_anything_else_is_not_used(monkeypatch, field):
     finally:
         monkeypatch.undo()
         prebuilt._entries.cache_clear()
+
+
+def test_the_switch_is_read_at_each_load():
+    # lw.config.prebuilt_math = False (LANEWISE_PREBUILT_MATH=0) compiles from source, also when set later
+    from numba import types
+    from numba.core.registry import cpu_target
+
+    import lanewise as lw
+    from lanewise.lanemath._public import KERNELS
+
+    if _header(prebuilt.variant())[0] != prebuilt.stamp(prebuilt.variant()):
+        pytest.skip("the shipped kernels were built with another Numba, llvmlite or Python")
+    cos = KERNELS["cos"][0].dispatcher.py_func
+    with lw.config.overridden(prebuilt_math=False):
+        assert prebuilt.load(cos, (types.float64,), cpu_target.target_context) is None
+    assert prebuilt.load(cos, (types.float64,), cpu_target.target_context) is not None

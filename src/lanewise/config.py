@@ -66,6 +66,10 @@ class Config:
     #: <= 1 ulp functions (lanewise.lanemath) instead of libm
     #: (``LANEWISE_VECTOR_MATH=0`` restores libm).  CPU backend only.
     vector_math: bool = field(default_factory=lambda: _flag("LANEWISE_VECTOR_MATH", True))
+    #: On a fresh cache, load lanemath's and lw.random's functions from the prebuilt
+    #: bitcode shipped with lanewise instead of compiling them
+    #: (``LANEWISE_PREBUILT_MATH=0`` compiles them; lanewise/runtime/prebuilt.py).
+    prebuilt_math: bool = field(default_factory=lambda: _flag("LANEWISE_PREBUILT_MATH", True))
     #: Below this many lanes the CPU backend runs the nest on the calling thread:
     #: a parallel launch costs more than it saves on small problems.
     serial_below: int = 32768

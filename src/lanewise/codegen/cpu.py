@@ -194,7 +194,7 @@ def spmd_groups(program: Program, names: Names, plan, inner: int, lo: str, hi: s
     return body
 
 
-def _stream_context(program: Program, names: Names, order, plan) -> list[str]:
+def _stream_context(names: Names, order, plan) -> list[str]:
     """What ``lane_block`` passes ``lane_stream`` as ``_lw_ctx``: the varying leaves,
     the outputs, the outer levels' indices."""
     varying = [k for kind, k in zip(plan.kinds, plan.leaves) if kind == "varying"]
@@ -213,7 +213,7 @@ def _stream_io(program: Program, names: Names, order, plan) -> str:
     inner = order[-1]
     sig = program.signature
     varying = [k for kind, k in zip(plan.kinds, plan.leaves) if kind == "varying"]
-    unpack = f"    {', '.join(_stream_context(program, names, order, plan))}, = _lw_ctx"
+    unpack = f"    {', '.join(_stream_context(names, order, plan))}, = _lw_ctx"
     load = [f"@{JIT.format('')}",
             "def _lw_load(_lw_ctx, _lw_i):",
             '    """The varying arguments of one lane of the innermost level."""',
@@ -235,7 +235,7 @@ def _lane_block_stream(program: Program, names: Names, order, plan) -> str:
     it and storing its results (``_lw_store``) when it returns."""
     sig = program.signature
     where = lane_comment(program)
-    ctx = _stream_context(program, names, order, plan)
+    ctx = _stream_context(names, order, plan)
     uniform = [leaf_expr(sig.leaves[k], names.leaves[k]) for kind, k in zip(plan.kinds, plan.leaves)
                if kind == "uniform"]
     block = [f"@{JIT.format('')}",

@@ -19,6 +19,7 @@ from numba.core.serialize import dumps
 from ..random import PREBUILT
 from ..runtime.prebuilt import SWITCH, VARIANTS, key, path, stamp, variant
 
+
 def _payload(cres) -> bytes:
     """What Numba's disk cache stores for ``cres``, with the library as bitcode."""
     cres.fndesc.typemap = cres.fndesc.calltypes = None  # as Numba's cache: not needed, may not pickle

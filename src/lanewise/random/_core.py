@@ -37,14 +37,14 @@ from numba.extending import intrinsic, overload
 
 from ..runtime import prebuilt
 
+prebuilt.install()  # before any function here gets its disk cache: the shipped ones load from it
+
 #: Compile options of every function here.  ``inline="always"`` inlines them
 #: into the caller at Numba IR level, so a lane's loop holds no calls (and no
 #: reference counting of key arrays) and LLVM can vectorise it: measured, an
 #: njit loop of ``uniform(fold_in(k, i))`` runs 10x faster than with calls.
 #: ``cache=True`` keeps the host-side specialisations on disk (everything they
 #: depend on is in this file, so Numba's staleness check covers it).
-prebuilt.install()  # before any function here gets its disk cache: the shipped ones load from it
-
 JIT = dict(nogil=True, cache=True, error_model="numpy", inline="always")
 jit = numba.njit(**JIT)
 

@@ -31,7 +31,8 @@ lw.random's scalar functions (the Philox block, the draws from a key's two words
 are shipped the same way, for the signatures its public draws call them with
 (``lanewise.random.PREBUILT``).
 
-``LANEWISE_PREBUILT_MATH=0`` turns the shipped kernels off (everything compiles).
+``lw.config.prebuilt_math = False`` (``LANEWISE_PREBUILT_MATH=0``) turns the shipped kernels off
+(everything compiles).
 
 Example:
     >>> from lanewise.runtime import prebuilt
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import pickle
 import sys
 import zlib
@@ -56,6 +56,7 @@ from numba.core import caching, compiler
 from numba.core import config as numba_config
 from numba.core.typing.templates import Signature
 
+from ..config import config
 from .hooks import hook_method
 
 FOLDER = Path(__file__).with_name("prebuilt")
@@ -63,6 +64,7 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 #: The modules whose functions are shipped (lw.random's generator: its scalar
 #: arithmetic, ``lanewise.random.PREBUILT``).
 SHIPPED = ("lanewise.lanemath", "lanewise.random")
+#: ``lw.config.prebuilt_math``'s variable (the builder turns the shipped functions off).
 SWITCH = "LANEWISE_PREBUILT_MATH"
 #: The variants built, with the CPU features Numba's ``generic`` CPU gets for each.
 VARIANTS = {"fma": "+fma", "generic": ""}
@@ -123,8 +125,8 @@ def path(which: str) -> Path:
 @functools.cache
 def _entries() -> dict:
     """This process's variant's kernels (key -> pickled payload), or {} when the file
-    is missing, stale or switched off."""
-    if os.environ.get(SWITCH, "").strip().lower() in ("0", "false", "off", "no") or not _default_codegen():
+    is missing or stale."""
+    if not _default_codegen():
         return {}
     try:
         header, entries = pickle.loads(zlib.decompress(path(variant()).read_bytes()))
@@ -143,6 +145,8 @@ def key(py_func, sig) -> str:
 
 def load(py_func, sig, target_context):
     """The shipped compile result of ``py_func`` for ``sig``, or None."""
+    if not config.prebuilt_math:
+        return None
     found = key(py_func, sig)
     blob = _entries().get(found)
     if blob is None:
@@ -157,8 +161,8 @@ LOADED: list[str] = []
 
 
 def _offer(cache, py_func) -> None:
-    """Hook on Numba's function cache: a lanemath kernel's cache that misses asks
-    :func:`load` before Numba compiles."""
+    """Hook on Numba's function cache: a shipped function's cache (:data:`SHIPPED`)
+    that misses asks :func:`load` before Numba compiles."""
     if not getattr(py_func, "__module__", "").startswith(SHIPPED) or "load_overload" in vars(cache):
         return
     disk = cache.load_overload
@@ -176,5 +180,5 @@ def _offer(cache, py_func) -> None:
 
 
 def install() -> None:
-    """Make lanemath kernels' disk caches fall back on the shipped ones (idempotent)."""
+    """Make the disk caches of the shipped functions fall back on the shipped file (idempotent)."""
     hook_method(caching.FunctionCache, "__init__", _offer, after=True)

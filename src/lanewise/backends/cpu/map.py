@@ -130,14 +130,14 @@ def _stream_io(program: Program, call: Call, plan) -> "spmd.StreamIO | None":
     """The kernel's feed of a streamed W-wide lane, for one level of lanes whose
     varying leaves reach the lane as their elements and whose results are scalars
     (the context's types are then this call's arrays'), else None."""
-    leaves = [program.signature.leaves[k] for kind, k in zip(plan.kinds, plan.leaves) if kind == "varying"]
+    varying = [k for kind, k in zip(plan.kinds, plan.leaves) if kind == "varying"]
+    leaves = [program.signature.leaves[k] for k in varying]
     if len(loop_order(program)) != 1 or any(
             leaf.element_dtype != leaf.dtype or leaf.unit_rows or leaf.lane_ndim for leaf in leaves) \
             or any(out.lane_ndim for out in program.outputs):
         return None
-    arrays = [numba.typeof(call.values[k]) for kind, k in zip(plan.kinds, plan.leaves) if kind == "varying"]
-    outs = [nt.Array(numba.from_dtype(out.dtype), out.ndim, "C")
-            for out in program.outputs]
+    arrays = [numba.typeof(call.values[k]) for k in varying]
+    outs = [nt.Array(numba.from_dtype(out.dtype), out.ndim, "C") for out in program.outputs]
     return spmd.StreamIO(render_cpu.stream_io(program, plan), (*arrays, *outs))
 
 
