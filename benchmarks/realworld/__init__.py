@@ -16,7 +16,8 @@ Every module in this package is one kernel and exposes::
     lanewise(lw)          -> callable(*data): the natural lane version (no tricks)
     lanes                 (optional) the lane functions, for ``lw.explain`` in the report
 
-Kernels are not taken from ``numba/numba-examples`` (kept aside for acceptance).
+Kernels named ``ex_*`` solve the problems of ``numba/numba-examples`` (issue 41 names them), written
+here from their descriptions; the others are copied from the projects they name.
 ``python -m benchmarks.realworld.run`` measures them all (see run.py).
 """
 from __future__ import annotations
