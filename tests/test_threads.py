@@ -125,3 +125,129 @@ def test_worker_pool_reports_the_first_failure_and_reraises_errors():
 
     with pytest.raises(ValueError, match="chunk failed"):
         pool.run_blocks(raising, 256, 2)
+
+
+# ----------------------------------------------------------------------------- shared schedule
+# A parallel run calls the compiled kernel once per thread, and the calls take guided
+# chunks of blocks from a shared counter (codegen.common.unit_loop).  These tests run it
+# on 1, 2 and 3 threads (more threads than this machine's cores still interleave).
+
+THREADS = (1, 2, 3)
+
+
+@pytest.fixture
+def thread_count(monkeypatch):
+    """Set the worker threads of lanewise's parallel runs (Numba's own may be fewer)."""
+    from lanewise.backends.cpu import map as cpu_map
+
+    def use(n):
+        monkeypatch.setattr(cpu_map, "threads", lambda: n)
+    return use
+
+
+def test_take_chunk_covers_every_unit_once_in_guided_chunks():
+    """Called concurrently from nogil threads, the chunks tile [0, last) exactly once,
+    and one thread alone takes them in order, each a share of what is left."""
+    import numba
+    from lanewise.runtime.counter import SHARED_SLOTS, take_chunk
+
+    @numba.njit(nogil=True)
+    def drain(stop, last, seen):
+        chunks = 0
+        while True:
+            first, end = take_chunk(stop, last)
+            if first >= end:
+                return chunks
+            seen[first:end] += 1
+            chunks += 1
+
+    for threads, last in ((1, 1000), (2, 1000), (3, 257), (3, 1)):
+        stop = np.zeros(SHARED_SLOTS, np.int64)
+        stop[3] = threads
+        seen = np.zeros(last, np.int64)
+        counts = []
+        workers = [threading.Thread(target=lambda: counts.append(drain(stop, last, seen))) for _ in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+        assert (seen == 1).all(), (threads, last)
+        assert sum(counts) <= last
+    stop = np.zeros(SHARED_SLOTS, np.int64)
+    stop[3] = 2
+    chunks = [take_chunk(stop, 100) for _ in range(4)]
+    assert chunks == [(0, 25), (25, 43), (43, 57), (57, 67)]  # a quarter of what is left each
+    stop[2] = 1  # a failed run: no new chunks
+    assert take_chunk(stop, 100) == (100, 100)
+
+
+def test_uneven_lanes_are_computed_once_on_any_thread_count(thread_count):
+    n = np.full(20_000, 3, dtype=np.int64)
+    n[::97] = 5_000  # costly lanes spread over every chunk
+    small, big = (sum(i % 7 for i in range(k)) for k in (3, 5_000))
+    mapped = lw.vmap(spin)
+    for threads in THREADS:
+        thread_count(threads)
+        out = np.full(n.shape, -1, np.int64)
+        mapped(n, out=out)
+        np.testing.assert_array_equal(out, np.where(n == 3, small, big))
+
+
+def raise_at(x):
+    if x == 31_000.0 or x == 77_000.0 or x == 99_999.0:
+        raise ValueError("bad lane")
+    return x * 2
+
+
+def test_the_lowest_failing_lane_is_named_on_any_thread_count(thread_count):
+    for threads in THREADS:
+        thread_count(threads)
+        with pytest.raises(ValueError, match="bad lane") as info:
+            lw.vmap(raise_at)(np.arange(1e5))
+        assert "i0=31000" in info.value.__notes__[0], threads
+
+
+def pair_energy(i, pos):  # lane i: its pairs with every later point (a triangular loop)
+    e = 0.0
+    for j in range(i + 1, pos.shape[0]):
+        d = abs(pos[j] - pos[i]) + 1.0
+        e += 1.0 / (d * d)
+    return e
+
+
+def test_few_heavy_lanes_of_a_reduction_run_in_parallel_with_the_same_bits(thread_count, monkeypatch):
+    """Before: an all-pairs reduction of 3,000 points ran on one thread (a reduction was
+    "small" by its shapes alone, and its lanes were never timed)."""
+    from lanewise.backends.cpu import map as cpu_map
+
+    launches = []
+    real = cpu_map.run_parallel
+    monkeypatch.setattr(cpu_map, "run_parallel", lambda *a, **k: (launches.append(1), real(*a, **k))[1])
+    pos = np.random.default_rng(3).random(3000)
+    total = lw.reduce(lw.vmap(pair_energy, in_axes=(0, None)), "sum")
+    results = []
+    for threads in THREADS:
+        thread_count(threads)
+        results.append(float(total(np.arange(pos.size - 1), pos)))
+    assert len(launches) == len(THREADS)
+    assert results[0] == results[1] == results[2]  # bitwise, whatever the thread count
+    d = np.abs(pos[None, :] - pos[:, None]) + 1.0
+    np.testing.assert_allclose(results[0], np.triu(1.0 / (d * d), 1).sum(), rtol=1e-12)
+
+
+def bin_or_raise(x):
+    if x == 5_000.0 or x == 40_000.0:
+        raise ValueError("bad value")
+    return int(x) % 10, 1
+
+
+def test_a_segmented_reduction_names_its_lowest_failing_lane_on_any_thread_count(thread_count):
+    """Slots fold chunks s, s + slots, ...: the lowest failure may sit in a later slot
+    than a chunk that failed first, so a failed slot's chunk goes on with the next slot."""
+    counts = lw.reduce(lw.vmap(bin_or_raise), "sum", segments=10)
+    for threads in THREADS:
+        thread_count(threads)
+        with pytest.raises(ValueError, match="bad value") as info:
+            counts(np.arange(50_000.0))
+        assert "i0=5000" in info.value.__notes__[0], threads
+        np.testing.assert_array_equal(counts(np.arange(1000.0)), np.full(10, 100))

@@ -29,7 +29,8 @@ from ..config import config
 from ..errors import LaneIndexError, LanewiseError, LaneTypeError, OutputError, function_location
 from ..ir.program import Call, Program, lane_arguments, make_program
 from ..lane.analysis import check_unmapped_outputs
-from ..lane.lanefn import fingerprint, jit_lane
+from ..ir.schedule import lane_work
+from ..lane.lanefn import fingerprint, has_loops, jit_lane
 from ..lane.scanning import reference_mode
 from ..runtime import cache
 
@@ -56,6 +57,12 @@ def token(kind: str, functions, *parts) -> str | None:
     if any(p is None for p in prints):
         return None
     return cache.key_of(kind, *prints, *parts)
+
+
+def program_work(program: Program, values, sizes) -> int:
+    """:func:`lane_work` of ``program``'s lanes on ``values`` (arrays passed whole
+    count when the lane loops): what every backend blocks by, so they agree."""
+    return lane_work(program.signature.leaves, values, sizes, loops=has_loops(program.lane))
 
 
 def disk_key(kind: str, functions, *parts) -> str | None:

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from ..backends import cpu, host
-from ..ir.schedule import blocking, lane_work
+from ..ir.schedule import blocking
 from ..runtime import cache, slow_symbols
 
 #: plan[MODE]: how the handler runs the lanes.
@@ -76,7 +76,7 @@ def plan_of(exe, call, n_sizes: int, extra: tuple) -> np.ndarray:
     if not all(sizes):
         head[MODE] = EMPTY
     else:
-        plan = blocking(sizes, exe.order, lane_work(exe.program.signature.leaves, call.values, sizes), exe.group)
+        plan = blocking(sizes, exe.order, host.program_work(exe.program, call.values, sizes), exe.group)
         # Lanes that may loop or read whole arrays can be long even when few: parallel then.
         head[MODE] = SERIAL if cpu.is_small(sizes, call.values) and not exe.may_be_heavy else PARALLEL
         head[INNER_BLOCKS], head[BLOCK], head[N_INNER] = plan.inner_blocks, plan.block, plan.n_inner

@@ -35,7 +35,7 @@ from ..ir.program import Program, Signature
 from ..ir.schedule import loop_order
 from ..version import __version__
 from .common import (JIT, Names, block_loop, borrow_lines, decompose, guarded_store, inlined_twin, inlining_options,
-                     jit_inlining, lane_args, lane_comment, leaf_expr, level_comments, out_index)
+                     jit_inlining, lane_args, lane_comment, leaf_expr, level_comments, out_index, unit_loop)
 
 
 
@@ -74,7 +74,7 @@ def header(program: Program, order) -> str:
              "# 'lane' and the _nt* classes are injected by lanewise before this runs.",
              "import numba", "import numpy as np", "from numba import int64, prange, uint64",
              "from lanewise.runtime.borrow import borrowed",
-             "from lanewise.runtime.counter import fetch_add, thread_count",
+             "from lanewise.runtime.counter import fetch_add, take_chunk, thread_count",
              "from lanewise.runtime.interrupt import stopped"]
     return "\n".join(lines)
 
@@ -303,21 +303,20 @@ def _kernel_blocks(program: Program, names: Names, order, options: str) -> str:
     return "\n".join([
         f"@{JIT.format(options)}",
         f"def kernel_blocks({names.params('nib', 'blk', 'first', 'last', 'stop', 'at')}):",
-        '    """Blocks [first, last) on the calling thread (block b: outer index b // nib, lanes',
-        '    [(b % nib) * blk, + blk)); -1, or -2 when stop[0] != 0 (Ctrl-C) before a block.  A',
-        '    lane\'s exception propagates; then at[1] + at[0] is the flat index of the lane (or',
-        '    of the first lane of its group or block) that raised."""',
+        '    """Blocks [first, last) on the calling thread, or chunks of a shared run (codegen.common.',
+        '    unit_loop) (block b: outer index b // nib, lanes [(b % nib) * blk, + blk)); -1, or -2',
+        '    when stop[0] != 0 (Ctrl-C) before a block.  A lane\'s exception propagates; then',
+        '    at[1] + at[0] is the flat index of the lane (or of the first lane of its group or',
+        '    block) that raised."""',
         *borrow_lines(program, names, *names.outputs, "at"),
-        "    for b in range(first, last):",
-        "        if stopped(stop):",
-        "            return -2",
+        *unit_loop("b"),
         "        outer = b // nib",
         "        lo = (b - outer * nib) * blk",
         f"        hi = min(lo + blk, {n_inner})",
         f"        at[1] = outer * {n_inner}",
         "        at[0] = lo",
         f"        lane_block_inlined({names.params('outer', 'lo', 'hi', 'at')})",
-        "    return -1"])
+        "        b += 1"])
 
 
 def _probe(program: Program, names: Names) -> str:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from ..ir.program import Program
 from ..ir.reduction import OPS, ReduceSpec
-from .common import JIT, Names, block_loop, borrow_lines, decompose, jit_inlining, lane_args
+from .common import JIT, Names, block_loop, borrow_lines, decompose, jit_inlining, lane_args, unit_loop
 from .cpu import header, spmd_groups
 
 
@@ -345,11 +345,12 @@ def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) ->
 
 
 def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
-    """``rkernel_blocks``: units [first, last) on the calling thread, a unit being a
-    (kept index, chunk) block, or for a segmented reduction a slot (its chunks in
-    order).  Returns -1, or -2 when stop[0] != 0 (Ctrl-C) ended the call before a
-    block (as ``kernel_blocks``); a lane's exception propagates, ``at`` saying where
-    (the host records it in ``err`` and goes on with the next unit)."""
+    """``rkernel_blocks``: units [first, last) on the calling thread, or chunks of a
+    shared run (:func:`~lanewise.codegen.common.unit_loop`), a unit being a (kept
+    index, chunk) block, or for a segmented reduction a slot (its chunks in order).
+    Returns -1, or -2 when stop[0] != 0 (Ctrl-C) ended the call before a block (as
+    ``kernel_blocks``); a lane's exception propagates, ``at`` saying where (the host
+    records it in ``err`` and goes on with the next unit: backends.cpu.reduce.run_units)."""
     head = [f"@{JIT.format('')}"]
     borrow = borrow_lines(program, names, *partial_names(program, spec), "err", "at")
     units = ("nslots",) if spec.segmented else ()
@@ -361,7 +362,7 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
             f"def rkernel_blocks({params}):",
             '    """Slots [first, last), each folding chunks s, s + nslots, ... in order."""',
             *borrow,
-            "    for s in range(first, last):",
+            *unit_loop("s"),
             "        for c in range(s, nchunks, nslots):",
             "            if stopped(stop):",
             "                return -2",
@@ -371,15 +372,13 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
             "            at[1] = c",
             "            at[2] = s",
             f"            rblock({_params(program, spec, names, '0', 's', 'lo', 'hi', 'at')})",
-            "    return -1"])
+            "        s += 1"])
     return "\n".join([
         *head,
         f"def rkernel_blocks({params}):",
         '    """Blocks [first, last) of (kept index, chunk); partial b = k * nchunks + chunk."""',
         *borrow,
-        "    for b in range(first, last):",
-        "        if stopped(stop):",
-        "            return -2",
+        *unit_loop("b"),
         "        k = b // nchunks",
         "        lo = (b - k * nchunks) * chunk",
         "        hi = min(lo + chunk, nred)",
@@ -387,7 +386,7 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
         "        at[1] = b",
         "        at[2] = b",
         f"        rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi', 'at')})",
-        "    return -1"])
+        "        b += 1"])
 
 
 def _rblock_caught(program: Program, spec: ReduceSpec, names: Names) -> str:

@@ -143,8 +143,12 @@ def segment_slots(n_chunks: int, elements: int, itemsize: int) -> int:
     return max(1, min(n_chunks, SEGMENT_SLOTS, fits))
 
 
-def lane_work(leaves, values, sizes) -> int:
-    """Elements one lane can read through its mapped argument views (>= 1).
+def lane_work(leaves, values, sizes, loops: bool = False) -> int:
+    """Elements one lane can read through its mapped argument views (>= 1), and
+    with ``loops`` (the lane loops) the arrays it is passed whole too: such a lane
+    may walk them (a kernel density over every sample, an all-pairs energy), and
+    10,000 lanes of 20,000 steps each cut into blocks of 1,024 lanes had kept only
+    10 of 13 threads busy.
 
     Depends on shapes only, so blocking stays independent of the thread count.
 
@@ -152,18 +156,25 @@ def lane_work(leaves, values, sizes) -> int:
         >>> import numpy as np
         >>> from lanewise.ir.program import bind_call
         >>> import lanewise as lw
-        >>> call = bind_call(lw.vmap(lambda r: r.sum()), (np.ones((4, 100)),), {})
+        >>> call = bind_call(lw.vmap(lambda r, t: r.sum() + t.sum(), in_axes=(0, None)),
+        ...                  (np.ones((4, 100)), np.ones(50)), {})
         >>> lane_work(call.signature.leaves, call.values, call.sizes)
         101
+        >>> lane_work(call.signature.leaves, call.values, call.sizes, loops=True)
+        151
     """
     work = 1
     for leaf, value in zip(leaves, values, strict=True):
-        if leaf.is_array and leaf.lane_ndim and any(a is not None for a in leaf.axes):
+        if not leaf.is_array:
+            continue
+        if leaf.lane_ndim and any(a is not None for a in leaf.axes):
             lanes = 1
             for level, axis in enumerate(leaf.axes):
                 if axis is not None:
                     lanes *= sizes[level]
             work += value.size // lanes if lanes else 0
+        elif loops and all(a is None for a in leaf.axes):
+            work += value.size
     return work
 
 

@@ -19,9 +19,12 @@ Example:
 
 from __future__ import annotations
 
+import numba
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
+
+from .interrupt import stopped
 
 
 @intrinsic
@@ -47,3 +50,30 @@ def thread_count(typingctx):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(cgutils.intp_t, []), "get_num_threads")
         return builder.call(fn, [])
     return types.intp(), codegen
+
+
+#: A shared run's ``stop`` array: [Ctrl-C flag, next unit, failed flag, threads].
+#: A one-element ``stop`` (the Ctrl-C flag alone) runs units [first, last) as given.
+SHARED_SLOTS = 4
+#: A chunk takes this share of the units not yet taken, divided by the threads
+#: (OpenMP's "guided" schedule uses 1).  2: a long first chunk cannot leave one
+#: thread working alone at the end for more than about a quarter of its share.
+GUIDED_DIVISOR = 2
+
+
+@numba.njit(nogil=True, cache=True)
+def take_chunk(stop, last):
+    """The next chunk ``(first, end)`` of units below ``last`` from a shared run's
+    counter ``stop[1]``: guided (a share of what is left, at least one unit), so the
+    first chunks are long and the last single units, and lanes whose cost differs a
+    thousandfold still keep every thread busy.  ``(last, last)`` once none is left
+    or the run failed (``stop[2]``: chunks are taken in order, so every unit before
+    a failed one was taken already)."""
+    if stopped(stop[2:]):
+        return last, last
+    seen = stop[1]
+    if seen >= last:
+        return last, last
+    size = max(1, (last - seen) // (GUIDED_DIVISOR * stop[3]))
+    first = fetch_add(stop[1:], size)
+    return min(first, last), min(first + size, last)

@@ -4,11 +4,10 @@ Why not a Numba ``prange`` kernel: compiling one cost 0.5-2 s for each new
 signature (Numba's parfor passes, then LLVM optimising the whole lane again,
 linked into the parallel loop), a quarter to a third of a lane's cold first
 call.  Instead a few persistent threads call the *serial* compiled block runner
-(``nogil``, so they run at once) on chunks of blocks taken from a shared
-counter.  The chunks are guided: each takes a share of what is left, so the
-first are long and the last are single blocks, and lanes whose cost differs a
-thousandfold still keep every core busy, with O(threads x log(blocks)) calls
-through Python (a few microseconds each).
+(``nogil``, so they run at once) once each: the calls take guided chunks of
+blocks from a shared counter in compiled code (:func:`run_shared`,
+:func:`lanewise.codegen.common.unit_loop`), so a run costs one call through
+Python per thread.  :func:`run_blocks` hands chunks to Python work the same way.
 
 Example:
     >>> import numpy as np
@@ -29,45 +28,26 @@ import queue
 import threading
 from typing import Callable
 
-#: A chunk takes at least this share of the blocks not yet taken, divided by
-#: the number of threads (OpenMP's "guided" schedule uses 1).  2: a long first
-#: block cannot leave one thread working alone at the end for more than about
-#: a quarter of its share.
-GUIDED_DIVISOR = 2
-
+from .counter import GUIDED_DIVISOR
 
 class _Launch:
-    """One parallel run: the blocks not yet taken, the lowest failure, who is still working."""
+    """One parallel run: its workers' lowest failure, who is still working."""
 
-    def __init__(self, run_chunk: Callable[[int, int], int], n_blocks: int, threads: int):
-        self.run_chunk, self.n_blocks, self.threads = run_chunk, n_blocks, threads
-        self.next = 0
-        self.failure = -1  # the smallest failure code any chunk returned
+    def __init__(self, work: Callable[[], int], threads: int):
+        self.work_fn = work
+        self.failure = -1  # the smallest failure code any worker returned
         self.error: BaseException | None = None
         self.lock = threading.Lock()
         self.working = threads
         self.done = threading.Event()
 
-    def take(self) -> tuple[int, int] | None:
-        """The next chunk of blocks, or None when none is left (or one failed)."""
-        with self.lock:
-            first = self.next
-            if first >= self.n_blocks or self.failure >= 0 or self.error is not None:
-                return None
-            size = max(1, (self.n_blocks - first) // (GUIDED_DIVISOR * self.threads))
-            self.next = first + size
-            return first, first + size
-
     def work(self) -> None:
-        """A worker's part: chunks until none is left; then, if last, signal the caller."""
+        """A worker's part: one call of ``work``; then, if last, signal the caller."""
         try:
-            while (chunk := self.take()) is not None:
-                code = self.run_chunk(*chunk)
-                if code >= 0:
-                    # Chunks are handed out in order, so every block before this
-                    # one was taken already: the smallest code is the first failure.
-                    with self.lock:
-                        self.failure = code if self.failure < 0 else min(self.failure, code)
+            code = self.work_fn()
+            if code >= 0:
+                with self.lock:
+                    self.failure = code if self.failure < 0 else min(self.failure, code)
         except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
             with self.lock:
                 self.error = self.error or e
@@ -104,18 +84,18 @@ def _serve(jobs: "queue.SimpleQueue[_Launch]") -> None:
         jobs.get().work()
 
 
-def run_blocks(run_chunk: Callable[[int, int], int], n_blocks: int, threads: int,
-               on_interrupt: Callable[[], None] = lambda: None) -> int:
-    """Call ``run_chunk(first, last)`` on chunks covering ``range(n_blocks)`` from
-    ``threads`` worker threads; the smallest code >= 0 a chunk returned (its first
-    failure; chunks stop being handed out after one), or -1.
+def run_shared(work: Callable[[], int], threads: int, on_interrupt: Callable[[], None] = lambda: None) -> int:
+    """Call ``work()`` once on each of ``threads`` worker threads, which share the
+    run's units among themselves (a compiled kernel taking chunks from a shared
+    counter: :func:`lanewise.codegen.common.unit_loop`); the smallest code >= 0 a
+    call returned (its first failure), or -1.
 
     The caller waits, so in the main thread Ctrl-C still arrives: it calls
-    ``on_interrupt()`` (which should make the running chunks return soon), waits
-    for the workers, and re-raises.  An exception in ``run_chunk`` is re-raised here.
+    ``on_interrupt()`` (which should make the running calls return soon), waits
+    for the workers, and re-raises.  An exception in ``work`` is re-raised here.
     """
-    threads = max(1, min(threads, n_blocks))
-    launch = _Launch(run_chunk, n_blocks, threads)
+    threads = max(1, threads)
+    launch = _Launch(work, threads)
     jobs = _workers(threads)
     for _ in range(threads):
         jobs.put(launch)
@@ -123,11 +103,49 @@ def run_blocks(run_chunk: Callable[[int, int], int], n_blocks: int, threads: int
         while not launch.done.wait(0.25):
             pass
     except BaseException:  # Ctrl-C (or any exception a signal handler raises)
-        with launch.lock:
-            launch.next = n_blocks  # no new chunks
         on_interrupt()
         launch.done.wait()
         raise
     if launch.error is not None:
         raise launch.error
     return launch.failure
+
+
+def run_blocks(run_chunk: Callable[[int, int], int], n_blocks: int, threads: int,
+               on_interrupt: Callable[[], None] = lambda: None) -> int:
+    """Call ``run_chunk(first, last)`` on guided chunks covering ``range(n_blocks)``
+    from ``threads`` worker threads, taken under a lock (for work that is Python, not
+    a compiled kernel); the smallest code >= 0 a chunk returned (its first failure;
+    chunks stop being handed out after one), or -1.  Ctrl-C and exceptions as
+    :func:`run_shared`."""
+    threads = max(1, min(threads, n_blocks))
+    lock = threading.Lock()
+    state = {"next": 0, "failed": False}
+
+    def take() -> tuple[int, int] | None:
+        with lock:
+            first = state["next"]
+            if first >= n_blocks or state["failed"]:
+                return None
+            size = max(1, (n_blocks - first) // (GUIDED_DIVISOR * threads))
+            state["next"] = first + size
+            return first, first + size
+
+    def work() -> int:
+        failure = -1
+        while (chunk := take()) is not None:
+            code = run_chunk(*chunk)
+            if code >= 0:
+                # Chunks are handed out in order, so every block before this
+                # one was taken already: the smallest code is the first failure.
+                with lock:
+                    state["failed"] = True
+                failure = code if failure < 0 else min(failure, code)
+        return failure
+
+    def interrupt() -> None:
+        with lock:
+            state["next"] = n_blocks  # no new chunks
+        on_interrupt()
+
+    return run_shared(work, threads, interrupt)

@@ -28,7 +28,8 @@ from ...ir.program import bind_call
 if os.environ.get("NUMBA_THREADING_LAYER") is None and numba.config.THREADING_LAYER == "default":
     numba.config.THREADING_LAYER = "forksafe"
 
-from ...ir.schedule import blocking, lane_work
+from ...ir.schedule import blocking
+from .. import host
 from .map import (PARALLEL_ABOVE_S, Executable, allocate, build, fast_launcher, inplace_lane, is_small,
                   lane_call_report,
                   lane_output_shapes, raise_lane_error, result_type, run, stats)
@@ -55,7 +56,7 @@ def explain(exe, call) -> list[str]:
                 f"lane path: {exe.lane_path}"]
     program, lines = exe.program, []
     if all(call.sizes):
-        plan = blocking(call.sizes, exe.order, lane_work(program.signature.leaves, call.values, call.sizes),
+        plan = blocking(call.sizes, exe.order, host.program_work(program, call.values, call.sizes),
                         exe.group)
         mode = "parallel (threads take runs of blocks, shorter as the work runs out)"
         if is_small(call.sizes, call.values):

@@ -29,7 +29,7 @@ from numba.np.numpy_support import as_dtype
 from ... import pytree, spmd
 from ...codegen import cpu as render_cpu
 from ...codegen.common import injected_names
-from ...ir.schedule import Blocking, blocking, lane_index, lane_work, loop_order, reblocked
+from ...ir.schedule import Blocking, blocking, lane_index, loop_order, reblocked
 from ...config import config
 from ...errors import LaneTypeError, LanewiseError
 from ...lane.inplace import rewrite
@@ -39,6 +39,7 @@ from ...lane import typing_only
 from ...lane.signedness import check_unsigned_mixing
 from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
 from ...runtime import cache, pool
+from ...runtime.counter import SHARED_SLOTS
 from .. import host
 from ...lane.numba_errors import compile_error, internal_error
 
@@ -66,9 +67,13 @@ class Executable:
         self.order = loop_order(self.program)
         self.array_outputs = [k for k, o in enumerate(self.program.outputs) if o.lane_ndim]
         self.reloaded = False
-        # Lanes whose cost a shape-based estimate may miss: see measured_work.
-        self.may_be_heavy = has_loops(self.program.lane) or any(
-            leaf.is_array and leaf.lane_ndim for leaf in self.program.signature.leaves)
+        self.may_be_heavy = self.may_be_heavy_lane(self.program)
+
+    @staticmethod
+    def may_be_heavy_lane(program: Program) -> bool:
+        """Whether a shape-based estimate may miss the cost of ``program``'s lanes
+        (see measured_work): the lane loops, or receives arrays."""
+        return has_loops(program.lane) or any(leaf.is_array and leaf.lane_ndim for leaf in program.signature.leaves)
 
     def call(self, name: str, *args):
         """Call a kernel of the module (cache faults survived: :func:`host.call_kernel`)."""
@@ -297,7 +302,7 @@ def run(exe: Executable, call: Call, out=None):
     values = _unaliased(call.values, outs)
     if all(sizes):
         extra = tuple(lane_shapes[k] for k in exe.array_outputs)
-        plan = blocking(sizes, exe.order, lane_work(program.signature.leaves, values, sizes), exe.group)
+        plan = blocking(sizes, exe.order, host.program_work(program, values, sizes), exe.group)
         failure = launch(exe, plan, (*values, *outs, *sizes, *extra),
                          is_small(sizes, values))
         if failure is not None:
@@ -311,22 +316,31 @@ def measured_work(exe: Executable, n_inner: int, n_lanes: int, args: tuple) -> i
     units (about a nanosecond each); else None.  Lanes that loop, or that
     receive arrays, may each do much work (1,000 lanes looping over a
     10,000-element array passed whole ran on one core).  Timed on the first
-    lanes, which the run then computes again.
+    lanes of the first outer index (:func:`timed_lanes`), which the run then
+    computes again."""
+    if not exe.may_be_heavy or not n_lanes:
+        return None
+    k = min(n_inner, PROBE_LANES)
+    return timed_lanes(exe, "kernel_blocks", (*args, 1, k), k, n_lanes)
+
+
+def timed_lanes(exe, name: str, args: tuple, k: int, n_lanes: int) -> int | None:
+    """The nanoseconds one lane takes, from timing unit 0 of kernel ``name`` on
+    ``args`` (which make that unit ``k`` lanes), if ``n_lanes`` such lanes would
+    take longer than :data:`PARALLEL_ABOVE_S` on one thread; else None (also when
+    a lane raised: the run finds it again and reports it).
 
     Noise (a preempted thread, a page fault) only ever lengthens a timing, so one
     short timing decides "small", while a long one is timed again, up to
     PROBE_TRIES times, and the shortest kept: on a busy machine one slow probe of
     100 trivial lanes had sent them to the thread pool."""
-    if not exe.may_be_heavy or not n_lanes:
-        return None
-    k = min(n_inner, PROBE_LANES)
-    kernel = loaded(exe, "kernel_blocks", (*args, 1, k))  # compiled (or loaded) first, so not timed
-    call_tracked(kernel, (*args, 1, k), 0, 0, NO_STOP)  # and this path's first-call costs, too
+    kernel = loaded(exe, name, args)  # compiled (or loaded) first, so not timed
+    call_tracked(kernel, args, 0, 0, NO_STOP)  # and this path's first-call costs, too
     best = float("inf")
     for _ in range(PROBE_TRIES):
         start = time.perf_counter()
-        if call_tracked(kernel, (*args, 1, k), 0, 1, NO_STOP) >= 0:  # lanes [0, k) of outer index 0
-            return None  # a lane failed: the run finds it again and reports it
+        if call_tracked(kernel, args, 0, 1, NO_STOP) >= 0:
+            return None
         best = min(best, time.perf_counter() - start)
         if best / k * n_lanes <= PARALLEL_ABOVE_S:
             return None
@@ -357,7 +371,7 @@ PROBE_SURE_S = 2e-3
 NO_STOP = np.zeros(1, np.int64)
 #: ``at`` for calls whose failure position nobody reads (the fast launcher falls
 #: back to the slow path on any exception; compiling with no blocks).
-SCRATCH = np.full(3, -1, np.int64)
+SCRATCH = np.full(4, -1, np.int64)
 
 
 def loaded(exe, name: str, args: tuple, stop=NO_STOP):
@@ -378,7 +392,7 @@ def call_tracked(kernel, args: tuple, first: int, last: int, stop) -> int:
 def attempt(kernel, args: tuple, first: int, last: int, stop):
     """``kernel(*args, first, last, stop, at)``: (its result, None), or (None, at)
     when a lane raised (``at`` says where: see :mod:`lanewise.codegen.cpu`)."""
-    at = np.full(3, -1, np.int64)
+    at = np.full(4, -1, np.int64)
     try:
         return kernel(*args, first, last, stop, at), None
     except Exception:  # a lane raised
@@ -403,23 +417,33 @@ def launch(exe: Executable, plan, args: tuple, serial: bool):
             whole_rows = Blocking(plan.n_outer, plan.n_inner, 1, plan.n_inner)
             return _failure(whole_rows, run_blocks(exe, (*args, 1, plan.n_inner), 0, plan.n_outer))
         plan = reblocked(plan.n_outer, plan.n_inner, work, exe.group)  # heavy lanes: blocks sized by their cost
-    return _failure(plan, run_parallel(exe, "kernel_blocks", (*args, plan.inner_blocks, plan.block), plan.n_blocks,
-                                       call_tracked))
+    return _failure(plan, run_parallel(exe, "kernel_blocks", (*args, plan.inner_blocks, plan.block), plan.n_blocks))
 
 
-def run_parallel(exe, name: str, args: tuple, n_units: int, run) -> int:
+def run_parallel(exe, name: str, args: tuple, n_units: int, resume=None) -> int:
     """Kernel ``name``'s units [0, n_units) from all threads (:mod:`lanewise.runtime.pool`):
-    ``run(kernel, args, first, last, stop)`` on chunks of them (:func:`call_tracked`
-    for ``kernel_blocks``, which turns a lane's exception into a failure code).
-    ``run`` returns -1, -2 (stopped by Ctrl-C) or a failure code >= 0; the smallest
-    failure, or -1."""
-    stop = np.zeros(1, np.int64)
+    each thread calls the kernel once with a shared ``stop``, and the calls take
+    chunks of units from its counter (:func:`lanewise.codegen.common.unit_loop`).
+    A lane's exception ends its thread's call; with ``resume`` None (a map: the
+    failure is its flat lane, and no chunk is taken after it, every earlier one
+    having been taken already) the thread stops, else ``resume(kernel, args, at,
+    stop, n_units)`` records it and goes on.  -1, -2 (stopped by Ctrl-C) or the smallest
+    failure code >= 0."""
+    n_threads = max(1, min(threads(), n_units))
+    stop = np.zeros(SHARED_SLOTS, np.int64)
     kernel = loaded(exe, name, args, stop)  # on this thread, once, before the threads call it
+    stop[3] = n_threads
 
-    def run_chunk(first: int, last: int) -> int:
-        return run(kernel, args, first, last, stop)
+    def work() -> int:
+        code, at = attempt(kernel, args, 0, n_units, stop)
+        if at is None:
+            return code
+        if resume is not None:
+            return resume(kernel, args, at, stop, n_units)
+        stop[2] = 1  # no new chunks: every block before this one was taken already
+        return int(at[1] + at[0])
 
-    return pool.run_blocks(run_chunk, n_units, threads(), lambda: stop.fill(1))
+    return pool.run_shared(work, n_threads, lambda: stop.__setitem__(0, 1))
 
 
 def threads() -> int:
@@ -484,7 +508,7 @@ def _serial(exe: Executable):
 def _parallel(exe: Executable):
     def parallel(args, sizes, measured_work: int = 0):
         leaves = exe.program.signature.leaves
-        work = max(lane_work(leaves, args[:len(leaves)], sizes), measured_work)
+        work = max(host.program_work(exe.program, args[:len(leaves)], sizes), measured_work)
         return launch(exe, blocking(sizes, exe.order, work, exe.group), args, False) is not None
     return parallel
 

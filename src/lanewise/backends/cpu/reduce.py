@@ -29,7 +29,7 @@ from ...errors import LanewiseError
 from ...ir import reduction
 from ...ir.program import Call, Program, dummy_values
 from ...ir.reduction import Monoid, ReduceSpec
-from ...ir.schedule import ReduceBlocking, lane_index, lane_work, loop_order, reduce_blocking, segment_slots
+from ...ir.schedule import ReduceBlocking, lane_index, loop_order, reduce_blocking, segment_slots
 from ...lane.lanefn import jit_lane
 from ...lane.numba_errors import compile_error
 from ...lane.typing_only import call_dtype
@@ -143,7 +143,7 @@ def plan_of(exe: ReduceExecutable, call: Call) -> ReduceBlocking:
     spec, sizes = exe.spec, call.sizes
     n_kept = int(np.prod([sizes[lv] for lv in spec.kept]))
     n_red = int(np.prod([sizes[lv] for lv in spec.reduced]))
-    return reduce_blocking(n_kept, n_red, lane_work(exe.program.signature.leaves, call.values, sizes))
+    return reduce_blocking(n_kept, n_red, host.program_work(exe.program, call.values, sizes))
 
 
 def run_reduce(exe: ReduceExecutable, call: Call):
@@ -180,12 +180,28 @@ def _launch(exe: ReduceExecutable, call: Call, n_err: int, state: tuple, blockin
     the first lane that failed (``n_err``: blocks that report into ``err``)."""
     err = np.full(n_err, -1, np.int64)
     args = (*call.values, *state, *blocking, err)
-    if cpu.is_small(call.sizes, call.values):
+    if cpu.is_small(call.sizes, call.values) and not _heavy(exe, call, state, blocking[-1]):
         cpu.run_blocks(exe, args, 0, n_units, "rkernel_blocks", run_units)
     else:
-        cpu.run_parallel(exe, "rkernel_blocks", args, n_units, run_units)  # failures are in err
+        cpu.run_parallel(exe, "rkernel_blocks", args, n_units, resume_units)  # failures are in err
     failed = np.flatnonzero(err >= 0)
     return (int(failed[0]), int(err[failed[0]])) if failed.size else None
+
+
+def _heavy(exe: ReduceExecutable, call: Call, state: tuple, n_reduced: int) -> bool:
+    """Whether a reduction that looks small would still take long on one thread
+    (lanes that loop over arrays passed whole: an all-pairs energy of 3,000 atoms
+    ran on one core): its first lanes timed as one block of their own
+    (:func:`cpu.timed_lanes`), folding into scratch copies of the partials.  Blocks
+    stay as the shapes make them, so the result is the same either way.  Segmented
+    reductions are not timed (their accumulators can be large to copy)."""
+    if exe.spec.segmented or not cpu.Executable.may_be_heavy_lane(exe.program) or not n_reduced:
+        return False
+    k = min(n_reduced, cpu.PROBE_LANES)
+    scratch = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in state)
+    n_lanes = int(np.prod(call.sizes))
+    args = (*call.values, *scratch, 1, k, k, np.full(1, -1, np.int64))
+    return cpu.timed_lanes(exe, "rkernel_blocks", args, k, n_lanes) is not None
 
 
 def run_units(kernel, args: tuple, first: int, last: int, stop) -> int:
@@ -199,6 +215,21 @@ def run_units(kernel, args: tuple, first: int, last: int, stop) -> int:
             return code
         err[at[1]] = at[0]
         first = int(at[2]) + 1
+
+
+def resume_units(kernel, args: tuple, at, stop, last: int) -> int:
+    """After a lane's exception in a shared run of units below ``last`` (``at``:
+    where): record it, run the rest of its chunk on this thread (a segmented
+    reduction's later slots hold earlier chunks), then take chunks again.  -1, or
+    -2 (stopped)."""
+    err = args[-1]
+    while True:
+        err[at[1]] = at[0]
+        if run_units(kernel, args, int(at[2]) + 1, int(at[3]), stop[:1]) == -2:
+            return -2
+        code, at = cpu.attempt(kernel, args, 0, last, stop)
+        if at is None:
+            return code
 
 
 def lane_array_shapes(exe: ReduceExecutable, call: Call) -> list:

@@ -52,7 +52,7 @@ from ...errors import LanewiseError
 from ...ir import reduction
 from ...ir.program import Call
 from ...ir.reduction import Monoid
-from ...ir.schedule import ReduceBlocking, lane_index, lane_work, ravel, reduce_blocking, unravel
+from ...ir.schedule import ReduceBlocking, lane_index, ravel, reduce_blocking, unravel
 from ...lane.lanefn import jit_lane
 from ...runtime import cache
 from .. import host as lwhost
@@ -171,7 +171,7 @@ def _graph(host: _Host, call: Call):
     leaves = ldask.chunked_leaves(call, chunks)
     n_kept = int(np.prod([sizes[lv] for lv in spec.kept], dtype=np.int64))
     n_red = int(np.prod([sizes[lv] for lv in spec.reduced], dtype=np.int64))
-    work = lane_work(exe.program.signature.leaves, call.values, sizes)
+    work = lwhost.program_work(exe.program, call.values, sizes)
     plan = reduce_blocking(n_kept, n_red, work)  # exactly as cpu_reduce.run: the same blocks
     wanted = int(np.prod([len(chunks[lv]) for lv in spec.reduced], dtype=np.int64))
     per_task = -(-plan.n_chunks // max(1, min(wanted, plan.n_chunks)))
