@@ -8,7 +8,7 @@ import numba
 import numpy as np
 from numba import int64, prange, uint64
 from lanewise.runtime.borrow import borrowed
-from lanewise.runtime.counter import fetch_add, thread_count
+from lanewise.runtime.counter import fetch_add, take_chunk, thread_count
 from lanewise.runtime.interrupt import stopped
 
 @numba.njit(error_model="numpy", nogil=True, cache=True, boundscheck=True)
@@ -32,14 +32,27 @@ lane_block_inlined = numba.njit(error_model="numpy", nogil=True, boundscheck=Tru
 
 @numba.njit(error_model="numpy", nogil=True, cache=True, boundscheck=True)
 def kernel_blocks(a0, a1, o0, n0, s0, nib, blk, first, last, stop, at):
-    """Blocks [first, last) on the calling thread (block b: outer index b // nib, lanes
-    [(b % nib) * blk, + blk)); -1, or -2 when stop[0] != 0 (Ctrl-C) before a block.  A
-    lane's exception propagates; then at[1] + at[0] is the flat index of the lane (or
-    of the first lane of its group or block) that raised."""
+    """Blocks [first, last) on the calling thread, or chunks of a shared run (codegen.common.
+    unit_loop) (block b: outer index b // nib, lanes [(b % nib) * blk, + blk)); -1, or -2
+    when stop[0] != 0 (Ctrl-C) before a block.  A lane's exception propagates; then
+    at[1] + at[0] is the flat index of the lane (or of the first lane of its group or
+    block) that raised."""
     a0 = borrowed(a0)
     o0 = borrowed(o0)
     at = borrowed(at)
-    for b in range(first, last):
+    b = first
+    _lw_end = last
+    _lw_shared = stop.shape[0] > 1
+    if _lw_shared:
+        _lw_end = first
+    while True:
+        if b >= _lw_end:
+            if not _lw_shared:
+                return -1
+            b, _lw_end = take_chunk(stop, last)
+            at[3] = _lw_end
+            if b >= _lw_end:
+                return -1
         if stopped(stop):
             return -2
         outer = b // nib
@@ -48,7 +61,7 @@ def kernel_blocks(a0, a1, o0, n0, s0, nib, blk, first, last, stop, at):
         at[1] = outer * n0
         at[0] = lo
         lane_block_inlined(a0, a1, o0, n0, s0, outer, lo, hi, at)
-    return -1
+        b += 1
 
 @numba.njit(error_model="numpy", nogil=True, cache=True)
 def lane_block_caught(a0, a1, o0, n0, s0, outer, lo, hi):

@@ -62,6 +62,7 @@ class Executable:
     inject: dict = None
     lane_path: str = "scalar (one lane per iteration)"  # lanewise.spmd: which path runs, and why
     group: int = 1  # lanes lane_block runs at a time: the SPMD path's W (blocks are whole groups)
+    allocating: bool = False  # the lane makes arrays (lane.allocation): called, with libm
 
     def __post_init__(self):
         self.order = loop_order(self.program)
@@ -93,7 +94,7 @@ def build(call: Call) -> Executable:
         result, inplace, _, allocating, _ = meta
 
         def lane(fn):
-            with scalar_lane_math(call.lane):
+            with scalar_lane_math(call.lane, allocating):
                 return kernel_lane(fn(), allocating)
 
         names["lane"] = host.Deferred(lambda: lane(lambda: call.lane))
@@ -109,9 +110,10 @@ def build(call: Call) -> Executable:
         # The W-wide lane the SPMD check compiled for these types: lane_block links it
         # rather than compiling the module's copy of it (0.3-0.8 s of a cold call).
         setattr(built.module, name, dispatcher)
-    result, inplace, lane_path, _, group = built.meta
+    result, inplace, lane_path, allocating, group = built.meta
     stats["disk" if built.from_disk else "typed"] += 1
-    return Executable(host.program(call, result), built.module, built.source, built.path, names, lane_path, group)
+    return Executable(host.program(call, result), built.module, built.source, built.path, names, lane_path, group,
+                      allocating)
 
 
 def _render(call: Call, checked: dict, module: str | None):
@@ -155,14 +157,18 @@ def scalar_nest(lane) -> bool:
     return indexes(fn) or spmd.divergence(fn) is not None
 
 
-def scalar_lane_math(lane):
+def scalar_lane_math(lane, allocating: bool = False):
     """The settings to compile ``lane`` with for the scalar nest: libm instead of
     lanewise's vector math when the nest cannot vectorise (:func:`scalar_nest`),
     where one lane at a time libm is faster (a bilateral filter, 49 ``exp`` per
     pixel: 1.6x; a root-finding ``while`` loop: 1.6x; a per-pixel slope with
-    ``atan``: 1.5x).  The SPMD path, which runs divergent lanes in vectors,
-    keeps vector math."""
-    return config.overridden(vector_math=config.vector_math and not scalar_nest(lane))
+    ``atan``: 1.5x), or when the lane makes arrays (``allocating``: it is called,
+    not inlined, so nothing vectorises across lanes, and vector math's stand-ins
+    for ``np.exp`` and ``np.log`` of arrays hide them from Numba's fusion of array
+    expressions: a 3-element logsumexp lane made 4 arrays instead of 2 and ran
+    1.4x slower).  The SPMD path, which runs divergent lanes in vectors, keeps
+    vector math."""
+    return config.overridden(vector_math=config.vector_math and not (allocating or scalar_nest(lane)))
 
 
 def kernel_lane(fn, allocating: bool):
@@ -199,6 +205,8 @@ def lane_call_report(exe) -> str:
         math = "libm (lw.config.vector_math is off)"
     elif scalar_nest(lane):
         math = "libm on the scalar path (one lane at a time libm is faster)"
+    elif exe.allocating:
+        math = "libm (a lane that makes arrays keeps Numba's fused array expressions)"
     else:
         math = "lanewise's vector math (vectorisable, <= 1 ulp)"
     return f"lane call: {how}; math functions: {math}"

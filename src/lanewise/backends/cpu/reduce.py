@@ -103,7 +103,8 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
         # is faster than lanewise's vector math (W5: 0.30 s vs 0.42 s); tiled folds
         # evaluate lanes in a vectorisable loop, where vector math pays.
         def lane():
-            with cpu.scalar_lane_math(call.lane), config.overridden(vector_math=config.vector_math and spec.tiled):
+            with cpu.scalar_lane_math(call.lane, allocating), config.overridden(
+                    vector_math=config.vector_math and spec.tiled):
                 return cpu.kernel_lane(call.lane, allocating)
 
         names = {"lane": host.Deferred(lane), **injected_names(call.signature)}
