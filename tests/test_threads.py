@@ -149,7 +149,7 @@ def test_take_chunk_covers_every_unit_once_in_guided_chunks():
     """Called concurrently from nogil threads, the chunks tile [0, last) exactly once,
     and one thread alone takes them in order, each a share of what is left."""
     import numba
-    from lanewise.runtime.counter import SHARED_SLOTS, take_chunk
+    from lanewise.runtime.counter import FAILED, SHARED_SLOTS, THREADS, take_chunk
 
     @numba.njit(nogil=True)
     def drain(stop, last, seen):
@@ -163,7 +163,7 @@ def test_take_chunk_covers_every_unit_once_in_guided_chunks():
 
     for threads, last in ((1, 1000), (2, 1000), (3, 257), (3, 1)):
         stop = np.zeros(SHARED_SLOTS, np.int64)
-        stop[3] = threads
+        stop[THREADS] = threads
         seen = np.zeros(last, np.int64)
         counts = []
         workers = [threading.Thread(target=lambda: counts.append(drain(stop, last, seen))) for _ in range(threads)]
@@ -174,10 +174,10 @@ def test_take_chunk_covers_every_unit_once_in_guided_chunks():
         assert (seen == 1).all(), (threads, last)
         assert sum(counts) <= last
     stop = np.zeros(SHARED_SLOTS, np.int64)
-    stop[3] = 2
+    stop[THREADS] = 2
     chunks = [take_chunk(stop, 100) for _ in range(4)]
     assert chunks == [(0, 25), (25, 43), (43, 57), (57, 67)]  # a quarter of what is left each
-    stop[2] = 1  # a failed run: no new chunks
+    stop[FAILED] = 1  # a failed run: no new chunks
     assert take_chunk(stop, 100) == (100, 100)
 
 

@@ -9,7 +9,10 @@ cd "$(dirname "$0")/../.."
 export PIP_CONFIG_FILE=/dev/null JAX_PLATFORMS=cpu PYTHONUNBUFFERED=1
 python3 -m pip install -q --isolated --only-binary=:all: --index-url file:///opt/pypi/simple \
     --target /tmp/site numba optree matplotlib numexpr 2>&1 | tail -3
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src:$PWD:/tmp/site"
+# LW_TREE: another copy of the repository to measure (a committed snapshot carried along)
+tree=${LW_TREE:-$PWD}
+cd "$tree"
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$tree/src:$tree:/tmp/site"
 python3 -c 'import numpy, numba, jax, os, platform; print("numpy", numpy.__version__, "numba", numba.__version__,
 "jax", jax.__version__, "cores", len(os.sched_getaffinity(0)), platform.processor())'
 out=${OUT:-/tmp/out}; mkdir -p "$out"

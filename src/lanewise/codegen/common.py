@@ -275,8 +275,8 @@ def unit_loop(var: str, first: str = "first", last: str = "last") -> list[str]:
     """A host kernel's loop over its units ``var`` (blocks, or a segmented reduction's
     slots), as source lines at one indent; the body follows at two.
 
-    With a one-element ``stop`` the units are [first, last).  A shared run's ``stop``
-    (:data:`lanewise.runtime.counter.SHARED_SLOTS` long) makes every thread's one call
+    With a one-element ``stop`` the units are [first, last).  A shared run's longer
+    ``stop`` (:data:`lanewise.runtime.counter.SHARED_SLOTS`) makes every thread's one call
     take guided chunks of [0, last) from a shared counter until none is left, so a
     parallel run costs one call through Python per thread, not one per chunk (with 13
     threads the per-chunk calls, serialised on the GIL, had capped a 20 ms kernel at

@@ -52,9 +52,18 @@ def thread_count(typingctx):
     return types.intp(), codegen
 
 
-#: A shared run's ``stop`` array: [Ctrl-C flag, next unit, failed flag, threads].
-#: A one-element ``stop`` (the Ctrl-C flag alone) runs units [first, last) as given.
-SHARED_SLOTS = 4
+#: A shared run's ``stop`` array: the Ctrl-C flag at 0, which every thread reads
+#: before each block; the next unit, the failed flag and the thread count a cache
+#: line further on, since each chunk taken writes the counter.  A one-element
+#: ``stop`` (the Ctrl-C flag alone) runs units [first, last) as given.
+NEXT, FAILED, THREADS = 8, 9, 10
+SHARED_SLOTS = 16
+#: Elements of a thread's ``at`` array (where its lanes are: written per lane when
+#: tracked): 128 bytes, so no two threads' written entries share a cache line (a
+#: segmented reduction of 3e6 values ran no faster on 13 threads than on one).
+AT_SLOTS = 16
+
+
 #: A chunk takes this share of the units not yet taken, divided by the threads
 #: (OpenMP's "guided" schedule uses 1).  2: a long first chunk cannot leave one
 #: thread working alone at the end for more than about a quarter of its share.
@@ -64,16 +73,16 @@ GUIDED_DIVISOR = 2
 @numba.njit(nogil=True, cache=True)
 def take_chunk(stop, last):
     """The next chunk ``(first, end)`` of units below ``last`` from a shared run's
-    counter ``stop[1]``: guided (a share of what is left, at least one unit), so the
+    counter ``stop[NEXT]``: guided (a share of what is left, at least one unit), so the
     first chunks are long and the last single units, and lanes whose cost differs a
     thousandfold still keep every thread busy.  ``(last, last)`` once none is left
-    or the run failed (``stop[2]``: chunks are taken in order, so every unit before
+    or the run failed (``stop[FAILED]``: chunks are taken in order, so every unit before
     a failed one was taken already)."""
-    if stopped(stop[2:]):
+    if stopped(stop[FAILED:]):
         return last, last
-    seen = stop[1]
+    seen = stop[NEXT]
     if seen >= last:
         return last, last
-    size = max(1, (last - seen) // (GUIDED_DIVISOR * stop[3]))
-    first = fetch_add(stop[1:], size)
+    size = max(1, (last - seen) // (GUIDED_DIVISOR * stop[THREADS]))
+    first = fetch_add(stop[NEXT:], size)
     return min(first, last), min(first + size, last)

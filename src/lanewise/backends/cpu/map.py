@@ -39,7 +39,7 @@ from ...lane import typing_only
 from ...lane.signedness import check_unsigned_mixing
 from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
 from ...runtime import cache, pool
-from ...runtime.counter import SHARED_SLOTS
+from ...runtime.counter import AT_SLOTS, FAILED, SHARED_SLOTS, THREADS
 from .. import host
 from ...lane.numba_errors import compile_error, internal_error
 
@@ -379,7 +379,7 @@ PROBE_SURE_S = 2e-3
 NO_STOP = np.zeros(1, np.int64)
 #: ``at`` for calls whose failure position nobody reads (the fast launcher falls
 #: back to the slow path on any exception; compiling with no blocks).
-SCRATCH = np.full(4, -1, np.int64)
+SCRATCH = np.full(AT_SLOTS, -1, np.int64)
 
 
 def loaded(exe, name: str, args: tuple, stop=NO_STOP):
@@ -400,7 +400,7 @@ def call_tracked(kernel, args: tuple, first: int, last: int, stop) -> int:
 def attempt(kernel, args: tuple, first: int, last: int, stop):
     """``kernel(*args, first, last, stop, at)``: (its result, None), or (None, at)
     when a lane raised (``at`` says where: see :mod:`lanewise.codegen.cpu`)."""
-    at = np.full(4, -1, np.int64)
+    at = np.full(AT_SLOTS, -1, np.int64)
     try:
         return kernel(*args, first, last, stop, at), None
     except Exception:  # a lane raised
@@ -440,7 +440,7 @@ def run_parallel(exe, name: str, args: tuple, n_units: int, resume=None) -> int:
     n_threads = max(1, min(threads(), n_units))
     stop = np.zeros(SHARED_SLOTS, np.int64)
     kernel = loaded(exe, name, args, stop)  # on this thread, once, before the threads call it
-    stop[3] = n_threads
+    stop[THREADS] = n_threads
 
     def work() -> int:
         code, at = attempt(kernel, args, 0, n_units, stop)
@@ -448,7 +448,7 @@ def run_parallel(exe, name: str, args: tuple, n_units: int, resume=None) -> int:
             return code
         if resume is not None:
             return resume(kernel, args, at, stop, n_units)
-        stop[2] = 1  # no new chunks: every block before this one was taken already
+        stop[FAILED] = 1  # no new chunks: every block before this one was taken already
         return int(at[1] + at[0])
 
     return pool.run_shared(work, n_threads, lambda: stop.__setitem__(0, 1))

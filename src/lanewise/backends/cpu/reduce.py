@@ -274,7 +274,11 @@ def run_segments(exe: ReduceExecutable, call: Call, count: int):
     lane_shapes = lane_array_shapes(exe, call)
     width = int(np.prod(lane_shapes[1])) if lane_shapes[1] is not None else 1
     slots = segment_slots(plan.n_chunks, count * width, spec.acc_dtypes[1].itemsize)
-    acc = np.full((slots, count * width), exe.inject["ID1"], spec.acc_dtypes[1])
+    dtype = spec.acc_dtypes[1]
+    # Rows a cache line apart at least (and padded by one): each slot's thread writes
+    # its row per lane, and 10 segments' rows shared lines between threads.
+    padded = -(-(count * width * dtype.itemsize + CACHE_LINE) // CACHE_LINE) * CACHE_LINE // dtype.itemsize
+    acc = np.full((slots, padded), exe.inject["ID1"], dtype)
     if plan.n_chunks and count:
         shapes = [s for s in lane_shapes if s is not None]
         failed = _launch(exe, call, plan.n_chunks, (acc, *sizes, *shapes, count, slots),
@@ -284,8 +288,13 @@ def run_segments(exe: ReduceExecutable, call: Call, count: int):
             raise_failed_lane(exe, call, [index], lane_shapes, count)
     elif plan.n_chunks:  # no segments: a lane naming any segment is out of range
         raise_failed_lane(exe, call, [(0,) * len(sizes)], lane_shapes, count)
+    acc = np.ascontiguousarray(acc[:, :count * width])
     flat = reduction.combine_partials(spec, 1, acc[None], None, plan.n_reduced, exe.monoid, exe.finish)[0]
     return flat.reshape((count,) + (lane_shapes[1] or ()))
+
+
+#: Bytes of a cache line (64 on x86-64 and most ARM cores; 128 on Apple's).
+CACHE_LINE = 128
 
 
 def raise_failed_lane(exe: ReduceExecutable, call: Call, indices: list, lane_shapes, count=None) -> None:
