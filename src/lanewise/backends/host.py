@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import traceback
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -62,7 +63,22 @@ def token(kind: str, functions, *parts) -> str | None:
 def program_work(program: Program, values, sizes) -> int:
     """:func:`lane_work` of ``program``'s lanes on ``values`` (arrays passed whole
     count when the lane loops): what every backend blocks by, so they agree."""
-    return lane_work(program.signature.leaves, values, sizes, loops=has_loops(program.lane))
+    return lane_work(program.signature.leaves, values, sizes, loops=_loops(program.lane))
+
+
+#: Whether a lane loops, per lane function: reading its bytecode again on every
+#: call cost 100 us of a 65,536-lane launch.
+_LOOPING: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _loops(lane) -> bool:
+    try:
+        return _LOOPING[lane]
+    except KeyError:
+        _LOOPING[lane] = found = has_loops(lane)
+        return found
+    except TypeError:  # not weakly referenceable: asked each time
+        return has_loops(lane)
 
 
 def disk_key(kind: str, functions, *parts) -> str | None:
