@@ -288,7 +288,7 @@ def run_segments(exe: ReduceExecutable, call: Call, count: int):
             raise_failed_lane(exe, call, [index], lane_shapes, count)
     elif plan.n_chunks:  # no segments: a lane naming any segment is out of range
         raise_failed_lane(exe, call, [(0,) * len(sizes)], lane_shapes, count)
-    acc = np.ascontiguousarray(acc[:, :count * width])
+    acc = acc[:, :count * width]  # a view: a copy of 64 padded rows cost 0.24 ms of 4
     flat = reduction.combine_partials(spec, 1, acc[None], None, plan.n_reduced, exe.monoid, exe.finish)[0]
     return flat.reshape((count,) + (lane_shapes[1] or ()))
 
