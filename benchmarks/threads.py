@@ -253,7 +253,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--cold", action="store_true", help="also cold first calls at the largest count")
+    ap.add_argument("--cold", nargs="?", const="all", default="",
+                    help="also cold first calls at the largest count (of these kernels, comma-separated)")
     ap.add_argument("--out", type=Path, default=harness.RESULTS / "threads.json")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--render", action="store_true", help="re-render --out without measuring")
@@ -268,16 +269,18 @@ def main(argv=None) -> int:
         workloads, kernels = selected(args.only)
         counts = thread_counts(args.threads)
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="lw-threads-") as cache:
-            runs = {str(p): spawn(p, args, cache) for p in counts}
         doc = {"date": datetime.datetime.now().isoformat(timespec="minutes"),
                "machine": f"{len(os.sched_getaffinity(0))} cores ({platform.processor() or platform.machine()}, "
                           f"{_cpu_model()})",
                "command": "python -m benchmarks.threads " + " ".join(argv if argv is not None else sys.argv[1:]),
-               "threads": counts, "names": workloads + [f"rw:{k}" for k in kernels], "runs": runs,
-               "wall_s": time.perf_counter() - t0}
+               "threads": counts, "names": workloads + [f"rw:{k}" for k in kernels], "runs": {}}
+        with tempfile.TemporaryDirectory(prefix="lw-threads-") as cache:
+            for p in counts:
+                doc["runs"][str(p)] = spawn(p, args, cache)
+                args.out.write_text(json.dumps(doc, indent=1))  # what is measured survives a time-out
         if args.cold:
-            doc["cold"] = cold_all(kernels, max(counts))
+            doc["cold"] = cold_all(kernels if args.cold == "all" else args.cold.split(","), max(counts))
+        doc["wall_s"] = time.perf_counter() - t0
     png = args.out.with_suffix(".png")
     if plot(doc, png):
         doc["plot"] = os.path.relpath(png, harness.REPO)  # the section is read in BENCHMARKS.md
