@@ -13,7 +13,9 @@ KERNELS = modules()
 def test_corpus_has_at_least_twelve_kernels_with_sources():
     assert len(KERNELS) >= 12
     for mod in KERNELS:
-        assert "numba-examples" not in mod.SOURCE
+        # numba/numba-examples' problems are named by issue 41; their kernels (ex_*) are
+        # written here from the problems, the others copied from the projects they name
+        assert mod.NAME.startswith("ex_") or "numba-examples" not in mod.SOURCE
         assert mod.SOURCE_SHORT and mod.TITLE and mod.DOMAIN
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ast
 import types
-import weakref
 
 from llvmlite import ir
 from numba.core import cgutils
@@ -44,8 +43,6 @@ DISTANCE = 32
 MIN_BYTES = 1 << 20
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
-
-_done: "weakref.WeakKeyDictionary[types.FunctionType, types.CodeType | None]" = weakref.WeakKeyDictionary()
 
 
 @intrinsic
@@ -87,22 +84,15 @@ def prefetched(fn) -> ast.FunctionDef | None:
     node = definition(fn)
     if not isinstance(node, ast.FunctionDef):
         return None
-    rewriter = _Prefetches()
+    rewriter = Prefetches()
     node = rewriter.visit(node)
     return ast.fix_missing_locations(node) if rewriter.count else None
 
 
-def code_with_prefetches(fn: types.FunctionType) -> types.CodeType | None:
-    """``fn``'s code object with prefetches (its file, lines and free variables), or None."""
-    if fn not in _done:
-        _done[fn] = _compile(fn)
-    return _done[fn]
-
-
-def _compile(fn: types.FunctionType) -> types.CodeType | None:
-    node = prefetched(fn)
-    if node is None:
-        return None
+def compile_rewritten(node: ast.FunctionDef, fn: types.FunctionType) -> types.CodeType | None:
+    """The code object of ``node``, a rewrite of ``fn``'s dedented ``def``, in ``fn``'s
+    file at ``fn``'s lines (errors and tracebacks point at the user's code), named as
+    ``fn``; None when it does not compile or needs other free variables."""
     code = fn.__code__
     ast.increment_lineno(node, code.co_firstlineno - 1)  # the dedented source's lines -> the file's
     new = compile_like(node, code)
@@ -121,7 +111,7 @@ def closure_for(code: types.CodeType, fn: types.FunctionType):
     return tuple(cells[name] for name in code.co_freevars)
 
 
-class _Prefetches(ast.NodeTransformer):
+class Prefetches(ast.NodeTransformer):
     """Adds ``_lw_prefetch(a, b, k, ±DISTANCE)`` at the top of every ``for k in
     range(...)`` loop (literal step) whose body reads ``a[b[k]]``."""
 
@@ -130,12 +120,11 @@ class _Prefetches(ast.NodeTransformer):
 
     def visit_For(self, node):
         self.generic_visit(node)
-        step = _range_step(node)
+        step = range_step(node)
         if step is None:
             return node
         k = node.target.id
-        stored = {n.id for s in node.body for n in ast.walk(s) if isinstance(n, ast.Name)
-                  and isinstance(n.ctx, ast.Store)}
+        stored = stored_names(node.body)
         if k in stored:
             return node
         pairs = []
@@ -154,7 +143,12 @@ class _Prefetches(ast.NodeTransformer):
         return node
 
 
-def _range_step(node: ast.For) -> int | None:
+def stored_names(body: list[ast.stmt]) -> set[str]:
+    """The names ``body`` assigns (``x = ...``, ``x += ...``, ``for x in``, ``(x := ...)``)."""
+    return {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def range_step(node: ast.For) -> int | None:
     """The literal step of ``for <name> in range(...)``, else None."""
     it = node.iter
     if not (isinstance(node.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)

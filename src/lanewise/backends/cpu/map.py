@@ -194,8 +194,11 @@ def lane_call_report(exe) -> str:
         return "lane call: transformed to run W lanes per vector step; math functions: lanewise's vector math"
     host.complete(exe)  # a module found on disk: its lane made, as a compile would
     fn = exe.inject.get("lane")
-    if getattr(fn, "targetoptions", {}).get("inline") == "always":
+    options = getattr(fn, "targetoptions", {})
+    if options.get("inline") == "always":
         how = "inlined into the lane loop"
+    elif options.get("forceinline"):
+        how = "inlined by LLVM (its range loops are versioned: one bounds test per loop, not per read)"
     else:
         why = ("it may raise (its exceptions are caught per lane)" if may_raise(lane)
                else "the nest cannot vectorise across lanes (it subscripts or is divergent)" if scalar_nest(lane)

@@ -1,0 +1,308 @@
+"""Loop versioning: one range test at loop entry instead of a bounds check per read.
+
+Every subscript in a compiled lane is bounds-checked (lanefn.JIT_OPTIONS).  In a
+loop ``for k in range(a, b)`` that reads ``w[k]`` or ``w[k + c]`` the check is
+the same question each iteration, answerable once: are ``a + c`` and
+``b - 1 + c`` inside ``w``?  This pass copies such a loop::
+
+    if not (_lw_within(w, a, b, 0, 1) and _lw_within(idx, a, b, 0, 1)):
+        for k in range(a, b):
+            s += w[k] * x[idx[k]]                       # the user's loop, checked
+    else:
+        for k in range(a, b):
+            s += _lw_get(w, k) * x[_lw_get(idx, k)]     # unchecked loads
+
+Data-dependent reads (``x[idx[k]]``) and stores stay checked in both copies; a
+range that would read outside an array (or wrap around: a negative start) runs
+the checked copy, so errors are exactly the user's.  Both copies are the same
+``for`` over the same range, so ``k`` after the loop, ``break``, ``continue``
+and ``return`` behave as written.  Only innermost loops with a positive literal
+step are versioned, and only when ``k``, the arrays and the offsets are not
+assigned in the body; anything else is left as it is.
+
+W7 (10^6 nodes, 1.6*10^7 edges, ``s += w[k] * x[indices[k]]``): 41 instructions
+per edge in the inner loop before, 22 after; 115 -> 92 ms on one thread, 58 -> 45
+ms on two, where Numba's ``prange`` takes 99 and 50 ms without checks (121 and 60
+with); a max-gather likewise (112 -> 91 ms, 58 -> 46 ms).  A versioned lane is
+LLVM-inlined into the kernel (lanefn._jitted_clone).  :data:`VERSIONING` off
+restores the checked loops.
+
+Example:
+    >>> def total(start, stop, w):
+    ...     s = 0.0
+    ...     for k in range(start, stop):
+    ...         s += w[k]
+    ...     return s
+    >>> print(ast.unparse(versioned(total)))
+    def total(start, stop, w):
+        s = 0.0
+        if not _lw_within(w, start, stop, 0, 1):
+            for k in range(start, stop):
+                s += w[k]
+        else:
+            for k in range(start, stop):
+                s += _lw_get(w, k)
+        return s
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import operator
+import types
+import weakref
+from typing import NamedTuple
+
+from llvmlite import ir
+from numba.core import cgutils
+from numba.core import types as nbtypes
+from numba.extending import intrinsic
+from numba.np.arrayobj import load_item
+
+from . import prefetch
+from .analysis import definition
+from .prefetch import Prefetches, compile_rewritten, range_step, stored_names
+
+#: Whether lanes' loops are versioned (off: every read checked, as before; for
+#: measuring the difference).  Read when a function is first compiled: it is not
+#: part of the cache keys, so set it before the lanes it should apply to run.
+VERSIONING = True
+
+_I128 = ir.IntType(128)
+
+
+# --------------------------------------------------------------------------- intrinsics
+
+
+@intrinsic
+def _lw_within(typingctx, a, start, stop, shift, sign):
+    """Whether every ``k + sign * shift`` for ``k`` in ``range(start, stop)`` indexes
+    1-D array ``a`` without wrapping around (``0 <= i < len(a)``); True for an empty
+    range.  Computed in 128 bits: no overflow, and no float promotion of a uint64
+    mixed with a signed integer.  A constant False for anything else (other types,
+    ``start``/``stop`` of mixed signedness, which Numba's ``range`` reinterprets)."""
+    sig = nbtypes.boolean(a, start, stop, shift, sign)
+    ints = (start, stop, shift, sign)
+    if not (isinstance(a, nbtypes.Array) and a.ndim == 1 and all(isinstance(t, nbtypes.Integer) for t in ints)
+            and start.signed == stop.signed):
+        return sig, lambda context, builder, s, args: context.get_constant(nbtypes.boolean, False)
+
+    def codegen(context, builder, s, args):
+        lo, hi, by, times = (_wide(builder, v, t) for v, t in zip(args[1:], ints, strict=True))
+        n = _wide(builder, cgutils.unpack_tuple(builder, context.make_array(a)(context, builder, args[0]).shape)[0],
+                  nbtypes.intp)
+        off = builder.mul(by, times)
+        empty = builder.icmp_signed(">=", lo, hi)
+        first_ok = builder.icmp_signed(">=", builder.add(lo, off), ir.Constant(_I128, 0))
+        last_ok = builder.icmp_signed("<=", builder.add(hi, off), n)
+        return builder.or_(empty, builder.and_(first_ok, last_ok))
+
+    return sig, codegen
+
+
+def _wide(builder, value, ty):
+    """``value`` of integer type ``ty`` as an exact 128-bit integer."""
+    return builder.sext(value, _I128) if ty.signed else builder.zext(value, _I128)
+
+
+@intrinsic
+def _lw_get(typingctx, a, i):
+    """``a[i]`` without the bounds check, for a 1-D array of scalars (any layout: the
+    caller, :func:`_lw_within`, proved ``0 <= i < len(a)``); anything else is the
+    ordinary ``a[i]``, checked as the lane is."""
+    if isinstance(a, nbtypes.Array) and a.ndim == 1 and isinstance(a.dtype, (nbtypes.Number, nbtypes.Boolean)) \
+            and isinstance(i, nbtypes.Integer):
+        def load(context, builder, s, args):
+            arr = context.make_array(a)(context, builder, args[0])
+            j = context.cast(builder, args[1], i, nbtypes.intp)
+            ptr = cgutils.get_item_pointer2(context, builder, arr.data, cgutils.unpack_tuple(builder, arr.shape),
+                                            cgutils.unpack_tuple(builder, arr.strides), a.layout, [j])
+            return load_item(context, builder, a, ptr)
+
+        return a.dtype(a, i), load
+    # Reached only in the copy a False _lw_within never runs, but typed all the same.
+    sig = typingctx.resolve_function_type(operator.getitem, (a, i), {})
+    if sig is None:
+        return None
+
+    def getitem(context, builder, s, args):
+        values = [context.cast(builder, v, t, want) for v, t, want in zip(args, (a, i), sig.args, strict=True)]
+        return context.get_function(operator.getitem, sig)(builder, values)
+
+    return sig.return_type(a, i), getitem
+
+
+#: The globals a rewritten lane needs: the intrinsics under the names the rewrites call.
+GLOBALS = {**prefetch.GLOBALS, "_lw_within": _lw_within, "_lw_get": _lw_get}
+
+
+# --------------------------------------------------------------------------- the pass
+
+
+def versioned(fn) -> ast.FunctionDef | None:
+    """The ``def`` of ``fn`` with its affine reads versioned, or None when no loop
+    qualifies (or the source is unavailable)."""
+    node = definition(fn)
+    if not isinstance(node, ast.FunctionDef):
+        return None
+    versions = _Versions()
+    node = versions.visit(node)
+    return ast.fix_missing_locations(node) if versions.count else None
+
+
+class Rewrite(NamedTuple):
+    """A lane's code after prefetching and versioning; ``versioned``: whether any
+    loop was versioned (the lane then has two copies of it: lanefn inlines it)."""
+
+    code: types.CodeType
+    versioned: bool
+
+
+_done: "weakref.WeakKeyDictionary[types.FunctionType, dict]" = weakref.WeakKeyDictionary()
+
+
+def rewritten(fn: types.FunctionType) -> Rewrite | None:
+    """``fn``'s code with prefetches (lane.prefetch), then versioned loops, or None
+    when neither applies; cached per function (and :data:`VERSIONING` setting)."""
+    per_setting = _done.setdefault(fn, {})
+    if VERSIONING not in per_setting:
+        per_setting[VERSIONING] = _rewrite(fn, VERSIONING)
+    return per_setting[VERSIONING]
+
+
+def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
+    node = definition(fn)
+    if not isinstance(node, ast.FunctionDef):
+        return None
+    prefetches, versions = Prefetches(), _Versions()
+    node = prefetches.visit(node)  # first: both copies of a versioned loop prefetch
+    if versioning:
+        node = versions.visit(node)
+    if not (prefetches.count or versions.count):
+        return None
+    code = compile_rewritten(ast.fix_missing_locations(node), fn)
+    return None if code is None else Rewrite(code, versions.count > 0)
+
+
+#: Statements and expressions in a loop body that the pass does not reason about
+#: (scopes of their own, other loops: versioning only innermost loops).
+_UNSURE = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Try, ast.With, ast.AsyncWith,
+           ast.Global, ast.Nonlocal, ast.Delete, ast.Yield, ast.YieldFrom, ast.Await, ast.Match)
+
+
+class _Versions(ast.NodeTransformer):
+    """Versions every innermost ``for k in range(...)`` loop (positive literal step)
+    that reads ``a[k]``, ``a[k + c]`` or ``a[k - c]`` (module docstring)."""
+
+    def __init__(self):
+        self.count = 0
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        if not (range_step(node) or 0) > 0 or any(isinstance(n, _UNSURE) for s in node.body for n in ast.walk(s)):
+            return node
+        k, stored = node.target.id, stored_names(node.body)
+        if k in stored:
+            return node
+        reads = {}  # (array, offset) -> guard arguments, in source order (dicts keep it)
+        for n in sorted((n for s in node.body for n in ast.walk(s)), key=_position):
+            read = _affine_read(n, k, stored)
+            if read is not None:
+                reads.setdefault(_key(read), read)
+        if not reads:
+            return node
+        self.count += 1
+        hoisted, bounds = _hoist_bounds(node, self.count)
+        guards = [_guard(array, offset, bounds) for array, offset in reads.values()]
+        fast = _loop(node, bounds, [_Unchecked(k, stored).visit(copy.deepcopy(s)) for s in node.body])
+        slow = _loop(node, bounds, node.body)
+        test = guards[0] if len(guards) == 1 else ast.BoolOp(ast.And(), guards)
+        # The user's loop first: Numba reports the first typing error in code order,
+        # so a subscript that does not type (x[k] of a float) reads as it did.
+        return hoisted + [ast.copy_location(ast.If(ast.UnaryOp(ast.Not(), test), [slow], [fast]), node)]
+
+
+def _position(node) -> tuple[int, int]:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+
+def _affine_read(node, k: str, stored: set[str]):
+    """``(array, (sign, shift))`` when ``node`` reads ``array[k]`` (shift None),
+    ``array[k + c]``/``array[c + k]`` (sign 1) or ``array[k - c]`` (sign -1), ``c`` an
+    int literal or a name the loop does not assign; else None."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)):
+        return None
+    array, index = node.value.id, node.slice
+    if array == k or array in stored:
+        return None
+    if _is_name(index, k):
+        return array, (1, None)
+    if not isinstance(index, ast.BinOp):
+        return None
+    left, right = index.left, index.right
+    if isinstance(index.op, ast.Add) and _is_name(right, k):
+        left, right = right, left  # c + k
+    if not (_is_name(left, k) and isinstance(index.op, (ast.Add, ast.Sub)) and _invariant(right, k, stored)):
+        return None
+    return array, (1 if isinstance(index.op, ast.Add) else -1, right)
+
+
+def _is_name(node, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _invariant(node, k: str, stored: set[str]) -> bool:
+    """An int literal, or a name other than ``k`` that the loop does not assign."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    return isinstance(node, ast.Name) and node.id != k and node.id not in stored
+
+
+def _key(read) -> tuple:
+    array, (sign, shift) = read
+    return array, sign, None if shift is None else ast.dump(shift)
+
+
+def _hoist_bounds(node: ast.For, count: int) -> tuple[list[ast.stmt], list[ast.expr]]:
+    """``range``'s start and stop as names or literals, read by the guard and the
+    loop: an expression (``indptr[i + 1]``, a call that draws random numbers) is
+    assigned to a name first, so it is evaluated once, as in the user's loop."""
+    args = node.iter.args
+    bounds = [ast.Constant(0), args[0]] if len(args) == 1 else list(args[:2])
+    hoisted = []
+    for i, bound in enumerate(bounds):
+        if not isinstance(bound, (ast.Name, ast.Constant)):
+            name = f"_lw_{'stop' if i else 'start'}{count}"
+            hoisted.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], bound), node))
+            bounds[i] = ast.Name(name, ast.Load())
+    return hoisted, bounds
+
+
+def _guard(array: str, offset, bounds) -> ast.Call:
+    sign, shift = offset
+    args = [ast.Name(array, ast.Load()), *map(copy.deepcopy, bounds),
+            copy.deepcopy(shift) if shift is not None else ast.Constant(0), ast.Constant(sign)]
+    return ast.Call(ast.Name("_lw_within", ast.Load()), args, [])
+
+
+def _loop(node: ast.For, bounds, body) -> ast.For:
+    """``node`` over the (hoisted) bounds with ``body``; its location is the user's."""
+    call = copy.deepcopy(node.iter)
+    kept = bounds[1:] if len(call.args) == 1 else bounds  # range(stop) stays range(stop)
+    call.args = [copy.deepcopy(b) for b in kept] + call.args[2:]
+    return ast.copy_location(ast.For(copy.deepcopy(node.target), call, body, [], None), node)
+
+
+class _Unchecked(ast.NodeTransformer):
+    """Replaces the loop's affine reads ``a[k + c]`` by ``_lw_get(a, k + c)``."""
+
+    def __init__(self, k: str, stored: set[str]):
+        self.k, self.stored = k, stored
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if _affine_read(node, self.k, self.stored) is None:
+            return node
+        return ast.copy_location(ast.Call(ast.Name("_lw_get", ast.Load()), [node.value, node.slice], []), node)
