@@ -135,9 +135,14 @@ def cold_all(kernels: list[str], p: int) -> dict:
 
 
 # ------------------------------------------------------------------ the report
+def measured(doc: dict) -> list[int]:
+    """The thread counts whose child finished."""
+    return [p for p in doc["threads"] if "error" not in doc["runs"].get(str(p), {"error": "not run"})]
+
+
 def table(doc: dict) -> dict:
     """Per workload: {tool: {p: s}}, efficiency per tool and count, lanewise / fastest peer per count."""
-    counts = doc["threads"]
+    counts = measured(doc)
     out = {}
     for name in doc["names"]:
         tools: dict = {}
@@ -157,7 +162,7 @@ def table(doc: dict) -> dict:
 
 
 def verdict(doc: dict, rows: dict) -> dict:
-    top = max(doc["threads"])
+    top = max(measured(doc))
     misses = []
     rw = []
     for name, row in rows.items():
@@ -168,7 +173,7 @@ def verdict(doc: dict, rows: dict) -> dict:
             rw.append(r)
             if r > BAR_RW_WORST:
                 misses.append(f"{name} {r:.2f}x > {BAR_RW_WORST}")
-        elif name not in ("MC", "launch") and r > BARS.get(name, BAR_DEFAULT):
+        elif name != "launch" and r > BARS.get(name, BAR_DEFAULT):
             misses.append(f"{name} {r:.2f}x > {BARS.get(name, BAR_DEFAULT)}")
     geo = math.exp(statistics.fmean(math.log(x) for x in rw)) if rw else None
     if geo is not None and geo > BAR_RW_GEOMEAN:
@@ -181,16 +186,17 @@ def fmt(x, spec=".3g") -> str:
 
 
 def markdown(doc: dict) -> str:
-    counts, rows = doc["threads"], table(doc)
+    counts, rows = measured(doc), table(doc)
     v = verdict(doc, rows)
     top = v["top"]
+    rw = (f"real-world geomean {fmt(v['rw_geomean'], '.2f')}x (bar ≤ {BAR_RW_GEOMEAN}), worst "
+          f"{fmt(v['rw_worst'], '.2f')}x (bar ≤ {BAR_RW_WORST}); " if v["rw_geomean"] is not None else "")
     lines = ["## Thread scaling", "",
-             f"{doc['date']}, **{doc['machine']}**; `{doc['command']}`. Each thread count in a fresh "
-             "process pinned to that many cores; medians of interleaved rounds. Efficiency: T1 / (p·Tp). "
-             "Ratio: lanewise / the fastest peer at that thread count (lower is better).", "",
-             f"At {top} threads: real-world geomean {fmt(v['rw_geomean'], '.2f')}x (bar ≤ {BAR_RW_GEOMEAN}), "
-             f"worst {fmt(v['rw_worst'], '.2f')}x (bar ≤ {BAR_RW_WORST}); "
-             + ("every bar met." if not v["misses"] else "misses: " + "; ".join(v["misses"]) + "."), "",
+             f"{doc['date']}, **{doc['machine']}**; commit {doc.get('commit', '?')}; `{doc['command']}`. "
+             "Each thread count in a fresh process pinned to that many cores; medians of interleaved rounds. "
+             "Efficiency: T1 / (p·Tp). Ratio: lanewise / the fastest peer at that thread count (lower is better).",
+             "", f"At {top} threads: {rw}" + ("every bar met." if not v["misses"] else
+                                               "misses: " + "; ".join(v["misses"]) + "."), "",
              "| workload | tool | " + " | ".join(f"{p} thr (s)" for p in counts) + " | "
              + " | ".join(f"eff {p}" for p in counts if p > 1) + " |",
              "|---|---|" + "---|" * (2 * len(counts) - 1)]
@@ -202,6 +208,8 @@ def markdown(doc: dict) -> str:
         lines.append(f"| {name} | **lanewise / fastest peer** | "
                      + " | ".join(f"**{fmt(row['ratio'].get(p), '.2f')}x**" for p in counts) + " |"
                      + " |" * (len(counts) - 1))
+    if doc.get("before"):
+        lines += before_after(doc, rows)
     if doc.get("cold"):
         lines += ["", f"Cold first call at {top} threads (fresh process, empty caches), lanewise / hand-written "
                   "`prange`:", "", "| kernel | lanewise (s) | prange (s) | ratio |", "|---|---|---|---|"]
@@ -214,6 +222,28 @@ def markdown(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def before_after(doc: dict, rows: dict) -> list[str]:
+    """Lanewise at the largest thread count against an earlier run's (``doc["before"]``:
+    {"label", "doc"}) for the names both measured."""
+    earlier = doc["before"]["doc"]
+    top = max(measured(doc))
+    if top not in measured(earlier):
+        return []
+    old = table(earlier)
+    lines = ["", f"Before and after at {top} threads ({doc['before']['label']}; the same machine):", "",
+             "| workload | lanewise before (s) | after (s) | lanewise / fastest peer before | after |",
+             "|---|---|---|---|---|"]
+    for name, row in rows.items():
+        if name not in old:
+            continue
+        lw_old = min((t[top] for n, t in old[name]["tools"].items() if harness.is_lanewise(n) and top in t),
+                     default=None)
+        lw_new = min((t[top] for n, t in row["tools"].items() if harness.is_lanewise(n) and top in t), default=None)
+        lines.append(f"| {name} | {fmt(lw_old)} | {fmt(lw_new)} | {fmt(old[name]['ratio'].get(top), '.2f')}x | "
+                     f"{fmt(row['ratio'].get(top), '.2f')}x |")
+    return lines
+
+
 def plot(doc: dict, png: Path) -> bool:
     """Speed-up T1/Tp per workload, lanewise against the fastest peer at 1 thread."""
     try:
@@ -224,7 +254,7 @@ def plot(doc: dict, png: Path) -> bool:
     except ImportError:
         return False
     rows = table(doc)
-    counts = doc["threads"]
+    counts = measured(doc)
     names = [n for n in rows if len(rows[n]["tools"]) > 1]
     cols = 4
     fig, axes = plt.subplots(-(-len(names) // cols), cols, figsize=(4 * cols, 3 * -(-len(names) // cols)),
@@ -233,8 +263,9 @@ def plot(doc: dict, png: Path) -> bool:
         for tool, times in rows[name]["tools"].items():
             if 1 in times:
                 ps = [p for p in counts if p in times]
-                ax.plot(ps, [times[1] / times[p] for p in ps], marker="o",
-                        lw=2.5 if harness.is_lanewise(tool) else 1, label=tool)
+                mine = harness.is_lanewise(tool)
+                ax.plot(ps, [times[1] / times[p] for p in ps], marker="o", lw=2.5 if mine else 1, label=tool,
+                        **({"color": "black", "zorder": 3} if mine else {}))
         ax.plot(counts, counts, ":", color="grey")
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("threads")
@@ -258,6 +289,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=harness.RESULTS / "threads.json")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--render", action="store_true", help="re-render --out without measuring")
+    ap.add_argument("--before", type=Path, help="with --render: an earlier run's JSON to compare with")
+    ap.add_argument("--label", default="", help="with --before: what the earlier run was")
+    ap.add_argument("--append", metavar="TITLE", help="with --render: add to the section under this heading")
     args = ap.parse_args(argv)
     size = "quick" if args.quick else "full"
     if args.child:
@@ -265,6 +299,8 @@ def main(argv=None) -> int:
         return 0
     if args.render:
         doc = json.loads(args.out.read_text())
+        if args.before:
+            doc["before"] = {"label": args.label, "doc": json.loads(args.before.read_text())}
     else:
         workloads, kernels = selected(args.only)
         counts = thread_counts(args.threads)
@@ -282,10 +318,12 @@ def main(argv=None) -> int:
             doc["cold"] = cold_all(kernels if args.cold == "all" else args.cold.split(","), max(counts))
         doc["wall_s"] = time.perf_counter() - t0
     png = args.out.with_suffix(".png")
-    if plot(doc, png):
+    if not args.append and plot(doc, png):
         doc["plot"] = os.path.relpath(png, harness.REPO)  # the section is read in BENCHMARKS.md
-    args.out.write_text(json.dumps(doc, indent=1))
+    args.out.write_text(json.dumps({k: v for k, v in doc.items() if k != "before"}, indent=1))
     text = markdown(doc)
+    if args.append:
+        text = SECTION.read_text() + "\n" + text.replace("## Thread scaling", f"### {args.append}", 1)
     print(text)
     if args.out.resolve().parent == harness.RESULTS.resolve():
         SECTION.write_text(text)
