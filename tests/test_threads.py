@@ -105,26 +105,32 @@ def test_uneven_lanes_match_the_reference_under_dynamic_scheduling():
 
 def test_worker_pool_reports_the_first_failure_and_reraises_errors():
     """lanewise.runtime.pool: the smallest failure code wins whichever thread
-    found it, and an exception inside a chunk reaches the caller."""
+    found it, and an exception inside a worker reaches the caller."""
     from lanewise.runtime import pool
 
-    def failing_at(bad):
-        def run_chunk(first, last):
-            hits = [b for b in range(first, last) if b in bad]
-            return min(hits) if hits else -1
-        return run_chunk
+    def failing(codes):  # each worker returns the next code
+        codes, lock = list(codes), threading.Lock()
+
+        def work():
+            with lock:
+                return codes.pop()
+        return work
 
     for threads in (1, 2, 7):
-        assert pool.run_blocks(failing_at({90, 37, 200}), 256, threads) == 37
-        assert pool.run_blocks(failing_at(set()), 256, threads) == -1
+        codes = [200, 37, 90, -1, -1, -1, -1][:threads]
+        assert pool.run_shared(failing(codes), threads) == min(c for c in codes if c >= 0)
+    assert pool.run_shared(failing([-1, -1]), 2) == -1
 
-    def raising(first, last):
-        if first <= 50 < last:
-            raise ValueError("chunk failed")
+    calls = []
+
+    def raising():
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("worker failed")
         return -1
 
-    with pytest.raises(ValueError, match="chunk failed"):
-        pool.run_blocks(raising, 256, 2)
+    with pytest.raises(ValueError, match="worker failed"):
+        pool.run_shared(raising, 2)
 
 
 # ----------------------------------------------------------------------------- shared schedule

@@ -66,6 +66,12 @@ def program_work(program: Program, values, sizes) -> int:
     return lane_work(program.signature.leaves, values, sizes, loops=_loops(program.lane))
 
 
+def may_be_heavy(program: Program) -> bool:
+    """Whether a shape-based estimate may miss the cost of ``program``'s lanes (the
+    CPU backend times their first lanes then): the lane loops, or receives arrays."""
+    return _loops(program.lane) or any(leaf.is_array and leaf.lane_ndim for leaf in program.signature.leaves)
+
+
 #: Whether a lane loops, per lane function: reading its bytecode again on every
 #: call cost 100 us of a 65,536-lane launch.
 _LOOPING: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

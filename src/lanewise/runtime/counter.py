@@ -52,16 +52,20 @@ def thread_count(typingctx):
     return types.intp(), codegen
 
 
+#: Bytes of a cache line, or of two adjacent lines that x86-64's prefetcher pulls
+#: in together (128 on Apple's ARM cores): what keeps threads' writes apart.
+CACHE_LINE = 128
+_LINE = CACHE_LINE // 8  # int64 elements
+
 #: A shared run's ``stop`` array: the Ctrl-C flag at 0, which every thread reads
 #: before each block; the next unit, the failed flag and the thread count a cache
 #: line further on, since each chunk taken writes the counter.  A one-element
 #: ``stop`` (the Ctrl-C flag alone) runs units [first, last) as given.
-NEXT, FAILED, THREADS = 8, 9, 10
-SHARED_SLOTS = 16
+NEXT, FAILED, THREADS = _LINE, _LINE + 1, _LINE + 2
+SHARED_SLOTS = 2 * _LINE
 #: Elements of a thread's ``at`` array (where its lanes are: written per lane when
-#: tracked): 128 bytes, so no two threads' written entries share a cache line (a
-#: segmented reduction of 3e6 values ran no faster on 13 threads than on one).
-AT_SLOTS = 16
+#: tracked): a whole line, so no two threads' written entries share one.
+AT_SLOTS = _LINE
 
 
 #: A chunk takes this share of the units not yet taken, divided by the threads

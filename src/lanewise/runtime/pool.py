@@ -7,18 +7,17 @@ call.  Instead a few persistent threads call the *serial* compiled block runner
 (``nogil``, so they run at once) once each: the calls take guided chunks of
 blocks from a shared counter in compiled code (:func:`run_shared`,
 :func:`lanewise.codegen.common.unit_loop`), so a run costs one call through
-Python per thread.  :func:`run_blocks` hands chunks to Python work the same way.
+Python per thread.
 
 Example:
-    >>> import numpy as np
-    >>> seen = np.zeros(100, np.int64)
-    >>> def run_chunk(first, last):
-    ...     seen[first:last] += 1
+    >>> calls = []
+    >>> def work():  # in a kernel's place: take units from a shared counter
+    ...     calls.append(1)
     ...     return -1
-    >>> run_blocks(run_chunk, 100, threads=3)
+    >>> run_shared(work, threads=3)
     -1
-    >>> bool((seen == 1).all())
-    True
+    >>> len(calls)
+    3
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ import queue
 import threading
 from typing import Callable
 
-from .counter import GUIDED_DIVISOR
 
 class _Launch:
     """One parallel run: its workers' lowest failure, who is still working."""
@@ -109,43 +107,3 @@ def run_shared(work: Callable[[], int], threads: int, on_interrupt: Callable[[],
     if launch.error is not None:
         raise launch.error
     return launch.failure
-
-
-def run_blocks(run_chunk: Callable[[int, int], int], n_blocks: int, threads: int,
-               on_interrupt: Callable[[], None] = lambda: None) -> int:
-    """Call ``run_chunk(first, last)`` on guided chunks covering ``range(n_blocks)``
-    from ``threads`` worker threads, taken under a lock (for work that is Python, not
-    a compiled kernel); the smallest code >= 0 a chunk returned (its first failure;
-    chunks stop being handed out after one), or -1.  Ctrl-C and exceptions as
-    :func:`run_shared`."""
-    threads = max(1, min(threads, n_blocks))
-    lock = threading.Lock()
-    state = {"next": 0, "failed": False}
-
-    def take() -> tuple[int, int] | None:
-        with lock:
-            first = state["next"]
-            if first >= n_blocks or state["failed"]:
-                return None
-            size = max(1, (n_blocks - first) // (GUIDED_DIVISOR * threads))
-            state["next"] = first + size
-            return first, first + size
-
-    def work() -> int:
-        failure = -1
-        while (chunk := take()) is not None:
-            code = run_chunk(*chunk)
-            if code >= 0:
-                # Chunks are handed out in order, so every block before this
-                # one was taken already: the smallest code is the first failure.
-                with lock:
-                    state["failed"] = True
-                failure = code if failure < 0 else min(failure, code)
-        return failure
-
-    def interrupt() -> None:
-        with lock:
-            state["next"] = n_blocks  # no new chunks
-        on_interrupt()
-
-    return run_shared(work, threads, interrupt)

@@ -33,7 +33,7 @@ from ...ir.schedule import Blocking, blocking, lane_index, loop_order, reblocked
 from ...config import config
 from ...errors import LaneTypeError, LanewiseError
 from ...lane.inplace import rewrite
-from ...lane.lanefn import has_loops, indexes, inlined_lane, jit_lane, may_raise, python_function, typing_lane
+from ...lane.lanefn import indexes, inlined_lane, jit_lane, may_raise, python_function, typing_lane
 from ...lane.allocation import allocates
 from ...lane import typing_only
 from ...lane.signedness import check_unsigned_mixing
@@ -68,13 +68,7 @@ class Executable:
         self.order = loop_order(self.program)
         self.array_outputs = [k for k, o in enumerate(self.program.outputs) if o.lane_ndim]
         self.reloaded = False
-        self.may_be_heavy = self.may_be_heavy_lane(self.program)
-
-    @staticmethod
-    def may_be_heavy_lane(program: Program) -> bool:
-        """Whether a shape-based estimate may miss the cost of ``program``'s lanes
-        (see measured_work): the lane loops, or receives arrays."""
-        return has_loops(program.lane) or any(leaf.is_array and leaf.lane_ndim for leaf in program.signature.leaves)
+        self.may_be_heavy = host.may_be_heavy(self.program)  # see measured_work
 
     def call(self, name: str, *args):
         """Call a kernel of the module (cache faults survived: :func:`host.call_kernel`)."""

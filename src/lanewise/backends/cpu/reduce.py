@@ -33,6 +33,7 @@ from ...ir.schedule import ReduceBlocking, lane_index, loop_order, reduce_blocki
 from ...lane.lanefn import jit_lane
 from ...lane.numba_errors import compile_error
 from ...lane.typing_only import call_dtype
+from ...runtime.counter import CACHE_LINE
 from .. import host
 from . import map as cpu
 
@@ -196,7 +197,7 @@ def _heavy(exe: ReduceExecutable, call: Call, state: tuple, n_reduced: int) -> b
     (:func:`cpu.timed_lanes`), folding into scratch copies of the partials.  Blocks
     stay as the shapes make them, so the result is the same either way.  Segmented
     reductions are not timed (their accumulators can be large to copy)."""
-    if exe.spec.segmented or not cpu.Executable.may_be_heavy_lane(exe.program) or not n_reduced:
+    if exe.spec.segmented or not host.may_be_heavy(exe.program) or not n_reduced:
         return False
     k = min(n_reduced, cpu.PROBE_LANES)
     scratch = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in state)
@@ -292,9 +293,6 @@ def run_segments(exe: ReduceExecutable, call: Call, count: int):
     flat = reduction.combine_partials(spec, 1, acc[None], None, plan.n_reduced, exe.monoid, exe.finish)[0]
     return flat.reshape((count,) + (lane_shapes[1] or ()))
 
-
-#: Bytes of a cache line (64 on x86-64 and most ARM cores; 128 on Apple's).
-CACHE_LINE = 128
 
 
 def raise_failed_lane(exe: ReduceExecutable, call: Call, indices: list, lane_shapes, count=None) -> None:
