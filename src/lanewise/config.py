@@ -73,6 +73,11 @@ class Config:
     #: Below this many lanes the CPU backend runs the nest on the calling thread:
     #: a parallel launch costs more than it saves on small problems.
     serial_below: int = 32768
+    #: A parallel run wakes one thread per this much of its estimated work (about
+    #: nanoseconds; lanes that loop count as unknown work and get every thread):
+    #: each thread costs two hand-overs of the GIL, 10-50 µs on a loaded or
+    #: virtualised machine.  0 wakes every thread for any parallel run.
+    thread_work: int = 100_000
     #: SPMD on SIMD (lanewise.spmd): run lanes with divergent control flow
     #: (``while``, ``break``, early ``return``) W at a time in vector registers.
     #: ``"auto"``: divergent lanes that the transformation supports; ``True``:

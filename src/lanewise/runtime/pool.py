@@ -82,7 +82,8 @@ def _serve(jobs: "queue.SimpleQueue[_Launch]") -> None:
         jobs.get().work()
 
 
-def run_shared(work: Callable[[], int], threads: int, on_interrupt: Callable[[], None] = lambda: None) -> int:
+def run_shared(work: Callable[[], int], threads: int, on_interrupt: Callable[[], None] = lambda: None,
+               join: bool = False) -> int:
     """Call ``work()`` once on each of ``threads`` worker threads, which share the
     run's units among themselves (a compiled kernel taking chunks from a shared
     counter: :func:`lanewise.codegen.common.unit_loop`); the smallest code >= 0 a
@@ -91,12 +92,19 @@ def run_shared(work: Callable[[], int], threads: int, on_interrupt: Callable[[],
     The caller waits, so in the main thread Ctrl-C still arrives: it calls
     ``on_interrupt()`` (which should make the running calls return soon), waits
     for the workers, and re-raises.  An exception in ``work`` is re-raised here.
+
+    ``join``: the caller makes one of the calls itself, saving a worker's
+    hand-over (for short runs: Ctrl-C does not reach a thread in compiled code).
     """
     threads = max(1, threads)
     launch = _Launch(work, threads)
-    jobs = _workers(threads)
-    for _ in range(threads):
-        jobs.put(launch)
+    helpers = threads - 1 if join else threads
+    if helpers:
+        jobs = _workers(helpers)
+        for _ in range(helpers):
+            jobs.put(launch)
+    if join:
+        launch.work()
     try:
         while not launch.done.wait(0.25):
             pass

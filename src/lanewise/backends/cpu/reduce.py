@@ -185,9 +185,17 @@ def _launch(exe: ReduceExecutable, call: Call, n_err: int, state: tuple, blockin
     if cpu.is_small(call.sizes, call.values) and not _heavy(exe, call, state, blocking[-1]):
         cpu.run_blocks(exe, args, 0, n_units, "rkernel_blocks", run_units)
     else:
-        cpu.run_parallel(exe, "rkernel_blocks", args, n_units, resume_units)  # failures are in err
+        cpu.run_parallel(exe, "rkernel_blocks", args, n_units, resume_units, _work(exe, call))  # failures in err
     failed = np.flatnonzero(err >= 0)
     return (int(failed[0]), int(err[failed[0]])) if failed.size else None
+
+
+def _work(exe: ReduceExecutable, call: Call) -> int | None:
+    """The run's estimated cost (:func:`cpu.run_parallel`'s ``work``), or None for
+    lanes whose cost the shapes may miss."""
+    if host.may_be_heavy(exe.program):
+        return None
+    return int(np.prod(call.sizes)) * host.program_work(exe.program, call.values, call.sizes)
 
 
 def _heavy(exe: ReduceExecutable, call: Call, state: tuple, n_reduced: int) -> bool:
