@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import numba
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
@@ -66,6 +67,23 @@ SHARED_SLOTS = 2 * _LINE
 #: Elements of a thread's ``at`` array (where its lanes are: written per lane when
 #: tracked): a whole line, so no two threads' written entries share one.
 AT_SLOTS = _LINE
+
+
+def line_array(n: int, fill: int = 0) -> np.ndarray:
+    """``n`` int64 elements set to ``fill``, starting on a cache line, with the rest of
+    their last line unused: a thread's ``at`` (written per lane) shares no line with
+    another thread's (two 128-byte ``np.full`` buffers can be neighbours in one line).
+
+    Example:
+        >>> a = line_array(AT_SLOTS, -1)
+        >>> a.ctypes.data % CACHE_LINE, a.size, int(a[0])
+        (0, 16, -1)
+    """
+    spare = np.empty(n + 2 * _LINE, np.int64)  # room to align the start and to pad the end
+    start = (-spare.ctypes.data % CACHE_LINE) // 8
+    out = spare[start:start + n]
+    out.fill(fill)
+    return out
 
 
 #: A chunk takes this share of the units not yet taken, divided by the threads

@@ -39,7 +39,7 @@ from ...lane import typing_only
 from ...lane.signedness import check_unsigned_mixing
 from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
 from ...runtime import cache, pool
-from ...runtime.counter import AT_SLOTS, FAILED, SHARED_SLOTS, THREADS
+from ...runtime.counter import AT_SLOTS, FAILED, SHARED_SLOTS, THREADS, line_array
 from .. import host
 from ...lane.numba_errors import compile_error, internal_error
 
@@ -398,7 +398,7 @@ def call_tracked(kernel, args: tuple, first: int, last: int, stop) -> int:
 def attempt(kernel, args: tuple, first: int, last: int, stop):
     """``kernel(*args, first, last, stop, at)``: (its result, None), or (None, at)
     when a lane raised (``at`` says where: see :mod:`lanewise.codegen.cpu`)."""
-    at = np.full(AT_SLOTS, -1, np.int64)
+    at = line_array(AT_SLOTS, -1)
     try:
         return kernel(*args, first, last, stop, at), None
     except Exception:  # a lane raised
@@ -446,7 +446,7 @@ def run_parallel(exe, name: str, args: tuple, n_units: int, resume=None, work: i
     whether this thread takes chunks too."""
     n_threads = useful_threads(min(threads(), n_units), work)
     join = work is not None and work < JOIN_BELOW * n_threads
-    stop = np.zeros(SHARED_SLOTS, np.int64)
+    stop = line_array(SHARED_SLOTS)
     kernel = loaded(exe, name, args, stop)  # on this thread, once, before the threads call it
     stop[THREADS] = n_threads
 
