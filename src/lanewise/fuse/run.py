@@ -92,13 +92,15 @@ class Pass:
 
 
 def _finish(target: Node, value):
-    """A reduction's result as NumPy gives it: keepdims axes, dtype= conversion."""
+    """A reduction's result as NumPy gives it: keepdims axes, dtype= conversion, and a
+    NumPy scalar, not a 0-d array, for a reduction over every axis."""
     if isinstance(target, Reduce):
         if target.keepdims:
             value = np.expand_dims(value, target.axes)
         if target.cast is not None:
             value = np.asarray(value).astype(target.cast)
-            value = value[()] if value.ndim == 0 else value
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value[()]
     return value
 
 
