@@ -113,6 +113,7 @@ def _clip(tracer, a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO, **kwar
     lo = min if a_min is _NO else a_min
     hi = max if a_max is _NO else a_max
     lo, hi = (None if v is _NO else v for v in (lo, hi))
+    lo, hi = _clip_bounds(tracer.lift(a).dtype, lo, hi)
     dtype = np.clip(*[None if v is None else rules.stand_in_of(tracer.lift(v)) for v in (a, lo, hi)]).dtype
     if dtype.kind == "c":
         return tracer.boundary("np.clip on complex values", np.clip, (a, lo, hi), {})
@@ -124,6 +125,23 @@ def _clip(tracer, a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO, **kwar
     if result is tracer.lift(a):
         return tracer.cast(a, dtype)
     return tracer.wrap(result)
+
+
+def _clip_bounds(dtype: np.dtype, lo, hi):
+    """NumPy 2's ``np.clip`` of an integer array drops a Python int bound that no value
+    of the dtype can cross (``lo`` <= its minimum, ``hi`` >= its maximum): clipping
+    ``int8`` at 300 keeps 127, where converting 300 to int8 would clip at 44.  A bound
+    beyond the dtype on the other side stays, and raises OverflowError as in NumPy.
+
+    Example:
+        >>> _clip_bounds(np.dtype(np.uint8), -1, 256), _clip_bounds(np.dtype(np.int8), 3, 100)
+        ((None, None), (3, 100))
+    """
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo = None if type(lo) is int and lo <= info.min else lo
+        hi = None if type(hi) is int and hi >= info.max else hi
+    return lo, hi
 
 
 def _transpose(tracer, a, axes=None):
