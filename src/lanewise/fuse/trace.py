@@ -81,7 +81,12 @@ class Tracer:
             return value._node
         if isinstance(value, (bool, np.bool_)):
             return self.const(bool(value), np.dtype(bool), weak=False)
-        if isinstance(value, (int, float, complex)):
+        if isinstance(value, int):
+            # Weak: NumPy 2 gives a Python int the other operand's dtype, and the value decides
+            # (through the stand-ins of rules.py) whether it fits; int64 only marks its kind,
+            # where np.asarray would make 2**63 uint64 and 2**64 an object.
+            return self.const(value, np.dtype(np.int64), weak=True)
+        if isinstance(value, (float, complex)):
             return self.const(value, np.asarray(value).dtype, weak=True)
         if isinstance(value, np.generic):
             return self.const(value.item(), check_supported(value.dtype, "a NumPy scalar constant"), weak=False)
@@ -184,6 +189,10 @@ class Tracer:
         where = user_location()
         operands = [(n.dtype, weak(n), n.value if isinstance(n, Const) else None) for n in nodes]
         loop, outs = rules.ufunc_dtypes(ufunc, operands, where, kwargs.get("dtype"))
+        answer = rules.constant_comparison(ufunc, operands) if "dtype" not in kwargs else None
+        if answer is not None:  # e.g. int8 < 300: true everywhere, where int8(300) would be 44
+            shape = np.broadcast_shapes(*[n.shape for n in nodes])
+            return self.wrap(self.const(answer, outs[0], weak=False, shape=shape))
         if rule.template_for(loop[0]) is None:  # e.g. complex maximum: NumPy does it, at a boundary
             return self.boundary(f"np.{ufunc.__name__} on {loop[0]}", ufunc, inputs, kwargs)
         name = ufunc.__name__
