@@ -67,14 +67,18 @@ _MIN = "({0} if ({0} <= {1} or {0} != {0}) else {1})"
 _FMAX = "({0} if ({0} >= {1} or {1} != {1}) else {1})"
 _FMIN = "({0} if ({0} <= {1} or {1} != {1}) else {1})"
 
+# Complex z / w as np.divide: NumPy's own loop (Smith's algorithm; IEEE inf/nan for w == 0,
+# and Numba compiles the same), where Numba's operator is CPython's, which raises ZeroDivisionError.
+_DIVIDE = Rule({"c": "np.divide({0}, {1})", "": "({0} / {1})"}, "same")
+
 _FLOAT_MATH = ("sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin arccos arctan "
                "sinh cosh tanh arcsinh arccosh arctanh deg2rad rad2deg degrees radians spacing").split()
 
 UFUNCS: dict[str, Rule] = {
     # NumPy adds bools as a logical or (lanewise refuses + of NumPy bools in lanes)
     "add": Rule({"b": "({0} | {1})", "": "({0} + {1})"}, "same"),
-    "subtract": _op("-"), "multiply": _op("*"), "true_divide": _op("/"),
-    "divide": _op("/"), "floor_divide": _op("//", kinds="iuf"), "remainder": _op("%", kinds="iuf"),
+    "subtract": _op("-"), "multiply": _op("*"), "true_divide": _DIVIDE, "divide": _DIVIDE,
+    "floor_divide": _op("//", kinds="iuf"), "remainder": _op("%", kinds="iuf"),
     "mod": _op("%", kinds="iuf"),
     "power": Rule({"f": "np.power({0}, {1})", "": "({0} ** {1})"}, "same", "iuf"),
     "negative": Rule({"": "(-{0})"}, "same"), "positive": Rule({"": "(+{0})"}, "same"),
