@@ -29,23 +29,72 @@ def _fuse_error(message):
     return FuseError(f"{message} (at {user_location()})")
 
 
+#: Why a keyword is refused, and what to write instead (the message's second half).
+_INSTEAD = {
+    "out": "fused functions return new arrays: use the result",
+    "initial": "combine it with the result instead (np.maximum(x.max(), v), x.sum() + v)",
+    "where": "mask the operand instead (np.where(mask, x, 0).sum())",
+}
+
+
 def _reject(what: str, **given):
     for name, value in given.items():
         if value is not None and value is not _NO:
-            raise _fuse_error(f"lw.fuse does not support {name}= in {what}")
+            instead = _INSTEAD.get(name)
+            raise _fuse_error(f"lw.fuse does not support {name}= in {what}" + (f"; {instead}" if instead else ""))
 
 
-def reduction(op: str):
-    """Handler for ``np.<op>`` / ``x.<op>()``: (a, axis, dtype, out, keepdims) or, for
-    ops without dtype= (min, max, any, all, argmin, argmax), (a, axis, out, keepdims)."""
-    with_dtype = op in ("sum", "prod", "mean")
+#: NumPy 2's parameters of each reduction after the array (the same for ``np.<op>(a, ...)``
+#: and ``a.<op>(...)``): the positional ones in order, then the keyword-only ones.
+_REDUCTION_PARAMS = {
+    **dict.fromkeys(("sum", "prod"), (("axis", "dtype", "out", "keepdims", "initial", "where"), ())),
+    "mean": (("axis", "dtype", "out", "keepdims"), ("where",)),
+    **dict.fromkeys(("min", "max"), (("axis", "out", "keepdims", "initial", "where"), ())),
+    **dict.fromkeys(("any", "all"), (("axis", "out", "keepdims"), ("where",))),
+    **dict.fromkeys(("argmin", "argmax"), (("axis", "out"), ("keepdims",))),
+}
+#: ``a.any(...)``/``a.all(...)`` differ: NumPy's methods take a dtype second (bool only).
+_METHOD_PARAMS = {**_REDUCTION_PARAMS,
+                  **dict.fromkeys(("any", "all"), (("axis", "dtype", "out", "keepdims"), ("where",)))}
 
-    def handler(tracer, a, axis=None, *args, **kwargs):
-        names = ("dtype", "out", "keepdims") if with_dtype else ("out", "keepdims")
-        kwargs.update(zip(names, args))
-        dtype, out, keepdims = kwargs.pop("dtype", None), kwargs.pop("out", None), kwargs.pop("keepdims", False)
-        _reject(f"np.{op}", out=out, **kwargs)
-        return tracer.reduce(op, a, axis, dtype, bool(keepdims) if keepdims is not _NO else False)
+
+def bind_reduction(what: str, params: tuple, args: tuple, kwargs: dict) -> dict:
+    """``args``/``kwargs`` of a reduction by parameter name, as NumPy binds them to
+    ``params`` (positional names, keyword-only names): a keyword given twice, too
+    many positional arguments or an unknown keyword is a TypeError.
+
+    Example:
+        >>> bind_reduction("x.max()", _REDUCTION_PARAMS["max"], (1, None, True), {})
+        {'axis': 1, 'out': None, 'keepdims': True}
+    """
+    positional, keyword_only = params
+    if len(args) > len(positional):
+        raise TypeError(f"{what} takes at most {len(positional)} positional arguments after the array, "
+                        f"got {len(args)}")
+    bound = dict(zip(positional[:len(args)], args, strict=True))
+    for name, value in kwargs.items():
+        if name not in positional + keyword_only:
+            raise TypeError(f"{what} got an unexpected keyword argument {name!r}")
+        if name in bound:
+            raise TypeError(f"{what} got multiple values for argument {name!r}")
+        bound[name] = value
+    return bound
+
+
+def reduction(op: str, method: bool = False):
+    """Handler for ``np.<op>(a, ...)`` or, ``method``, ``a.<op>(...)``: NumPy's own
+    parameters (:data:`_REDUCTION_PARAMS`, :data:`_METHOD_PARAMS`), positional or keyword."""
+    what = f"x.{op}()" if method else f"np.{op}"
+    params = (_METHOD_PARAMS if method else _REDUCTION_PARAMS)[op]
+
+    def handler(tracer, a, *args, **kwargs):
+        bound = bind_reduction(what, params, args, kwargs)
+        if bound.get("where") is True:  # NumPy's default, written out
+            del bound["where"]
+        _reject(what, **{k: bound.get(k) for k in ("out", "initial", "where")})
+        keepdims = bound.get("keepdims", False)
+        keepdims = False if keepdims is _NO else bool(keepdims)
+        return tracer.reduce(op, a, bound.get("axis"), bound.get("dtype"), keepdims)
 
     handler.__name__ = op
     return handler
@@ -64,6 +113,7 @@ def _clip(tracer, a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO, **kwar
     lo = min if a_min is _NO else a_min
     hi = max if a_max is _NO else a_max
     lo, hi = (None if v is _NO else v for v in (lo, hi))
+    lo, hi = _clip_bounds(tracer.lift(a).dtype, lo, hi)
     dtype = np.clip(*[None if v is None else rules.stand_in_of(tracer.lift(v)) for v in (a, lo, hi)]).dtype
     if dtype.kind == "c":
         return tracer.boundary("np.clip on complex values", np.clip, (a, lo, hi), {})
@@ -75,6 +125,23 @@ def _clip(tracer, a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO, **kwar
     if result is tracer.lift(a):
         return tracer.cast(a, dtype)
     return tracer.wrap(result)
+
+
+def _clip_bounds(dtype: np.dtype, lo, hi):
+    """NumPy 2's ``np.clip`` of an integer array drops a Python int bound that no value
+    of the dtype can cross (``lo`` <= its minimum, ``hi`` >= its maximum): clipping
+    ``int8`` at 300 keeps 127, where converting 300 to int8 would clip at 44.  A bound
+    beyond the dtype on the other side stays, and raises OverflowError as in NumPy.
+
+    Example:
+        >>> _clip_bounds(np.dtype(np.uint8), -1, 256), _clip_bounds(np.dtype(np.int8), 3, 100)
+        ((None, None), (3, 100))
+    """
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo = None if type(lo) is int and lo <= info.min else lo
+        hi = None if type(hi) is int and hi >= info.max else hi
+    return lo, hi
 
 
 def _transpose(tracer, a, axes=None):
@@ -190,8 +257,7 @@ HANDLERS = {
     np.astype: _astype,
     np.copy: lambda tracer, a, order="K", subok=False: tracer.cast(a, tracer.lift(a).dtype),
     **{getattr(np, op): reduction(op) for op in
-       ("sum", "prod", "mean", "min", "max", "amin", "amax", "any", "all", "argmin", "argmax")
-       if hasattr(np, op)},
+       ("sum", "prod", "mean", "min", "max", "any", "all", "argmin", "argmax")},
 }
 HANDLERS[np.amin], HANDLERS[np.amax] = reduction("min"), reduction("max")
 

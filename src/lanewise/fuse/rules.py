@@ -67,14 +67,18 @@ _MIN = "({0} if ({0} <= {1} or {0} != {0}) else {1})"
 _FMAX = "({0} if ({0} >= {1} or {1} != {1}) else {1})"
 _FMIN = "({0} if ({0} <= {1} or {1} != {1}) else {1})"
 
+# Complex z / w as np.divide: NumPy's own loop (Smith's algorithm; IEEE inf/nan for w == 0,
+# and Numba compiles the same), where Numba's operator is CPython's, which raises ZeroDivisionError.
+_DIVIDE = Rule({"c": "np.divide({0}, {1})", "": "({0} / {1})"}, "same")
+
 _FLOAT_MATH = ("sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin arccos arctan "
                "sinh cosh tanh arcsinh arccosh arctanh deg2rad rad2deg degrees radians spacing").split()
 
 UFUNCS: dict[str, Rule] = {
     # NumPy adds bools as a logical or (lanewise refuses + of NumPy bools in lanes)
     "add": Rule({"b": "({0} | {1})", "": "({0} + {1})"}, "same"),
-    "subtract": _op("-"), "multiply": _op("*"), "true_divide": _op("/"),
-    "divide": _op("/"), "floor_divide": _op("//", kinds="iuf"), "remainder": _op("%", kinds="iuf"),
+    "subtract": _op("-"), "multiply": _op("*"), "true_divide": _DIVIDE, "divide": _DIVIDE,
+    "floor_divide": _op("//", kinds="iuf"), "remainder": _op("%", kinds="iuf"),
     "mod": _op("%", kinds="iuf"),
     "power": Rule({"f": "np.power({0}, {1})", "": "({0} ** {1})"}, "same", "iuf"),
     "negative": Rule({"": "(-{0})"}, "same"), "positive": Rule({"": "(+{0})"}, "same"),
@@ -213,6 +217,33 @@ def loop_key(dtype: np.dtype, weak: bool):
     if weak and dtype.kind in "fci":
         return {"f": float, "c": complex, "i": int}[dtype.kind]
     return dtype
+
+
+_COMPARISONS = frozenset("less less_equal greater greater_equal equal not_equal".split())
+
+
+def constant_comparison(ufunc: np.ufunc, operands) -> bool | None:
+    """The answer of comparing an integer array with a Python int no value of its dtype
+    reaches, which is the same for every element; None for any other operation.
+
+    NumPy 2 compares the true values (``int8_array < 300`` is True everywhere,
+    ``uint64_array == -1`` False); converting the int to the loop dtype would wrap
+    it (300 is 44 in int8).  ``operands`` are (dtype, weak, constant value or None)
+    triples, as for :func:`ufunc_dtypes`.
+
+    Example:
+        >>> int8, weak_int = (np.dtype(np.int8), False, None), (np.dtype(np.int64), True, 300)
+        >>> constant_comparison(np.less, [int8, weak_int]), constant_comparison(np.less, [weak_int, int8])
+        (True, False)
+    """
+    if ufunc.__name__ not in _COMPARISONS:
+        return None
+    for (dtype, weak, _), (_, other_weak, value) in ((operands[0], operands[1]), (operands[1], operands[0])):
+        if not weak and dtype.kind in "iu" and other_weak and type(value) is int \
+                and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+            # Beyond the dtype, every value compares alike: NumPy's answer on a stand-in is the answer.
+            return bool(ufunc(*[stand_in(d, w, v) for d, w, v in operands]))
+    return None
 
 
 def ufunc_dtypes(ufunc: np.ufunc, operands, what: str, dtype=None) -> tuple[tuple, tuple]:

@@ -32,7 +32,7 @@ from .. import backends, reducing
 from ..api import explain, vmap
 from ..dtypes import storage_dtype
 from .graph import (Boundary, BoundaryCall, Captured, Const, Elem, Input, Node, Reduce, View, apply_ops,
-                    direct_sources, is_weak, source_deps)
+                    direct_sources, is_weak, source_deps, walk)
 from .lower import LaneSource, generate
 
 
@@ -92,13 +92,15 @@ class Pass:
 
 
 def _finish(target: Node, value):
-    """A reduction's result as NumPy gives it: keepdims axes, dtype= conversion."""
+    """A reduction's result as NumPy gives it: keepdims axes, dtype= conversion, and a
+    NumPy scalar, not a 0-d array, for a reduction over every axis."""
     if isinstance(target, Reduce):
         if target.keepdims:
             value = np.expand_dims(value, target.axes)
         if target.cast is not None:
             value = np.asarray(value).astype(target.cast)
-            value = value[()] if value.ndim == 0 else value
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value[()]
     return value
 
 
@@ -157,7 +159,8 @@ class Evaluator:
                 if isinstance(s, Reduce):
                     groups.setdefault((s.arg.shape, s.op, s.axes), []).append(s)
             for (shape, op, axes), reds in groups.items():
-                self._run(self._pass(shape, [r.arg for r in reds], reds, (op, axes)))
+                for part in kernel_sized(reds, lambda r: r.arg):
+                    self._run(self._pass(shape, [r.arg for r in part], part, (op, axes)))
             for s in ready:
                 if isinstance(s, Boundary) and not self._done(s):
                     self.ensure(s.call.inputs)
@@ -168,7 +171,8 @@ class Evaluator:
             if isinstance(n, Elem) and not self._done(n) and n not in shapes.get(n.shape, []):
                 shapes.setdefault(n.shape, []).append(n)
         for shape, elems in shapes.items():
-            self._run(self._pass(shape, elems, elems, None))
+            for part in kernel_sized(elems):
+                self._run(self._pass(shape, part, part, None))
 
     def _done(self, node) -> bool:
         return not isinstance(node, (Reduce, Boundary, Elem)) or id(node) in self.values
@@ -208,6 +212,36 @@ class Evaluator:
     def describe_pass(self, p: Pass, args) -> None:
         text = explain(p.fn, *args) if p.domain and p.backend in (None, backends.EXPLAINED) else None
         self.notes.append(("pass", p, text))
+
+
+#: At most this many lane parameters plus results in one pass.  A kernel takes every one
+#: of them plus a few sizes and bounds, and Python 3.11+ compiles a call of more than 30
+#: arguments to a ``*args`` call, which Numba refuses ("Calling a closure with *args").
+MAX_PASS_VALUES = 20
+
+
+def kernel_sized(targets: list, root=lambda node: node) -> list[list]:
+    """``targets`` split, in order, into groups whose lanes (computing ``root(t)`` for
+    each) read and return at most :data:`MAX_PASS_VALUES` values; a target alone may
+    read more (it must run anyway).
+
+    Example:
+        >>> from lanewise.fuse.trace import Tracer
+        >>> x = Tracer(evaluator=None).input(0, np.ones(3), "x")
+        >>> [len(g) for g in kernel_sized([(x + float(k))._node for k in range(25)])]  # 1 input + 19 results
+        [19, 6]
+    """
+    groups: list[list] = []
+    for target in targets:
+        if groups and _values_of([root(t) for t in groups[-1] + [target]]) <= MAX_PASS_VALUES:
+            groups[-1].append(target)
+        else:
+            groups.append([target])
+    return groups
+
+
+def _values_of(roots) -> int:
+    return len(roots) + sum(isinstance(n, View) for n in walk(roots))
 
 
 def _same_statics(a, b) -> bool:

@@ -81,7 +81,12 @@ class Tracer:
             return value._node
         if isinstance(value, (bool, np.bool_)):
             return self.const(bool(value), np.dtype(bool), weak=False)
-        if isinstance(value, (int, float, complex)):
+        if isinstance(value, int):
+            # Weak: NumPy 2 gives a Python int the other operand's dtype, and the value decides
+            # (through the stand-ins of rules.py) whether it fits; int64 only marks its kind,
+            # where np.asarray would make 2**63 uint64 and 2**64 an object.
+            return self.const(value, np.dtype(np.int64), weak=True)
+        if isinstance(value, (float, complex)):
             return self.const(value, np.asarray(value).dtype, weak=True)
         if isinstance(value, np.generic):
             return self.const(value.item(), check_supported(value.dtype, "a NumPy scalar constant"), weak=False)
@@ -184,6 +189,10 @@ class Tracer:
         where = user_location()
         operands = [(n.dtype, weak(n), n.value if isinstance(n, Const) else None) for n in nodes]
         loop, outs = rules.ufunc_dtypes(ufunc, operands, where, kwargs.get("dtype"))
+        answer = rules.constant_comparison(ufunc, operands) if "dtype" not in kwargs else None
+        if answer is not None:  # e.g. int8 < 300: true everywhere, where int8(300) would be 44
+            shape = np.broadcast_shapes(*[n.shape for n in nodes])
+            return self.wrap(self.const(answer, outs[0], weak=False, shape=shape))
         if rule.template_for(loop[0]) is None:  # e.g. complex maximum: NumPy does it, at a boundary
             return self.boundary(f"np.{ufunc.__name__} on {loop[0]}", ufunc, inputs, kwargs)
         name = ufunc.__name__
@@ -228,7 +237,8 @@ class Tracer:
         axes = tuple(range(ndim)) if axis is None else normalise_axes(axis, ndim, op)
         kw = {} if dtype is None else {"dtype": dtype}
         dummy = np.zeros((1,) * ndim, node.dtype)
-        result_dtype = getattr(np, op)(dummy, axis=axis, keepdims=keepdims, **kw).dtype
+        # the method: NumPy's x.any(dtype=bool) takes a dtype where np.any does not
+        result_dtype = getattr(dummy, op)(axis=axis, keepdims=keepdims, **kw).dtype
         result_dtype = check_supported(result_dtype, f"np.{op} at {user_location()}")
         if op in ("argmin", "argmax") and ndim == 0:
             return self.wrap(self.const(0, result_dtype, False))
@@ -283,6 +293,9 @@ class Tracer:
         handler = functions.HANDLERS.get(func)
         if handler is not None:
             return handler(self, *args, **kwargs)
+        if kwargs.get("out") is not None:  # NumPy would write into a materialised copy, never seen
+            raise FuseError(f"lw.fuse does not support out= (np.{getattr(func, '__name__', func)} at "
+                            f"{user_location()}): fused functions return new arrays, use the result")
         return self.boundary(f"np.{getattr(func, '__name__', func)}", func, args, kwargs)
 
 
@@ -504,25 +517,31 @@ class Proxy(Traced):
 
 
 def _reduction_method(op):
-    def method(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-        return functions.reduction(op)(self._tracer, self, axis, dtype, out, keepdims, **kwargs)
+    """``x.<op>(...)``: bound by NumPy's method parameters (those of ``np.<op>`` after the
+    array, but for the dtype of ``x.any``/``x.all``), keywords such as ``keepdims`` included."""
+    handler = functions.reduction(op, method=True)
+
+    def method(self, *args, **kwargs):
+        return handler(self._tracer, self, *args, **kwargs)
     method.__name__ = op
     return method
 
 
-for _op in ("sum", "prod", "mean", "min", "max", "any", "all"):
+for _op in ("sum", "prod", "mean", "min", "max", "any", "all", "argmin", "argmax"):
     setattr(Proxy, _op, _reduction_method(_op))
 
 
-def _arg_method(op):
-    def method(self, axis=None, out=None, keepdims=False):
-        return functions.reduction(op)(self._tracer, self, axis, None, out, keepdims)
-    method.__name__ = op
+def _numpy_method(func):
+    """``x.<name>(...)`` as ``np.<name>(x, ...)`` (the same parameters): NumPy runs it at a
+    materialisation boundary, so its semantics are NumPy's own."""
+    def method(self, *args, **kwargs):
+        return func(self, *args, **kwargs)
+    method.__name__ = func.__name__
     return method
 
 
-for _op in ("argmin", "argmax"):
-    setattr(Proxy, _op, _arg_method(_op))
+for _func in (np.cumsum, np.cumprod, np.std, np.var):
+    setattr(Proxy, _func.__name__, _numpy_method(_func))
 
 
 def _only_c(order, what):
