@@ -90,3 +90,57 @@ def test_library_functions_as_the_lane(backend):
     # An optional positional parameter the caller passes still reaches the function.
     np.testing.assert_array_equal(lw.vmap(np.clip, in_axes=(0, None, None), backend=backend)(ROWS, 0.2, 0.5),
                                   jax.vmap(jnp.clip, in_axes=(0, None, None))(ROWS, 0.2, 0.5))
+
+
+# ----------------------------------------------------------------------------- scan steps closing over lane values
+
+
+def ema_filter(row, alpha):
+    def step(c, v):
+        c = alpha * v + (1 - alpha) * c
+        return c, c
+    return lw.scan(step, 0.0, row)
+
+
+def clipped_filter(row, alpha, cap):
+    k = alpha * 2.0
+    weights = row * 0.5  # an array captured too
+
+    def step(c, i):
+        if c > cap:  # two returns, one not a tuple display
+            out = (cap, c - cap)
+            return out
+        return c * k + weights[i], k
+    k = k * 0.5  # read when the scan runs, as the closure reads it
+    c, ys = lw.scan(step, init=0.0, xs=np.arange(row.shape[0]), reverse=True)
+    return c, ys
+
+
+def jax_ema(row, alpha):
+    def step(c, v):
+        c = alpha * v + (1 - alpha) * c
+        return c, c
+    return jax.lax.scan(step, 0.0, row)
+
+
+def jax_clipped(row, alpha, cap):
+    k = alpha * 2.0 * 0.5
+    weights = row * 0.5
+
+    def step(c, i):
+        return jnp.where(c > cap, cap, c * k + weights[i]), jnp.where(c > cap, c - cap, k)
+    return jax.lax.scan(step, 0.0, jnp.arange(row.shape[0]), reverse=True)
+
+
+@both_backends
+def test_scan_step_closing_over_lane_values(backend):
+    alphas = np.array([0.1, 0.5, 0.9, 0.3])
+    got = lw.vmap(ema_filter, backend=backend)(ROWS, alphas)
+    want = jax.vmap(jax_ema)(ROWS, alphas)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-14)
+    caps = np.array([0.2, 5.0, 0.4, 1.0])
+    got = lw.vmap(clipped_filter, backend=backend)(ROWS * 4, alphas * 3, caps)
+    want = jax.vmap(jax_clipped)(ROWS * 4, alphas * 3, caps)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-14)
