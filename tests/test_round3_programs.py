@@ -144,3 +144,241 @@ def test_scan_step_closing_over_lane_values(backend):
     want = jax.vmap(jax_clipped)(ROWS * 4, alphas * 3, caps)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-14)
+
+
+# ----------------------------------------------------------------------------- out_axes=None: every way a value moves
+
+STASH = np.zeros(1)
+BOX = type("Box", (), {})()
+
+
+def ident(v):
+    return v
+
+
+def stash(v):
+    STASH[0] = v
+
+
+def starred_round_trip(x, y):
+    a, _b = (*(x, y),)
+    return a
+
+
+def starred_shifted(x, y):
+    a, _b = (*(), *(x, y))  # a tuple display counted element by element gave a nothing
+    return a
+
+
+def starred_target(x, y):
+    *_a, b = y, x
+    return b
+
+
+def nonlocal_write(x, y):
+    r = y
+
+    def g():
+        nonlocal r
+        r = x
+    g()
+    return r
+
+
+def closure_writes_array(x, y):
+    a = np.zeros(1)
+
+    def g():
+        a[0] = x
+    g()
+    return a[0] + y
+
+
+def closure_late_binding(x, y):
+    z = y
+
+    def g():
+        return z
+    z = x
+    return g()
+
+
+def default_argument(x, y):
+    def g(v=x):
+        return v
+    return g()
+
+
+def comprehension(x, y):
+    return [x + y for _ in range(2)][1]
+
+
+def walrus_in_comprehension(x, y):
+    t = [(z := x) for _ in range(1)]
+    return z + y + 0 * len(t)
+
+
+def helper_writes_a_global(x, y):
+    stash(x)
+    return STASH[0] + y
+
+
+def global_statement(x, y):
+    global GLOBAL_VALUE
+    GLOBAL_VALUE = x
+    return GLOBAL_VALUE + y
+
+
+def attribute_store(x, y):
+    BOX.v = x
+    return BOX.v + y
+
+
+def item_store(x, y):
+    d = {"a": y}
+    d["a"] = x
+    return d["a"]
+
+
+def list_append(x, y):
+    t = [y]
+    t.append(x)
+    return t[1]
+
+
+def copyto_global(x, y):
+    np.copyto(STASH, x)
+    return STASH[0] + y
+
+
+def identity_helper(x, y):
+    return ident(x) + y
+
+
+def loop_carried_while(x, y):
+    a, b, k = y, y, 0
+    while k < 3:
+        a, b = b, x
+        k += 1
+    return a
+
+
+def early_return(x, y):
+    if x > 1.5:
+        return y
+    return y + 1.0
+
+
+def augmented(x, y):
+    s = y
+    s *= x
+    return s
+
+
+def walrus(x, y):
+    if (z := x * 2.0) > 100.0:
+        return y
+    return z
+
+
+def aliased_arguments(x, a, b):
+    a[0] = x
+    return b[0]
+
+
+def add_x(c, v):
+    return c + v, v
+
+
+def scan_carry_from_xs(x, y):
+    c, _ = lw.scan(add_x, y, np.full(2, x))
+    return c
+
+
+def scan_step_closure(x, y):
+    def step(c, v):
+        return c + x, v
+    c, _ = lw.scan(step, y, np.zeros(2))
+    return c
+
+
+def scan_length_from_lane(x, y):
+    c, _ = lw.scan(add_x, y, np.ones(int(x)))  # the number of steps is per lane
+    return c
+
+
+#: Lanes whose output depends on x: out_axes=None must be refused.  The ``python``-only
+#: ones do not compile (Numba: no nonlocal, global stores, list of arrays...).
+DEPENDENT = {
+    starred_round_trip: BACKENDS, starred_shifted: BACKENDS, starred_target: ("python",),
+    nonlocal_write: ("python",), closure_writes_array: BACKENDS, closure_late_binding: ("python",),
+    default_argument: ("python",), comprehension: BACKENDS, walrus_in_comprehension: ("python",),
+    helper_writes_a_global: ("python",), global_statement: ("python",), attribute_store: ("python",),
+    item_store: BACKENDS, list_append: BACKENDS, copyto_global: ("python",), identity_helper: BACKENDS,
+    loop_carried_while: BACKENDS, early_return: BACKENDS, augmented: BACKENDS, walrus: ("python",),
+    scan_carry_from_xs: BACKENDS, scan_step_closure: BACKENDS, scan_length_from_lane: BACKENDS,
+}
+
+
+@pytest.mark.parametrize("lane, backend", [(lane, b) for lane, bs in DEPENDENT.items() for b in bs],
+                         ids=lambda v: getattr(v, "__name__", v))
+def test_out_axes_none_refused_for_every_construct_that_moves_the_lane_value(lane, backend):
+    xs = np.array([1.0, 2.0, 3.0])
+    want = [lane(x, 5.0) for x in xs]
+    assert len({float(w) for w in want}) > 1  # the output does depend on the mapped value
+    with pytest.raises(lw.UnmappedOutputError, match="depends on argument x"):
+        lw.vmap(lane, in_axes=(0, None), out_axes=None, backend=backend)(xs, 5.0)
+
+
+@both_backends
+def test_out_axes_none_refused_when_arguments_share_memory(backend):
+    buf = np.zeros(1)
+    with pytest.raises(lw.UnmappedOutputError, match="depends on argument x"):
+        lw.vmap(aliased_arguments, in_axes=(0, None, None), out_axes=None, backend=backend)(X, buf, buf)
+
+
+@both_backends
+def test_out_axes_none_refused_for_a_function_argument_lane(backend):
+    with pytest.raises(lw.UnmappedOutputError, match="depends on argument"):
+        lw.vmap(apply, in_axes=(None, 0), out_axes=None, backend=backend)(np.sin, X)
+
+
+# ----------------------------------------------------------------------------- out_axes=None: accepted as JAX does
+
+
+def keep(c, v):
+    return c, v * c
+
+
+def read_only_carry(row, k):
+    c, ys = lw.scan(keep, k, row)
+    return c, ys
+
+
+def jax_read_only_carry(row, k):
+    return jax.lax.scan(keep, k, row)
+
+
+SCALE = 3.0
+
+
+def pure_helper_then_global(x, y):
+    s = ident(x) * 2.0
+    return SCALE * y, s
+
+
+@both_backends
+def test_scan_read_only_carry_returned_with_out_axes_none(backend):
+    got = lw.vmap(read_only_carry, in_axes=(0, None), out_axes=(None, 0), backend=backend)(ROWS, 2.0)
+    want = jax.vmap(jax_read_only_carry, in_axes=(0, None), out_axes=(None, 0))(ROWS, 2.0)
+    assert np.ndim(got[0]) == 0
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-15)
+
+
+@both_backends
+def test_out_axes_none_accepted_after_a_pure_helper(backend):
+    got = lw.vmap(pure_helper_then_global, in_axes=(0, None), out_axes=(None, 0), backend=backend)(X, 2.0)
+    want = jax.vmap(pure_helper_then_global, in_axes=(0, None), out_axes=(None, 0))(X, 2.0)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-15)
