@@ -382,3 +382,105 @@ def test_out_axes_none_accepted_after_a_pure_helper(backend):
     want = jax.vmap(pure_helper_then_global, in_axes=(0, None), out_axes=(None, 0))(X, 2.0)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-15)
+
+
+# ----------------------------------------------------------------------------- dict pytrees in lw.scan
+
+
+def dict_step(c, x):
+    """Dict displays of one value type (Numba's typed dicts in a lane), keys not sorted."""
+    a = c["a"] * 0.5 + x["v"]
+    return {"b": c["b"] + x["u"], "a": a}, {"z": a * x["u"], "s": c["b"]}
+
+
+def nested_step(c, x):
+    """Nested dicts and tuples, values of several types, keys not sorted."""
+    return ({"n": c["n"] + 1, "p": {"y": c["p"]["y"] + x[1]["w"], "x": c["p"]["x"] * x[0]}},
+            {"pair": (c["p"]["x"], x[1]["w"]), "k": c["n"]})
+
+
+def dict_scan_lane(scan, r, k):
+    c, ys = scan(dict_step, {"b": k, "a": 1.0}, {"v": r * 2.0, "u": r})
+    return c["a"], c["b"], ys["z"], ys["s"]
+
+
+def nested_scan_lane(scan, r, k):
+    c, ys = scan(nested_step, {"p": {"x": k, "y": 0.0}, "n": 0}, (r + 1.0, {"w": r}), reverse=True)
+    return c["n"], c["p"]["x"], c["p"]["y"], ys["pair"][0], ys["pair"][1], ys["k"]
+
+
+def jax_lax_scan(f, init, xs, reverse=False):
+    return jax.lax.scan(f, init, xs, reverse=reverse)
+
+
+def assert_same_tree(got, want):
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+        np.testing.assert_allclose(g, w, rtol=1e-14)
+
+
+@both_backends
+@pytest.mark.parametrize("lane", [dict_scan_lane, nested_scan_lane])
+def test_scan_dict_pytrees_inside_a_lane(backend, lane):
+    ks = np.array([0.5, 1.0, 2.0, 3.0])
+    got = lw.vmap(lambda r, k: lane(lw.scan, r, k), backend=backend)(ROWS, ks)
+    assert_same_tree(got, jax.vmap(lambda r, k: lane(jax_lax_scan, r, k))(ROWS, ks))
+
+
+@both_backends
+@pytest.mark.parametrize("step, init, xs", [
+    (dict_step, {"b": 0.5, "a": 1.0}, {"v": ROWS[0], "u": ROWS[1]}),
+    (nested_step, {"p": {"y": 0.0, "x": 2.0}, "n": 0}, (ROWS[0], {"w": ROWS[1]})),
+    (nested_step, {"p": {"y": 0.0, "x": 2.0}, "n": 0}, (ROWS[0][:0], {"w": ROWS[1][:0]})),  # no step runs
+], ids=["typed-dicts", "nested", "empty"])
+def test_scan_dict_pytrees_at_top_level(backend, step, init, xs):
+    with lw.config.overridden(backend=backend):
+        got = lw.scan(step, init, xs)
+    assert sorted(got[0]) == ["a", "b"] if step is dict_step else ["n", "p"]
+    assert_same_tree(got, jax.lax.scan(step, init, xs))
+
+
+#: The step's carry and init's, named: as structures, types, or (a typed dict's keys
+#: are known when it runs) init's keys.
+BOTH_STRUCTURES = (r"carry (with structure|of type) \S.*, but init has (structure|type) \S"
+                   r"|other keys than init \((init has the keys \['a', 'b'\]|init has different keys)")
+
+
+def wrong_keys(c, x):
+    return {"a": c["a"] + x, "c": c["b"]}, None
+
+
+def tuple_for_dict(c, x):
+    return (c["a"] + x, c["b"]), None
+
+
+def wrong_keys_lane(r):
+    c, _ = lw.scan(wrong_keys, {"b": 1.0, "a": 0.0}, r)
+    return c["a"]
+
+
+def tuple_for_dict_lane(r):
+    c, _ = lw.scan(tuple_for_dict, {"b": 1.0, "a": 0.0}, r)
+    return c["a"]
+
+
+@both_backends
+@pytest.mark.parametrize("step", [wrong_keys, tuple_for_dict])
+def test_scan_dict_carry_of_another_structure_is_refused_naming_both(backend, step):
+    with pytest.raises(TypeError, match="same pytree structure"):
+        jax.lax.scan(step, {"b": 1.0, "a": 0.0}, X)
+    with lw.config.overridden(backend=backend), pytest.raises(lw.LanewiseError, match=BOTH_STRUCTURES):
+        lw.scan(step, {"b": 1.0, "a": 0.0}, X)
+
+
+@both_backends
+@pytest.mark.parametrize("lane", [wrong_keys_lane, tuple_for_dict_lane])
+def test_scan_dict_carry_of_another_structure_is_refused_inside_a_lane(backend, lane):
+    with pytest.raises(lw.LanewiseError, match=BOTH_STRUCTURES):
+        lw.vmap(lane, backend=backend)(ROWS)
+
+
+def test_scan_dict_with_other_than_string_keys_is_refused_on_cpu():
+    with lw.config.overridden(backend="cpu"), pytest.raises(lw.LaneTypeError, match=r"keys \[1, 2\].*string keys"):
+        lw.scan(lambda c, x: (c, x), {1: 0.0, 2: 1.0}, X)
