@@ -20,8 +20,8 @@ import numpy as np
 from . import backends, progress
 from .config import config
 from .errors import AxisSpecError, LaneCompileError, LaneTypeError
-from .ir.program import unwrap_nest
-from .lane.callables import as_lane_function
+from .ir.program import in_axes_without, unwrap_nest
+from .lane.callables import as_lane_function, bind_arguments
 from .lane.watch import watch
 from .reducing import Reduced
 from .runtime import interop
@@ -113,12 +113,16 @@ class Mapped:
         self._launchers: dict = {}  # fast path: argument types -> generated launcher
         self._last = _miss
         self._watch = None  # what the kept executables froze (lane.watch); None: nothing
+        self._derived: dict = {}  # functions passed as arguments -> the nest with them bound
         functools.update_wrapper(self, unwrap_nest(fun)[0], updated=())
 
     def __repr__(self) -> str:
         return f"vmap({self.fun!r}, in_axes={self.in_axes!r}, out_axes={self.out_axes!r})"
 
     def __call__(self, *args, out=None, **kwargs):
+        if any(callable(a) for a in args):  # functions passed unmapped: constants of a derived lane
+            mapped, args = self._with_functions(args)
+            return mapped(*args, out=out, **kwargs)
         if self._watch is not None and self._watch.changed():
             self._forget()  # a value the kernels froze changed: build afresh
         fast = out is None and not kwargs and not self.progress and (self.backend or config.backend) in backends.FAST
@@ -148,6 +152,27 @@ class Mapped:
             if launcher is not None:
                 self._remember(args, call, launcher)
         return interop.to_library(result, call.library) if out is None else result
+
+    def _with_functions(self, args: tuple) -> tuple["Mapped", tuple]:
+        """The nest with the functions among ``args`` bound into its lane (kept per
+        function, as JAX keeps a trace per static argument), and the other arguments.
+
+        Numba compiles a function as a constant, not as a value that changes from
+        call to call: each function gets its own lane (bind_arguments) and kernel."""
+        fixed = {k: a for k, a in enumerate(args) if callable(a)}
+        rest = tuple(a for k, a in enumerate(args) if k not in fixed)
+        key = (len(args), tuple(fixed.items()))
+        try:
+            derived = self._derived.get(key)
+        except TypeError:  # an unhashable callable object: bound afresh
+            key, derived = None, None
+        if derived is None:
+            derived = _bind_functions(self, fixed, len(args))
+            if key is not None:
+                if len(self._derived) >= MAX_DERIVED:  # a new lambda per call must not pile up kernels
+                    self._derived.pop(next(iter(self._derived)))
+                self._derived[key] = derived
+        return derived, rest
 
     def _remember(self, args: tuple, call, launcher) -> None:
         """Keep ``launcher`` for the next calls with ``args``' types.  It checks for
@@ -180,6 +205,20 @@ class Mapped:
         self._executables.clear()
         self._launchers.clear()
         self._last, self._watch = _miss, None
+
+
+#: Nests kept per Mapped for the functions passed to it (oldest dropped first).
+MAX_DERIVED = 32
+
+
+def _bind_functions(mapped: Mapped, fixed: dict, nargs: int) -> Mapped:
+    """``mapped``'s nest around a lane with ``fixed`` (position -> function) bound."""
+    lane, nest = unwrap_nest(mapped)
+    per_level = [in_axes_without(m, fixed, nargs) for m in nest]
+    fun = bind_arguments(lane, fixed, nargs)
+    for m, in_axes in reversed(list(zip(nest, per_level, strict=True))):
+        fun = Mapped(fun, in_axes, m.out_axes, m.axis_size, m.backend, m.progress)
+    return fun
 
 
 def _fast_key(args: tuple):

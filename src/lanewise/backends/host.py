@@ -29,7 +29,7 @@ from .. import pytree
 from ..config import config
 from ..errors import LaneIndexError, LanewiseError, LaneTypeError, OutputError, function_location
 from ..ir.program import Call, Program, lane_arguments, make_program
-from ..lane.analysis import check_unmapped_outputs
+from ..lane.dependence import check_unmapped_outputs
 from ..ir.schedule import lane_work
 from ..lane.lanefn import fingerprint, has_loops, jit_lane
 from ..lane.scanning import reference_mode

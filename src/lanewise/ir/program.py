@@ -228,25 +228,55 @@ def _as_leaf(leaf: Any, name: str) -> Any:
         return leaf
     if interop.is_array_like(leaf):  # torch, JAX, DLPack, array interface: a view, not a copy
         return interop.as_host_array(leaf, f"argument {name}")
-    hint = ("; a function reaches compiled lanes as a global, a closure variable or a bound argument "
-            "(functools.partial(lane, f)), not as an argument" if callable(leaf) else "")
+    hint = ("; lw.vmap takes a function as a positional argument of its own, unmapped (in_axes None); "
+            "inside a pytree, as a keyword argument or in lw.reduce, pass it as a global, a closure "
+            "variable or a bound argument (functools.partial(lane, f))" if callable(leaf) else "")
     raise LaneTypeError(
         f"argument {name} is a {type(leaf).__name__}; lanewise maps over arrays, "
         f"array-likes, Python/NumPy scalars and pytrees (tuples, lists, dicts) of them{hint}"
     )
 
 
-def _level_axes(mapped, args, kwargs) -> list[int | None]:
-    """One axis per leaf for a level: in_axes for positional, 0 for keywords."""
+def _in_axes(mapped, nargs: int):
+    """A level's in_axes (a list read as a tuple), checked against ``nargs`` positional arguments."""
     in_axes = mapped.in_axes
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)  # JAX is lenient here too
-    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+    if isinstance(in_axes, tuple) and len(in_axes) != nargs:
         raise AxisSpecError(
             f"vmap({_fun_name(mapped.fun)}) in_axes has {len(in_axes)} entries but the call "
-            f"passed {len(args)} positional arguments; in_axes must be an int, None, or a "
+            f"passed {nargs} positional arguments; in_axes must be an int, None, or a "
             "tuple with one entry per positional argument"
         )
+    return in_axes
+
+
+def in_axes_without(mapped, fixed, nargs: int):
+    """A level's in_axes without the entries of the positions in ``fixed``: the
+    functions passed as arguments, which must be unmapped (None), as in ``jax.vmap``.
+
+    Example:
+        >>> import lanewise as lw
+        >>> in_axes_without(lw.vmap(lambda f, v: f(v), in_axes=(None, 0)), {0}, 2)
+        (0,)
+    """
+    in_axes = _in_axes(mapped, nargs)
+    if in_axes is None:
+        return None
+    if isinstance(in_axes, tuple) and all(in_axes[k] is None for k in fixed):
+        return tuple(a for k, a in enumerate(in_axes) if k not in fixed)
+    k = min(k for k in fixed if not isinstance(in_axes, tuple) or in_axes[k] is not None)
+    name = _param_names(unwrap_nest(mapped)[0], nargs)[k][0]
+    fix = tuple(None if j in fixed else (in_axes[j] if isinstance(in_axes, tuple) else in_axes)
+                for j in range(nargs))
+    raise LaneTypeError(
+        f"vmap({_fun_name(mapped.fun)}) maps argument {name}, which is a function: a function "
+        f"cannot be mapped; pass it unmapped (in_axes={fix}), as jax.vmap requires")
+
+
+def _level_axes(mapped, args, kwargs) -> list[int | None]:
+    """One axis per leaf for a level: in_axes for positional, 0 for keywords."""
+    in_axes = _in_axes(mapped, len(args))
     axes = pytree.broadcast_axes(in_axes, args, "vmap in_axes")
     n_kw = len(pytree.flatten(kwargs)[0])
     return axes + [0] * n_kw

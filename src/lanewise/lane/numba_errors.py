@@ -36,13 +36,16 @@ def first_user_frame(message: str) -> tuple[str, int] | None:
 
 
 _OURS = re.compile(r"(lw\.[\w.]+(?:: |\().*)")
+#: lanewise's message proper (``lw.scan: ...``): found before a source line that
+#: merely calls ``lw.scan(`` and which Numba quotes first.
+_OURS_FIRST = re.compile(r"(lw\.[\w.]+: .*)")
 
 
 def summary(message: str) -> str:
     """Numba's explanation: lanewise's own message if one is nested inside
     (e.g. from ``lw.scan``'s typing), else the text before the first location."""
     message = _ANSI.sub("", message)
-    ours = _OURS.search(message)
+    ours = _OURS_FIRST.search(message) or _OURS.search(message)
     if ours:
         return ours.group(1).strip()
     lines = [ln.strip() for ln in message.splitlines()]

@@ -60,7 +60,7 @@ from numba.core import types as nbtypes
 from numba.extending import intrinsic
 from numba.np.arrayobj import load_item
 
-from . import prefetch
+from . import closures, prefetch
 from .analysis import definition
 from .prefetch import Prefetches, compile_rewritten, range_step, stored_names
 
@@ -134,7 +134,7 @@ def _lw_get(typingctx, a, i):
 
 
 #: The globals a rewritten lane needs: the intrinsics under the names the rewrites call.
-GLOBALS = {**prefetch.GLOBALS, "_lw_within": _lw_within, "_lw_get": _lw_get}
+GLOBALS = {**prefetch.GLOBALS, **closures.GLOBALS, "_lw_within": _lw_within, "_lw_get": _lw_get}
 
 
 # --------------------------------------------------------------------------- the pass
@@ -163,8 +163,9 @@ _done: "weakref.WeakKeyDictionary[types.FunctionType, dict]" = weakref.WeakKeyDi
 
 
 def rewritten(fn: types.FunctionType) -> Rewrite | None:
-    """``fn``'s code with prefetches (lane.prefetch), then versioned loops, or None
-    when neither applies; cached per function (and :data:`VERSIONING` setting)."""
+    """``fn``'s code with its closure scan steps lifted (lane.closures), prefetches
+    (lane.prefetch), then versioned loops, or None when none applies; cached per
+    function (and :data:`VERSIONING` setting)."""
     per_setting = _done.setdefault(fn, {})
     if VERSIONING not in per_setting:
         per_setting[VERSIONING] = _rewrite(fn, VERSIONING)
@@ -176,10 +177,11 @@ def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
     if not isinstance(node, ast.FunctionDef):
         return None
     prefetches, versions = Prefetches(), _Versions()
+    node, lifted = closures.lift(node, fn.__globals__)  # scan steps closing over lane values
     node = prefetches.visit(node)  # first: both copies of a versioned loop prefetch
     if versioning:
         node = versions.visit(node)
-    if not (prefetches.count or versions.count):
+    if not (lifted or prefetches.count or versions.count):
         return None
     code = compile_rewritten(ast.fix_missing_locations(node), fn)
     return None if code is None else Rewrite(code, versions.count > 0)

@@ -23,7 +23,7 @@ from typing import Any
 import numba
 import numpy as np
 from numba.core import types as nt
-from numba.core.errors import NumbaError
+from numba.core.errors import NumbaError, UnsupportedBytecodeError
 from numba.np.numpy_support import as_dtype
 
 from ... import pytree, spmd
@@ -259,7 +259,7 @@ def _typed_compiled(call: Call, argtypes: tuple) -> TypedLane:
     lane = jit_lane(call.lane)
     try:
         rtype = typing_only.return_type(_probe(call, lane).probe, argtypes, **PROBE_OPTIONS)
-    except NumbaError as e:
+    except (NumbaError, UnsupportedBytecodeError) as e:  # the second is no NumbaError (*a, b = t; global)
         raise compile_error(e, call.lane, NAME) from e
     except (AssertionError, TypeError, ValueError, KeyError, AttributeError, IndexError, NotImplementedError) as e:
         raise internal_error(e, call.lane, NAME) from e
