@@ -21,6 +21,7 @@ import ast
 import dis
 import inspect
 import textwrap
+import weakref
 from typing import Callable
 
 from ..errors import UnmappedOutputError
@@ -29,10 +30,12 @@ from ..ir.program import Program
 Deps = frozenset
 
 
-def output_dependencies(fn: Callable) -> tuple[Deps, ...] | Deps | None:
+def output_dependencies(fn: Callable, values_only: bool = False) -> tuple[Deps, ...] | Deps | None:
     """Per returned tuple element (or one set for any return) the params used.
 
     ``None`` means the source could not be analysed: assume everything depends.
+    ``values_only``: the params the returned values are computed from, not those
+    that only choose which values (``a * 3 if k > 0 else a`` is computed from ``a``).
     """
     node = definition(fn)
     if node is None:
@@ -40,7 +43,7 @@ def output_dependencies(fn: Callable) -> tuple[Deps, ...] | Deps | None:
     if isinstance(node, ast.Lambda):
         node = ast.FunctionDef(name="<lambda>", args=node.args,
                                body=[ast.Return(node.body)], decorator_list=[])
-    return _Taint(node).run()
+    return _Taint(node, values_only).run()
 
 
 def definition(fn: Callable):
@@ -143,8 +146,9 @@ def _find_definition(tree, fn):
 
 
 class _Taint:
-    def __init__(self, fn: ast.FunctionDef):
+    def __init__(self, fn: ast.FunctionDef, values_only: bool = False):
         self.fn = fn
+        self.values_only = values_only  # no control taint: what values are computed from
         a = fn.args
         params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
         params += [p.arg for p in (a.vararg, a.kwarg) if p is not None]
@@ -179,7 +183,7 @@ class _Taint:
     # -- statements -------------------------------------------------------------
     def block(self, body, ctl: Deps) -> None:
         for stmt in body:
-            self.stmt(stmt, ctl | self.sticky)
+            self.stmt(stmt, Deps() if self.values_only else ctl | self.sticky)
 
     def stmt(self, s, ctl: Deps) -> None:
         handler = getattr(self, "s_" + type(s).__name__, None)
@@ -327,6 +331,8 @@ class _Taint:
             return self.env.get(e.id, Deps())
         if isinstance(e, ast.IfExp) and _same([e.body], [e.orelse]):
             return self.read(e.body)
+        if isinstance(e, ast.IfExp) and self.values_only:
+            return self.read(e.body) | self.read(e.orelse)
         return Deps().union(*(self.read(c) for c in ast.iter_child_nodes(e)))
 
 
@@ -427,6 +433,41 @@ def check_unmapped_outputs(program: Program) -> None:
                         f"which is mapped at that level (leaf {leaf.name}, axis "
                         f"{leaf.axes[depth]}). Use an integer out_axes, or make the output "
                         "independent of it.")
+
+
+def unused_parameters(fn: Callable, path: tuple) -> Deps:
+    """The parameters of ``fn`` that the values of the output at ``path`` (indices into
+    the returned tuple) are not computed from (a parameter that only chooses between
+    values is unused): empty when the analysis cannot tell.  What decides a float
+    result's storage dtype (ir/program), as NumPy's types follow the values.
+
+    Example:
+        >>> unused_parameters(lambda a, k: a * 3, ())
+        frozenset({'k'})
+    """
+    deps = _cached_dependencies(fn)
+    used = _deps_for(deps, path)
+    if used is None:
+        return Deps()
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return Deps()
+    return Deps(name for name in params if name not in used)
+
+
+def _cached_dependencies(fn: Callable):
+    """:func:`output_dependencies`, parsed once per lane function (a build asks per output)."""
+    try:
+        return _DEPENDENCIES[fn]
+    except KeyError:
+        _DEPENDENCIES[fn] = found = output_dependencies(fn, values_only=True)
+        return found
+    except TypeError:  # not weakly referenceable
+        return output_dependencies(fn, values_only=True)
+
+
+_DEPENDENCIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _deps_for(deps, path):

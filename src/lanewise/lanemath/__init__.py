@@ -43,6 +43,8 @@ from . import hyper as _hyper
 from . import inverse as _inverse
 from . import misc as _misc
 from . import intpower as _intpower  # noqa: F401  (registers a ** b of integers: see the module)
+from . import complexdiv as _complexdiv  # noqa: F401  (registers z / w of complex numbers: see the module)
+from . import mixedints as _mixedints  # noqa: F401  (types uint64 with signed integers exactly: see the module)
 from . import special as _special
 from . import trig as _trig
 from ._core import kernel as _kernel
