@@ -8,10 +8,9 @@ Numba divides complex numbers with CPython's algorithm, which raises
 divides by the denominator where NumPy multiplies by its reciprocal, so the two
 could differ by an ulp for ordinary divisors.
 
-This module registers, for every complex signature of ``/`` and ``/=``, the
-implementation Numba's own ``np.divide`` of complex numbers uses (NumPy's
-``loops.c.src``, Smith's algorithm), so a lane's ``z / w`` gives ``np.divide(z,
-w)``'s bits.  Numba prefers the implementation registered last for a signature:
+This module registers, for every complex signature of ``/`` and ``/=``, NumPy's
+algorithm (its ``loops.c.src``, Smith's), so a lane's ``z / w`` gives NumPy's bits.
+Numba prefers the implementation registered last for a signature:
 the fix holds for any Numba code in the process once :mod:`lanewise.lanemath` is
 imported (a lane's first compile imports it), as :mod:`.intpower`'s does.
 
@@ -25,15 +24,51 @@ from __future__ import annotations
 
 import operator
 
+from llvmlite import ir
 from numba.core import types
 from numba.core.imputils import impl_ret_untracked, lower_builtin
-from numba.np.npyfuncs import np_complex_div_impl
 
 
 def _complex_div(context, builder, sig, args):
-    """NumPy's complex division, for an operator's signature (two complex operands)."""
-    res = np_complex_div_impl(context, builder, sig, args)
-    return impl_ret_untracked(context, builder, sig.return_type, res)
+    """NumPy's ``loops.c.src`` complex division (Smith's algorithm, multiplying by the
+    reciprocal), in the operands' float type.  Numba's own copy of it (``np.divide``)
+    takes ``|x|`` with ``x < 0 ? -x : x``, which keeps -0.0 negative: ``(3-4j) / -0j``
+    gave -inf+infj, NumPy inf-infj; :func:`_fabs` clears the sign."""
+    a, b = (context.make_complex(builder, t, value=v) for t, v in zip(sig.args, args, strict=True))
+    ftype = a.real.type
+    one = ir.Constant(ftype, 1.0)
+    out = context.make_complex(builder, sig.return_type)
+    br_abs, bi_abs = _fabs(builder, b.real), _fabs(builder, b.imag)
+    with builder.if_else(builder.fcmp_ordered(">=", br_abs, bi_abs)) as (real_larger, imag_larger):
+        with real_larger:
+            zero = builder.fcmp_ordered("==", br_abs, ir.Constant(ftype, 0.0))
+            with builder.if_else(zero) as (by_zero, general):
+                with by_zero:  # inf/nan parts, as IEEE division by +0 gives them
+                    out.real = builder.fdiv(a.real, br_abs)
+                    out.imag = builder.fdiv(a.imag, br_abs)
+                with general:
+                    rat = builder.fdiv(b.imag, b.real)
+                    scl = builder.fdiv(one, builder.fadd(b.real, builder.fmul(b.imag, rat)))
+                    out.real = builder.fmul(builder.fadd(a.real, builder.fmul(a.imag, rat)), scl)
+                    out.imag = builder.fmul(builder.fsub(a.imag, builder.fmul(a.real, rat)), scl)
+        with imag_larger:
+            rat = builder.fdiv(b.real, b.imag)
+            scl = builder.fdiv(one, builder.fadd(b.imag, builder.fmul(b.real, rat)))
+            out.real = builder.fmul(builder.fadd(builder.fmul(a.real, rat), a.imag), scl)
+            out.imag = builder.fmul(builder.fsub(builder.fmul(a.imag, rat), a.real), scl)
+    return impl_ret_untracked(context, builder, sig.return_type, out._getvalue())
+
+
+def _fabs(builder, x):
+    """``|x|`` with the sign bit cleared (-0.0 too): plain bit operations, which every
+    target (NVVM included, which refused the ``llvm.fabs`` declaration) compiles."""
+    bits = _int_like(x.type)
+    mask = ir.Constant(bits, (1 << (bits.width - 1)) - 1)
+    return builder.bitcast(builder.and_(builder.bitcast(x, bits), mask), x.type)
+
+
+def _int_like(ftype):
+    return ir.IntType(64 if isinstance(ftype, ir.DoubleType) else 32)
 
 
 for _op in (operator.truediv, operator.itruediv):
