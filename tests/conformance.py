@@ -49,7 +49,10 @@ def assert_same(got, want, exact=True):
     assert gs == ws, (gs, ws)
     for a, b in zip(g, w, strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
-        if exact:
+        if exact and a.dtype.kind == "c":  # each part: inf+nanj is not nan+nanj
+            np.testing.assert_array_equal(a.real, b.real)
+            np.testing.assert_array_equal(a.imag, b.imag)
+        elif exact:
             np.testing.assert_array_equal(a, b)
         else:
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
@@ -95,6 +98,46 @@ def absmax(a, b):
     return a if abs(a) >= abs(b) else b
 
 
+def hash_mix(v):
+    """uint64 bit mixing with Python int constants, which NumPy 2 makes uint64 (issue 42)."""
+    h = v * 6364136223846793005 + 1442695040888963407
+    h = h ^ (h >> 33)
+    return h // 3, h % 1000, divmod(h, 10)[1], 3 - (h & 255)
+
+
+def wide_compare(n, v, k):
+    """int64 against constants >= 2**63, uint64 against int64: exact, as NumPy 2 compares."""
+    return n < 2**63, n == 2**63, n != 18446744073709551615, 2**63 > n, v == k, v < k, k <= v
+
+
+def complex_quotients(z, w, x):
+    """Complex division by zero gives NumPy's IEEE values, no exception (issue 42)."""
+    return z / w, z / 0.0, x / w
+
+
+def unused_int(a, k):
+    """A float32 result, whatever the unused int64 argument ``k`` (issue 42)."""
+    return a * 3
+
+
+U64 = np.array([2**64 - 1, 2**63, 2**63 - 1, 2**60 + 1, 2**53 + 1, 7, 0], np.uint64)
+I64 = np.array([2**63 - 1, -2**63, -1, 2**60, 2**53, 0, 5], np.int64)
+
+
+def _complex_args():
+    z = np.array([1 + 2j, 0j, -1 + 0j, 1 + 0j, 3 - 4j, complex(np.inf, 1), complex(np.nan, 0)])
+    w = np.array([0j, 0j, 0j, 1j, 0j, 2 + 1j, 0j])
+    return z, w, np.array([1.0, 0.0, -1.0, 2.0, -0.0, np.inf, np.nan])
+
+
+def _numpy(fn):
+    """``fn`` on whole NumPy arrays, warnings off: the independent reference of a case."""
+    def reference(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    return reference
+
+
 # ----------------------------------------------------------------------------- cases
 
 
@@ -104,6 +147,7 @@ class Case:
     make: Callable  # backend name -> the mapped (or reduced) function
     args: Callable  # () -> the arguments
     exact: bool = True  # bitwise equal to the reference (else within 1e-12)
+    numpy: Callable | None = None  # arguments -> NumPy 2's result, which the reference must give too
 
 
 def _grid(backend):
@@ -130,6 +174,18 @@ MAP_CASES = [
     Case("scan_in_lanes", lambda b: lw.vmap(ema_last, backend=b), lambda: (_rng().random((9, 12)),),
          exact=False),
     Case("size_zero", lambda b: lw.vmap(poly, in_axes=(0, None), backend=b), lambda: (np.zeros(0), 1.0)),
+    # Integer and complex edges (issue 42), against NumPy 2 as well as the reference.
+    Case("uint64_with_literals", lambda b: lw.vmap(hash_mix, backend=b), lambda: (U64,),
+         numpy=_numpy(lambda v: (lambda h: (h // 3, h % 1000, np.divmod(h, 10)[1], 3 - (h & 255)))(
+             (lambda h: h ^ (h >> 33))(v * 6364136223846793005 + 1442695040888963407)))),
+    Case("wide_integer_compares", lambda b: lw.vmap(wide_compare, backend=b),
+         lambda: (I64, U64, np.roll(I64, 1)),
+         numpy=_numpy(lambda n, v, k: (n < 2**63, n == 2**63, n != 18446744073709551615, 2**63 > n, v == k,
+                                       v < k, k <= v))),
+    Case("complex_division_by_zero", lambda b: lw.vmap(complex_quotients, backend=b), _complex_args,
+         numpy=_numpy(lambda z, w, x: (z / w, z / 0.0, x / w))),
+    Case("float32_unused_int64", lambda b: lw.vmap(unused_int, backend=b),
+         lambda: (np.linspace(-1, 1, 9, dtype=np.float32), np.arange(9)), numpy=_numpy(lambda a, k: a * 3)),
 ]
 
 REDUCE_CASES = [
@@ -159,6 +215,8 @@ def run_case(case: Case, backend: str):
     got = case.make(backend)(*case.args())
     want = case.make("python")(*case.args())
     assert_same(got, want, case.exact)
+    if case.numpy is not None:
+        assert_same(want, case.numpy(*case.args()), case.exact)
 
 
 def run_protocol(backend: str):

@@ -4,8 +4,9 @@ The rule (README, docs/safety.md "Integers"): an integer element narrower than
 64 bits reaches the lane as an int64, and lanes compute in 64 bits — int8
 ``-v`` at -128 is 128, never -128.  int64 arithmetic wraps at 2**63 as NumPy's
 int64 does.  uint64 values stay uint64; an operation that would make Numba
-reinterpret one as int64 (``v // 2``) raises ``LaneTypeError`` instead of
-returning -1 for ``2**64 - 1``.
+reinterpret one as int64 (``v // k`` with ``k`` an int64) raises ``LaneTypeError``
+instead of returning -1 for ``2**64 - 1``; with a non-negative constant (``v // 2``)
+the result is NumPy's exact uint64 (tests/test_round3_lanes.py).
 
 The reference is independent of lanewise and Numba: Python's exact integers,
 wrapped to 64 bits.  Before the fix int8 ``-v``/``abs(v)`` gave -128 and
@@ -142,7 +143,7 @@ def test_uint64_to_float(backend):
 
 
 def mixes_signed(v):
-    return v // 2
+    return v // np.int64(2)  # a signed int64 value, not a literal: NumPy 2 computes it in float64
 
 
 def mixes_signed_helper(v):

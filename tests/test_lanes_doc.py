@@ -87,7 +87,39 @@ def narrow(v):
 
 
 def unsigned_with_signed(v):
-    return v // 2
+    return v // np.int64(2)
+
+
+def unsigned_with_literal(v):
+    return v // 3 + v % 1000 * 6364136223846793005 + (3 - (v & 255))
+
+
+def beyond_int64_compare(n, v):
+    return v == n, n >= v, v < n
+
+
+def int64_plus_wide(n):
+    return n + 2**63
+
+
+def complex_by_zero(z, w):
+    return z / w, z / 0.0
+
+
+def signed_zero_extremes(a, b):
+    return np.maximum(a, b), np.minimum(a, b)
+
+
+def complex_sign(z):
+    return np.sign(z)
+
+
+def spacing_of(x):
+    return np.spacing(x)
+
+
+def integer_dot(r):
+    return np.dot(r, r)
 
 
 def unsigned_with_unsigned(v):
@@ -827,6 +859,23 @@ CASES: dict[str, Case] = {
     "L98": Case(float_floor_division, (FLOORED,), want=np.array([
         np.floor_divide(a, b) + np.remainder(b, a) + np.mod(a, 2.0) for a, b in FLOORED])),
     "L86": Case(no_arguments, (), vmap=dict(in_axes=(), axis_size=5), want=np.full(5, 1.5)),
+    "L100": Case(unsigned_with_literal, (U64,), want=U64 // 3 + U64 % 1000 * 6364136223846793005 + (3 - (U64 & 255))),
+    "L101": Case(beyond_int64_compare, (np.array([2**63 - 1, -1, 7, 2**60, 0]), U64),
+                 want=(lambda n: (U64 == n, n >= U64, U64 < n))(np.array([2**63 - 1, -1, 7, 2**60, 0]))),
+    "L102": Case(int64_plus_wide, (N,)),
+    "L103": Case(complex_by_zero, (np.array([1 + 2j, 0j, -1 + 0j, 3 - 4j]), np.array([0j, 0j, 0j, -0j])),
+                 want=(np.array([complex(np.inf, np.inf), complex(np.nan, np.nan), complex(-np.inf, np.nan),
+                                 complex(np.inf, -np.inf)]),) * 2),
+    "L104": Case(signed_zero_extremes, (np.array([-0.0, 0.0]), np.array([0.0, -0.0])),
+                 cpu=lambda got: list(np.signbit(got[0])) == list(np.signbit(got[1])) == [True, False],
+                 python=lambda got: all(np.array_equal(np.signbit(g), np.signbit(f(np.array([-0.0, 0.0]),
+                                                                                     np.array([0.0, -0.0]))))
+                                        for g, f in zip(got, (np.maximum, np.minimum), strict=True))),
+    "L105": Case(complex_sign, (np.array([complex(1, np.inf), complex(np.inf, np.nan), complex(np.inf, np.inf),
+                                          -2 + 0j]),),
+                 want=np.array([1j, 1 + 0j, complex(np.nan, np.nan), -1 + 0j])),
+    "L106": Case(spacing_of, (np.array([-0.0, 0.0, 1.0, -1.0]),), want=np.spacing(np.array([0.0, 0.0, 1.0, -1.0]))),
+    "L107": Case(integer_dot, (np.array([[100, 100, 3], [127, 2, 1]], np.int8),), want=np.array([41, 6], np.int8)),
 }
 
 

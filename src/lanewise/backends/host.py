@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import traceback
 import weakref
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from .. import pytree
 from ..config import config
 from ..errors import LaneIndexError, LanewiseError, LaneTypeError, OutputError, function_location
 from ..ir.program import Call, Program, lane_arguments, make_program
-from ..lane.dependence import check_unmapped_outputs
+from ..lane.dependence import check_unmapped_outputs, unused_parameters
 from ..ir.schedule import lane_work
 from ..lane.lanefn import fingerprint, has_loops, jit_lane
 from ..lane.scanning import reference_mode
@@ -42,7 +43,7 @@ from ..runtime import cache
 def program(call: Call, result) -> Program:
     """``call``'s program once the lane's result type is known, checked: an output with
     ``out_axes=None`` must not depend on the arguments mapped at that level."""
-    built = make_program(call, result)
+    built = make_program(call, result, functools.partial(unused_parameters, call.lane))
     check_unmapped_outputs(built)
     return built
 

@@ -372,28 +372,33 @@ class ResultLeaf:
     ndim: int
 
 
-def strong_dtypes(call: Call) -> list[np.dtype]:
+def strong_dtypes(call: Call, unused: frozenset = frozenset()) -> list[np.dtype]:
     """The dtypes a lane's float results are stored no narrower than (dtypes.storage_dtype):
-    those of its array and NumPy-scalar arguments, and the 64-bit types its code names."""
-    return [leaf.dtype for leaf in call.signature.leaves if leaf.strong] + sorted(named_wide_dtypes(call.lane),
-                                                                                  key=str)
+    those of its array and NumPy-scalar arguments, but for the parameters in ``unused``
+    (those the result is not computed from: an unused int64 argument does not make a
+    float32 ``a * 3`` float64), and the 64-bit types its code names."""
+    return [leaf.dtype for leaf in call.signature.leaves if leaf.strong and leaf.param not in unused] \
+        + sorted(named_wide_dtypes(call.lane), key=str)
 
 
-def make_program(call: Call, result) -> Program:
+def make_program(call: Call, result, unused: Callable[[tuple], frozenset] | None = None) -> Program:
     """Combine a call's signature with the lane's result type into a Program.
 
-    (``out_axes=None`` needs the lane's dependencies too: backends build programs
-    with :func:`lanewise.backends.host.program`, which checks them.)"""
+    ``unused(path)``: the lane parameters the output at ``path`` (indices into the
+    result's tuples) is not computed from (lane.dependence.unused_parameters); asked for
+    float and complex outputs only.  (``out_axes=None`` needs the lane's dependencies
+    too: backends build programs with :func:`lanewise.backends.host.program`, which
+    gives ``unused`` and checks them.)"""
     sig = call.signature
     skeleton, flat = _skeleton(result, ())
     leaves, out_tree = pytree.flatten(skeleton)
-    strong = strong_dtypes(call)
     per_level = [pytree.broadcast_axes(pytree.thaw(level.out_axes), skeleton, "vmap out_axes") for level in sig.levels]
     outputs = []
     for k, (path, rleaf) in enumerate(flat):
         name = "out" + "".join(f"[{i}]" for i in path)
         level_dims, lane_dims = _place_dims(rleaf.ndim, [axes[k] for axes in per_level], sig.levels, name)
-        dtype = storage_dtype(rleaf.dtype, strong)
+        skip = unused(path) if unused is not None and np.dtype(rleaf.dtype).kind in "fc" else frozenset()
+        dtype = storage_dtype(rleaf.dtype, strong_dtypes(call, skip))
         outputs.append(OutLeaf(name, path, dtype, rleaf.ndim, level_dims, lane_dims))
     return Program(call.lane, sig, tuple(outputs), out_tree)
 

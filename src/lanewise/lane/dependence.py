@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import types
 import weakref
 from typing import Callable, NamedTuple
@@ -55,15 +56,18 @@ _PURE_MODULES = ("math", "cmath", "numpy", "lanewise.random", "lanewise.lanemath
 _CARRY, _X = "\0carry", "\0x"  # the step's parameters while its scan is analysed
 
 
-def output_dependencies(fn: Callable) -> tuple[Deps, ...] | Deps | None:
+def output_dependencies(fn: Callable, values_only: bool = False) -> tuple[Deps, ...] | Deps | None:
     """Per returned tuple element (or one set for any return) the params used.
 
     ``None`` means the source could not be analysed: assume everything depends.
+    ``values_only``: the params the returned values are computed from, not those
+    that only choose which values (``a * 3 if k > 0 else a`` is computed from ``a``).
     """
     node = _function_node(fn)
     if node is None:
         return None
     taint = _Taint(node, namespace_of(fn))
+    taint.values_only = values_only
     return taint.outputs() if taint.run() else None
 
 
@@ -125,6 +129,7 @@ class _Taint:
         self.effects = False  # whether the function may change state outside it
         self.param_writes = False  # whether it may write into an array it was given
         self.unsure = False  # a construct the analysis does not model: every output depends
+        self.values_only = False  # no control taint: what values are computed from
         # Names that may share memory (b = a, a[0:1], a.T, a.reshape(2)): a write
         # through one taints them all.  Groups only grow (conservative).
         self.groups: dict[str, set[str]] = {}
@@ -165,7 +170,7 @@ class _Taint:
     # -- statements -------------------------------------------------------------
     def block(self, body, ctl: Deps) -> None:
         for stmt in body:
-            self.stmt(stmt, ctl | self.sticky)
+            self.stmt(stmt, Deps() if self.values_only else ctl | self.sticky)
 
     def stmt(self, s, ctl: Deps) -> None:
         handler = getattr(self, "s_" + type(s).__name__, None)
@@ -428,6 +433,8 @@ class _Taint:
             return self.env.get(e.id, Deps()) | world
         if isinstance(e, ast.IfExp) and _same([e.body], [e.orelse]):
             return self.read(e.body)
+        if isinstance(e, ast.IfExp) and self.values_only:
+            return self.read(e.body) | self.read(e.orelse)
         if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) and isinstance(e.slice.value, int):
             parts = self.parts(e.value)
             if parts is not None and -len(parts) <= e.slice.value < len(parts):
@@ -668,6 +675,40 @@ def check_unmapped_outputs(program: Program) -> None:
                         f"which is mapped at that level (leaf {leaf.name}, axis "
                         f"{leaf.axes[depth]}). Use an integer out_axes, or make the output "
                         "independent of it.")
+
+
+def unused_parameters(fn: Callable, path: tuple) -> Deps:
+    """The parameters of ``fn`` that the values of the output at ``path`` (indices into
+    the returned tuple) are not computed from (a parameter that only chooses between
+    values is unused): empty when the analysis cannot tell.  What decides a float
+    result's storage dtype (ir/program), as NumPy's types follow the values.
+
+    Example:
+        >>> unused_parameters(lambda a, k: a * 3, ())
+        frozenset({'k'})
+    """
+    used = _deps_for(_cached_dependencies(fn), path)
+    if used is None:
+        return Deps()
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return Deps()
+    return Deps(name for name in params if name not in used)
+
+
+def _cached_dependencies(fn: Callable):
+    """:func:`output_dependencies`, parsed once per lane function (a build asks per output)."""
+    try:
+        return _DEPENDENCIES[fn]
+    except KeyError:
+        _DEPENDENCIES[fn] = found = output_dependencies(fn, values_only=True)
+        return found
+    except TypeError:  # not weakly referenceable
+        return output_dependencies(fn, values_only=True)
+
+
+_DEPENDENCIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _deps_for(deps, path):

@@ -282,6 +282,7 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane, helper: Callable |
     (for the cuda target, CPU dispatchers too); on the CPU by ``helper(callee)``,
     :func:`jit_helper` unless given."""
     refusals.check(fn)  # Python that would compile to a wrong or irreproducible result
+    _register_operators()
     code = fn.__code__
     names = code_names(code)
     new_globals = dict(fn.__globals__)
@@ -325,6 +326,14 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane, helper: Callable |
     # cached code; functions from unimportable places get a stand-in module.
     clone.__module__ = fn.__module__ if inspect.getmodule(fn) is not None else _STANDIN.__name__
     return clone
+
+
+def _register_operators() -> None:
+    """lanemath registers Numba typing and implementations of operators (exact integer
+    powers, NumPy's complex division, uint64 with signed integers): they must be in place
+    before a lane is typed, also a lane that names no math function (whose stand-ins
+    would import lanemath)."""
+    from .. import lanemath  # noqa: F401  (imported on first use: 0.1 s, paid by a compile only)
 
 
 def _is_user_module(value) -> bool:

@@ -2,18 +2,25 @@
 
 uint64 values that Numba would compute as int64, and ``~`` of a bool (below).
 
-Numba types an operation between a ``uint64`` and a signed integer (``v // 2``,
-``v + k``) as ``int64``: the uint64 is reinterpreted, so every value >= 2**63
-computes as a negative number (``(2**64 - 1) // 2`` gave -1), where NumPy 2
-and Python keep the value.  No cheap rewrite keeps Numba's speed and NumPy's
+Numba types an operation between a ``uint64`` and a signed integer variable
+(``v + k``) as ``int64``: the uint64 is reinterpreted, so every value >= 2**63
+computes as a negative number (``(2**64 - 1) // k`` gave -1 for ``k = 2``), where
+NumPy 2 computes in float64.  No cheap rewrite keeps Numba's speed and NumPy's
 answer, so the compiled lane is read after typing and such a conversion is a
 :class:`~lanewise.errors.LaneTypeError` naming the file and line, with the fix
-(an unsigned operand, ``np.uint64(2)``, or an explicit ``int(v)``/``float(v)``).
-Comparisons are unaffected (Numba compares uint64 with signed integers exactly
-enough through float64) and explicit conversions are the user's choice.
+(an unsigned operand, ``np.uint64(k)``, or an explicit ``int(v)``/``float(v)``).
+With a non-negative int constant (``v // 3``, ``v % 1000``) NumPy's answer is
+exact and uint64, and :mod:`lanewise.lanemath.mixedints` types it so: not refused;
+a negative constant (``v + -1``, which NumPy refuses with OverflowError) still is.
+Comparisons are exact (lanemath.mixedints) and explicit conversions are the
+user's choice.
 
-``max(v, 1)``/``min`` of a uint64 and a signed integer is computed in float64
-when compiled, which rounds values above 2**53: refused the same way.
+``max(v, k)``/``min`` of a uint64 and a signed integer variable is computed in
+float64 when compiled, which rounds values above 2**53: refused the same way.
+
+Arithmetic of a signed integer with an int constant in [2**63, 2**64) (``n + 2**63``):
+Numba types the constant uint64 and computes in int64 (it wraps to a negative number),
+NumPy raises OverflowError; refused, pointing at ``np.uint64(n)`` or a float constant.
 
 ``~b`` of a bool is Python's int ``-2``/``-1`` but Numba's logical not: refused
 the same way, pointing at ``not b``.
@@ -41,9 +48,9 @@ narrow integer does in a lane (``docs/lanes.md``, L06).
 Example:
     >>> import numba, numpy as np
     >>> @numba.njit
-    ... def half(v):
-    ...     return v // 2
-    >>> _ = half(np.uint64(7))
+    ... def half(v, k):
+    ...     return v // k
+    >>> _ = half(np.uint64(7), 2)
     >>> try:
     ...     check_unsigned_mixing(half)
     ... except LaneTypeError as e:
@@ -147,12 +154,33 @@ def _reinterprets(expr: ir.Expr, sig, typemap, named) -> bool:
     uint64 with a signed integer giving a signed integer, or a uint64 passed to a
     signed parameter."""
     if expr.op in ("binop", "inplace_binop"):
-        have = [typemap.get(expr.lhs.name), typemap.get(expr.rhs.name)]
+        have = _operand_types(expr, typemap)
         return nt.uint64 in have and any(_signed(t) for t in have) and _signed(sig.return_type)
     if expr.op == "call":
-        return any(typemap.get(getattr(a, "name", None)) == nt.uint64 and _signed(want)
-                   for a, want in zip(expr.args, sig.args))
+        return any(_unliteral(typemap.get(getattr(a, "name", None))) == nt.uint64 and _signed(want)
+                   for a, want in zip(expr.args, sig.args, strict=False))  # sig may add omitted defaults
     return False
+
+
+def _wide_literal_arithmetic(expr: ir.Expr, sig, typemap, named) -> bool:
+    """Arithmetic of a signed integer with an int constant in [2**63, 2**64) (``n + 2**63``):
+    Numba types the constant uint64 and computes in int64, which wraps it to a negative
+    number; NumPy and the python backend raise OverflowError (the constant does not fit
+    the int64).  Comparisons are exact (lanemath.mixedints)."""
+    if expr.op not in ("binop", "inplace_binop") or expr.fn in _COMPARES:
+        return False
+    operands = [typemap.get(expr.lhs.name), typemap.get(expr.rhs.name)]
+    wide = [isinstance(t, nt.IntegerLiteral) and t.literal_value >= 2**63 for t in operands]
+    return any(wide) and any(_signed(t) for t in operands)
+
+
+def _operand_types(expr: ir.Expr, typemap) -> list:
+    """The types of a binary operation's operands, a literal as its type (``3`` as int64)."""
+    return [_unliteral(typemap.get(expr.lhs.name)), _unliteral(typemap.get(expr.rhs.name))]
+
+
+def _unliteral(t):
+    return None if t is None else nt.unliteral(t)
 
 
 def _orders_through_float(expr: ir.Expr, sig, typemap, named) -> bool:
@@ -160,7 +188,7 @@ def _orders_through_float(expr: ir.Expr, sig, typemap, named) -> bool:
     float64 (2**53 + 1 came back as 2**53), where Python returns one of the values."""
     if expr.op != "call" or getattr(typemap.get(expr.func.name), "typing_key", None) not in (max, min):
         return False
-    have = [typemap.get(getattr(a, "name", None)) for a in expr.args]
+    have = [_unliteral(typemap.get(getattr(a, "name", None))) for a in expr.args]
     return nt.uint64 in have and any(_signed(t) for t in have) and isinstance(sig.return_type, nt.Float)
 
 
@@ -246,6 +274,10 @@ def _numpy_dtype(t):
 
 #: (does this typed expression compile to another value than Python's?, the error's text).
 _RULES = (
+    (_wide_literal_arithmetic, "arithmetic of a signed integer with an integer constant >= 2**63 in {}: the "
+                               "constant does not fit an int64, so NumPy raises OverflowError and compiled code "
+                               "would wrap it to a negative number. Make the other operand unsigned "
+                               "(np.uint64(n) + 2**63), or use a float constant (2.0**63)."),
     (_reinterprets, "a uint64 value is combined with a signed integer in {}; compiled, it would be computed "
                     "as int64, which makes every value >= 2**63 negative (NumPy keeps uint64). Make the other "
                     "operand unsigned (np.uint64(2)) or convert explicitly (int(v), float(v))."),

@@ -43,14 +43,16 @@ from . import hyper as _hyper
 from . import inverse as _inverse
 from . import misc as _misc
 from . import intpower as _intpower  # noqa: F401  (registers a ** b of integers: see the module)
+from . import complexdiv as _complexdiv  # noqa: F401  (registers z / w of complex numbers: see the module)
+from . import mixedints as _mixedints  # noqa: F401  (types uint64 with signed integers exactly: see the module)
 from . import special as _special
 from . import trig as _trig
 from ._core import kernel as _kernel
 from ._core import sqrt as _sqrt
 from ._public import FUNCTIONS, binary as _binary, pair as _pair, unary as _unary
 from . import integers as _integers
-from .arrays import median
-from .integers import around, floor_divide, fmod, reciprocal, remainder, sign
+from .arrays import dot, median
+from .integers import around, floor_divide, fmod, reciprocal, remainder, sign, spacing
 from .select import where
 
 _np_power_int = lambda x, y: _integers.power(x, y)  # noqa: E731  (exact, NumPy's integer type)
@@ -98,7 +100,7 @@ MATH = {name: FUNCTIONS[name] for name in (
 #: (``power`` with vector math is lanemath's ``power``, whose integer paths are these.)
 CORRECTIONS = {"sign": sign, "reciprocal": reciprocal, "fmod": fmod, "power": _integers.power,
                "round": around, "around": around, "median": median, "floor_divide": floor_divide,
-               "remainder": remainder, "mod": remainder}
+               "remainder": remainder, "mod": remainder, "spacing": spacing, "dot": dot}
 FUNCTIONS.update({f.__name__: f for f in CORRECTIONS.values() if f.__name__ not in FUNCTIONS})
 #: Python builtins Numba computes wrongly for some arguments -> lanewise's, likewise.
 BUILTIN_CORRECTIONS = {"round": _integers.round_}

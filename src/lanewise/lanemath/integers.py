@@ -1,6 +1,6 @@
 """``np.sign``, ``np.reciprocal``, ``np.fmod``, ``np.power``, ``np.round`` and ``round``
-with NumPy's answers for integers (and ``np.sign(-0.0)``); ``np.floor_divide`` and
-``np.remainder`` with NumPy's answers for floats.
+with NumPy's answers for integers (and ``np.sign`` of -0.0 and of complex numbers);
+``np.floor_divide``, ``np.remainder`` and ``np.spacing`` with NumPy's answers for floats.
 
 Numba computes them wrongly for some integers, silently:
 
@@ -8,7 +8,9 @@ Numba computes them wrongly for some integers, silently:
   (-56 < 0) and -1 wraps (NumPy: 1); the same for every unsigned value of
   2**(bits-1) or more (``np.uint64(2**63)`` gave 2**64 - 1);
 * ``np.reciprocal(np.uint64(0))`` is 2**64 - 1 (NumPy: 0);
-* ``np.sign(-0.0)`` is -0.0 (NumPy: 0.0);
+* ``np.sign(-0.0)`` is -0.0 (NumPy: 0.0); ``np.sign`` of a complex number with an
+  infinite part is nan+nanj (NumPy 2's ``z / |z|``: ``np.sign(1+infj)`` is 1j);
+* ``np.spacing(-0.0)`` is -5e-324 (NumPy: 5e-324);
 * ``np.fmod`` of signed integers with a negative operand: ``np.fmod(-7, 3)`` is 0,
   ``np.fmod(7, -3)`` is 7, ``np.fmod(-6, 3)`` is 1 (NumPy, C's remainder: -1, 1, 0);
 * ``np.power`` of integers (scalars and arrays) is computed in floating point:
@@ -22,9 +24,10 @@ Numba computes them wrongly for some integers, silently:
   remainder the wrong sign (``(-3.5, -3.5)``: 0.0, NumPy -0.0).
 
 A lane's ``np.sign``/``np.reciprocal``/``np.fmod``/``np.power``/``np.round``/
-``np.floor_divide``/``np.remainder`` (and the builtin ``round``) are rebound to the functions here, with or
-without vector math (:func:`lanewise.lanemath.corrected`), and the SPMD path calls
-them too.  Every argument they do not correct goes to Numba's own function unchanged.
+``np.floor_divide``/``np.remainder``/``np.spacing`` (and the builtin ``round``) are
+rebound to the functions here, with or without vector math
+(:func:`lanewise.lanemath.corrected`), and the SPMD path calls them too.  Every
+argument they do not correct goes to Numba's own function unchanged.
 
 Example:
     >>> import numba, numpy as np
@@ -35,6 +38,8 @@ Example:
 """
 
 from __future__ import annotations
+
+import math
 
 import numba
 import numpy as np
@@ -51,6 +56,16 @@ def sign(x):
     (1, -1.0)
     """
     return np.sign(x)
+
+
+def spacing(x):
+    """``np.spacing(x)``; compiled, also right for -0.0 (NumPy's smallest positive
+    subnormal, where Numba's is negative).
+
+    >>> float(spacing(-0.0)), float(spacing(-1.0))
+    (5e-324, -2.220446049250313e-16)
+    """
+    return np.spacing(x)
 
 
 def reciprocal(x):
@@ -79,6 +94,31 @@ def _float_sign_of(v, t):
     if v < 0:
         return t(-1)
     return t(0) if v == 0 else v
+
+
+@numba.njit(inline="always")
+def _complex_sign_of(z, t):
+    # NumPy 2's z / |z| (its loops.c.src, case by case), whose special cases z / abs(z)
+    # misses: an infinite |z| (an infinite part, or a float32 modulus overflowing) gives
+    # the unit on the axis of the infinite real part, else on the imaginary axis
+    # (1+infj is 1j, inf+nanj is 1), both parts infinite nan+nanj.
+    r, i = z.real, z.imag
+    size = math.hypot(r, i)
+    if math.isnan(size) or (math.isinf(r) and math.isinf(i)):
+        return t(complex(math.nan, math.nan))
+    if math.isinf(size):
+        if math.isinf(r):
+            return t(complex(1.0 if r > 0 else -1.0, 0.0))
+        return t(complex(0.0, 1.0 if i > 0 else -1.0))
+    if size == 0:
+        return t(0)
+    return t(complex(r / size, i / size))
+
+
+@numba.njit(inline="always")
+def _spacing_of(v, t):
+    # NumPy: spacing(-0.0) is spacing(0.0), the smallest positive subnormal
+    return np.spacing(t(0)) if v == 0 else np.spacing(v)
 
 
 @numba.njit(inline="always")
@@ -377,7 +417,14 @@ def _shape_impl(x1, x2):
 def _sign(x):
     if isinstance(getattr(x, "dtype", x), types.Float):
         return _implementation(x, _float_sign_of, np.sign, applies=lambda t: isinstance(t, types.Float))
+    if isinstance(getattr(x, "dtype", x), types.Complex):
+        return _implementation(x, _complex_sign_of, np.sign, applies=lambda t: isinstance(t, types.Complex))
     return _implementation(x, _sign_of, np.sign)
+
+
+@overload(spacing)
+def _spacing(x):
+    return _implementation(x, _spacing_of, np.spacing, applies=lambda t: isinstance(t, types.Float))
 
 
 @overload(reciprocal)

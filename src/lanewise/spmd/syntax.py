@@ -146,6 +146,31 @@ def local_names(fdef: ast.FunctionDef) -> set[str]:
 # ----------------------------------------------------------------------------- desugaring
 
 
+def folded(node):
+    """``node`` (a BinOp or UnaryOp) as the constant CPython folds it to, when its operands
+    are number constants and the result an int of at most 64 bits or a float (a wider
+    int is refused: lane.refusals), else ``node``.
+
+    Example:
+        >>> ast.unparse(folded(ast.parse("2**63 - 1", mode="eval").body.left))
+        '9223372036854775808'
+    """
+    operands = [node.left, node.right] if isinstance(node, ast.BinOp) else [node.operand]
+    values = [o.value for o in operands if isinstance(o, ast.Constant)]
+    if len(values) != len(operands) or not all(isinstance(v, (int, float, complex)) for v in values):
+        return node
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Pow, ast.LShift)) and all(
+            type(v) is int for v in values) and abs(values[0]) > 1 and values[1] > 128:
+        return node  # CPython leaves a huge result unfolded (and computing it would take long)
+    try:
+        value = eval(compile(ast.Expression(node), "<constant>", "eval"), {"__builtins__": {}})  # noqa: S307
+    except Exception:  # noqa: BLE001 - 1 / 0 and friends: left to run time, as CPython does
+        return node
+    if isinstance(value, int) and not -2**63 <= value < 2**64:
+        return node
+    return ast.copy_location(ast.Constant(value), node)
+
+
 class Desugar(ast.NodeTransformer):
     """``for v in range(...)`` -> ``while`` over a hidden counter; ``x += e`` -> ``x = x + e``."""
 
@@ -158,6 +183,14 @@ class Desugar(ast.NodeTransformer):
         load = ast.Name(node.target.id, ast.Load())
         value = ast.BinOp(load, node.op, self.visit(node.value))
         return ast.copy_location(ast.Assign([node.target], value), node)
+
+    def visit_BinOp(self, node):
+        # CPython folds an operation of constants when it compiles the lane (``2**63`` is
+        # one constant in the bytecode Numba types for the scalar path: a uint64); the
+        # W-wide form would compute it at run time in int64 (-2**63), so it is folded here.
+        return folded(self.generic_visit(node))
+
+    visit_UnaryOp = visit_BinOp
 
     def visit_AnnAssign(self, node):
         if node.value is None:
