@@ -570,6 +570,22 @@ def scan_dict(r):
     return c["a"] + c["b"] + ys.sum()
 
 
+def scan_closure(r, alpha):
+    def step(c, v):  # reads the lane's alpha: a closure over a lane value
+        return alpha * v + (1.0 - alpha) * c, c
+    c, ys = lw.scan(step, 0.0, r)
+    return c + ys.sum()
+
+
+def dict_xs_step(c, x):
+    return c + x["u"] * x["v"], x["v"] - x["u"]
+
+
+def scan_dict_xs(r):
+    c, ys = lw.scan(dict_xs_step, 0.0, {"v": 2.0 * r, "u": r})
+    return c + ys.sum()
+
+
 def sum_step(c, v):
     return c + v, c * v
 
@@ -827,6 +843,8 @@ CASES: dict[str, Case] = {
     "L72": Case(scan_tuple, (ROWS4,)),
     "L73": Case(scan_namedtuple, (ROWS4,), want=ROWS4.sum(axis=1) * ROWS4.max(axis=1)),
     "L74": Case(scan_dict, (ROWS4,)),
+    "L108": Case(scan_closure, (ROWS4, np.linspace(0.1, 0.9, 6))),
+    "L109": Case(scan_dict_xs, (ROWS4,), want=(ROWS4 * 2 * ROWS4).sum(axis=1) + ROWS4.sum(axis=1)),
     "L75": Case(scan_ys, (ROWS4,)),
     "L76": Case(draw, (KEY_TUPLE, N), vmap=dict(in_axes=(None, 0)),
                 want=np.array([lw.random.uniform(lw.random.fold_in(KEY, int(i))) for i in N])),

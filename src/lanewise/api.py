@@ -295,6 +295,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
         return fn._lw_explain(*args, **kwargs)
     if not isinstance(fn, (Mapped, Reduced)):
         raise TypeError("explain expects a function returned by lw.vmap or lw.reduce")
+    if isinstance(fn, Mapped) and any(callable(a) for a in args):  # the derived lane the call runs
+        fn, args = fn._with_functions(args)
     backend = backends.get(backends.EXPLAINED)
     mapped = fn.fun if isinstance(fn, Reduced) else fn
     call = backend.bind_call(mapped, args, kwargs)

@@ -44,8 +44,6 @@ import inspect  # noqa: F401 - the example
 
 import numba
 
-from .scanning import scan
-
 CARRY, ENV, RESULT = "_lw_cc", "_lw_env", "_lw_r"
 
 
@@ -129,7 +127,9 @@ def _is_scan(func, namespace: dict) -> bool:
     value = namespace[func.id]
     for attr in reversed(path):
         value = getattr(value, attr, None)
-    return value is scan
+    # lw.scan by name, not by an import of lane.scanning: that imports the lane
+    # compiler (lanefn), which imports this rewrite (an import cycle).
+    return getattr(value, "__module__", None) == "lanewise.lane.scanning" and getattr(value, "__name__", "") == "scan"
 
 
 def _only_scan_steps(fdef, name: str, namespace: dict) -> bool:
