@@ -218,6 +218,187 @@ def test_segfault_jax_results_are_shared_aligned_not_copied():
         interop.to_library = real
 
 
+# ----------------------------------------------------------------------------- derivatives of row lanes
+
+
+def double(r):  # an array expression of the row
+    return r * 2.0
+
+
+def total(r):  # a reduction of the row
+    return r.sum()
+
+
+def squares(r):  # np.sum of an array expression
+    return np.sum(r * r)
+
+
+def scaled_sines(r):  # array expression, times an element
+    return np.sin(r) * r[0]
+
+
+def loop_squares(r):  # element reads only: reverse mode takes these
+    t = 0.0
+    for i in range(r.shape[0]):
+        t += r[i] * r[i]
+    return t
+
+
+def weighted(r, w):  # with a weight row every lane shares, used whole
+    return np.sum(r * w) + r[1] * w[0]
+
+
+#: (lane, its twin over the rows of an array, in NumPy/jax.numpy/torch alike)
+ROW_LANES = [
+    (double, lambda x, xp: x * 2.0),
+    (total, lambda x, xp: x.sum(1)),
+    (squares, lambda x, xp: (x * x).sum(1)),
+    (scaled_sines, lambda x, xp: xp.sin(x) * x[:, :1]),
+    (loop_squares, lambda x, xp: (x * x).sum(1)),
+]
+ROW_IDS = [lane.__name__ for lane, _ in ROW_LANES]
+
+
+def rows(seed: int = 0, shape=(5, 4)) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0.2, 1.5, shape)
+
+
+def tangent_lane(lane):
+    def tangent(r, t):
+        return lw.jvp(lane, (r,), (t,))[1]
+    return tangent
+
+
+def lw_jvp(lane, x, t, backend):
+    """The reference: lw.jvp of the lane, per row, on ``backend``."""
+    return np.asarray(lw.vmap(tangent_lane(lane), backend=backend)(x, t))
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+@pytest.mark.parametrize("lane, twin", ROW_LANES, ids=ROW_IDS)
+def test_jax_jvp_of_row_lanes_matches_lw_jvp_and_jax(lane, twin, backend):
+    jax = pytest.importorskip("jax")
+    x, t = rows(0), rows(1)
+    op = lw.jax.op(lw.vmap(lane))
+    value, tangent = jax.jvp(op, (x,), (t,))
+    want_value, want_tangent = jax.jvp(lambda x: twin(x, jax.numpy), (x,), (t,))
+    np.testing.assert_allclose(value, want_value, rtol=1e-5)
+    np.testing.assert_allclose(tangent, want_tangent, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tangent, lw_jvp(lane, x, t, backend), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+@pytest.mark.parametrize("lane, twin", ROW_LANES, ids=ROW_IDS)
+def test_jax_grad_and_vjp_of_row_lanes_match_lw_jvp_and_jax(lane, twin, backend):
+    jax = pytest.importorskip("jax")
+    x, t = rows(0), rows(1)
+    op = lw.jax.op(lw.vmap(lane))
+    ct = rows(2, np.shape(twin(x, np)))
+    value, pullback = jax.vjp(op, x)
+    (got,) = pullback(jax.numpy.asarray(ct, value.dtype))
+    np.testing.assert_allclose(got, jax.vjp(lambda x: twin(x, jax.numpy), x)[1](ct)[0], rtol=1e-5, atol=1e-6)
+    # The pullback is the transpose of lanewise's own tangent map: <ct, J t> = <J^T ct, t>.
+    np.testing.assert_allclose(np.sum(ct * lw_jvp(lane, x, t, backend)), np.sum(np.asarray(got) * t), rtol=1e-5)
+    grad = jax.grad(lambda x: (op(x) * ct).sum())(x)
+    np.testing.assert_allclose(grad, got, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("transform", ["jacfwd", "jacrev"])
+@pytest.mark.parametrize("lane, twin", ROW_LANES, ids=ROW_IDS)
+def test_jax_jacobians_of_row_lanes_match_jax(lane, twin, transform):
+    jax = pytest.importorskip("jax")
+    x = rows(3, (3, 4))
+    got = getattr(jax, transform)(lw.jax.op(lw.vmap(lane)))(x)
+    want = getattr(jax, transform)(lambda x: twin(x, jax.numpy))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_jax_grad_of_a_row_lane_with_a_shared_row_used_whole():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    x, w = rows(4), rows(5, (4,))
+    op = lw.jax.op(lw.vmap(weighted, in_axes=(0, None)))
+    got = jax.grad(lambda x, w: (op(x, w) ** 2).sum(), argnums=(0, 1))(x, w)
+    want = jax.grad(lambda x, w: (((x * w).sum(1) + x[:, 1] * w[0]) ** 2).sum(), argnums=(0, 1))(x, w)
+    for g, h in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, h, rtol=1e-5)
+    # The shared row's cotangent is one fused sum over the lanes: <ct, J_w t> = <J_w^T ct, t>.
+    ct, t = rows(6, (5,)), rows(7, (4,))
+    shared = lw.vmap(lambda r, w, t: lw.jvp(weighted, (r, w), (r * 0.0, t))[1], in_axes=(0, None, None))
+    np.testing.assert_allclose(np.sum(ct * shared(x, w, t)), np.sum(jax.vjp(lambda w: op(x, w), w)[1](
+        jnp.asarray(ct))[0] * t), rtol=1e-5)
+
+
+@pytest.mark.parametrize("lane, twin", ROW_LANES, ids=ROW_IDS)
+def test_torch_backward_of_row_lanes_matches_torch_and_lw_jvp(lane, twin):
+    torch = pytest.importorskip("torch")
+    x, t = rows(0), rows(1)
+    ct = torch.from_numpy(rows(2, np.shape(twin(x, np))))
+    got = torch.from_numpy(x).requires_grad_(True)
+    (lw.torch.op(lw.vmap(lane))(got) * ct).sum().backward()
+    want = torch.from_numpy(x).requires_grad_(True)
+    (twin(want, torch) * ct).sum().backward()
+    torch.testing.assert_close(got.grad, want.grad, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(np.sum(ct.numpy() * lw_jvp(lane, x, t, "cpu")), np.sum(got.grad.numpy() * t),
+                               rtol=1e-6)
+
+
+def test_torch_backward_of_a_row_lane_with_a_shared_row_used_whole():
+    torch = pytest.importorskip("torch")
+    x, w = (torch.from_numpy(rows(4)).requires_grad_(True), torch.from_numpy(rows(5, (4,))).requires_grad_(True))
+    (lw.torch.op(lw.vmap(weighted, in_axes=(0, None)))(x, w) ** 2).sum().backward()
+    x2, w2 = x.detach().clone().requires_grad_(True), w.detach().clone().requires_grad_(True)
+    (((x2 * w2).sum(1) + x2[:, 1] * w2[0]) ** 2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(w.grad, w2.grad)
+
+
+# ----------------------------------------------------------------------------- ragged per-lane results
+
+
+def ragged(x):  # its result's length depends on the value
+    return np.ones(int(x) + 1)
+
+
+def positives(r):  # a mask's length depends on the values
+    return r[r > 0.5]
+
+
+RAGGED = [(ragged, lambda: np.array([0.0, 1.0, 2.0])), (positives, lambda: rows(8) - 0.5)]
+
+
+@pytest.mark.parametrize("lane, make", RAGGED, ids=["length", "mask"])
+def test_ragged_lane_in_a_jax_op_is_refused_at_trace_time(lane, make):
+    jax = pytest.importorskip("jax")
+    x = make()
+    op = lw.jax.op(lw.vmap(lane))
+    with pytest.raises(lw.LaneTypeError, match=rf"lane {lane.__name__} \(.*test_round3_bridges.py:\d+\).*one shape"):
+        jax.eval_shape(op, jax.ShapeDtypeStruct(x.shape, x.dtype))  # no data at all: refused by tracing
+    with pytest.raises(lw.LaneTypeError, match="fixed when the op is traced"):
+        jax.jit(op).lower(x)
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+@pytest.mark.parametrize("lane, make", RAGGED, ids=["length", "mask"])
+def test_ragged_lane_is_refused_by_lw_vmap_on_every_backend(lane, make, backend):
+    with pytest.raises(lw.LaneTypeError, match="per-lane arrays must have one shape"):
+        lw.vmap(lane, backend=backend)(make())
+
+
+@pytest.mark.parametrize("lane, make", RAGGED, ids=["length", "mask"])
+def test_ragged_lane_in_a_torch_op_is_refused_before_it_runs(lane, make):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(lw.LaneTypeError, match="fixed when the op is traced"):
+        lw.torch.op(lw.vmap(lane))(torch.from_numpy(make()))
+
+
+def test_a_fixed_shape_row_result_is_still_taken():
+    jax = pytest.importorskip("jax")
+    x = rows(9)  # lane 0 on zeros and on ones give the same shape
+    got = jax.jit(lw.jax.op(lw.vmap(lambda r: r[::-1] * 2.0)))(x)
+    np.testing.assert_allclose(got, x[:, ::-1] * 2.0, rtol=1e-6)
+
+
 if __name__ == "__main__":
     import tracemalloc
 
