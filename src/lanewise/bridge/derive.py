@@ -23,6 +23,8 @@ Example:
 from __future__ import annotations
 
 import math
+import re
+import types as pytypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,10 +34,10 @@ from .. import autodiff, pytree
 from ..api import vmap
 from ..reducing import reduce
 from ..autodiff.source import build
-from ..errors import LanewiseError
+from ..errors import LaneCompileError, LanewiseError
 from ..ir.program import unwrap_nest
 from ..ir.reduction import Monoid, Outer, Segments, reduced_levels
-from .signature import Op
+from .signature import Op, build as build_op
 
 
 def is_float(dtype) -> bool:
@@ -167,7 +169,7 @@ def tangent_program(op: Op, active: tuple) -> Op:
     n = _arity(op)
     params = ", ".join([f"a{j}" for j in range(n)] + [f"t{j}" for j in active])
     fun = build(f"# lanewise bridge: tangents of {op.name}", f"def _lw_tangent({params}):",
-                [f"    return _lw_jvp({params})[1]"], {}, {"_lw_jvp": autodiff.jvp_lane(lane, n, active)})
+                [f"    return _lw_jvp({params})[1]"], {}, {"_lw_jvp": _inlinable(autodiff.jvp_lane(lane, n, active))})
     def in_axes(depth, level):  # a tangent is mapped as its primal
         axes = _per_arg(level.in_axes, n)
         return tuple(axes + [axes[j] for j in active])
@@ -218,10 +220,10 @@ class Cotangents:
     summed: tuple  # per result, leading axes to sum (levels that do not map that leaf)
 
 
-def cotangent_programs(lin: Linear, types) -> list[Cotangents]:
+def cotangent_programs(lin: Linear, types, ct_types) -> list[Cotangents]:
     """The programs giving the cotangent of each active argument (``types``: the
-    (shape, dtype) of each argument leaf): per lane, the gradient of
-    ``sum(lane(args) * ct)``.
+    (shape, dtype) of each argument leaf, ``ct_types``: of each output cotangent):
+    per lane, the gradient of ``sum(lane(args) * ct)``.
 
     Arguments no level maps (parameters shared by every lane) are summed over the
     lanes by a ``lw.reduce``: per-lane gradients are never stored.  The others get
@@ -230,44 +232,103 @@ def cotangent_programs(lin: Linear, types) -> list[Cotangents]:
     output cotangent for all its lanes (a mean's divided by the count: the caller's
     part); the caller spreads that of a partial reduction over the lanes it folded
     and transposes the ``lw.vmap`` op instead."""
-    types = tuple((tuple(shape), str(np.dtype(dtype))) for shape, dtype in types)
-    key = ("cotangents", lin.active, types)
+    types = _canonical(types)
+    key = ("cotangents", lin.active, types, _canonical(ct_types))
     op = lin.op
     if key not in op.derived:
         leaves = {j: arg_leaves(op)[j][0] for j in lin.active}
         shared = tuple(j for j in lin.active if all(a is None for a in _leaf_axes(op, leaves[j])))
         own = tuple(j for j in lin.active if j not in shared)
         structure = _lane_results(mapped(op).infer(*types))
-        ndims = [len(shape) for shape, _ in types]
-        op.derived[key] = [_cotangent_program(op, group, ndims, structure, reduce_lanes=group == shared)
+        op.derived[key] = [_cotangent_program(op, group, key[2] + key[3], structure, reduce_lanes=group == shared)
                            for group in (own, shared) if group]
     return op.derived[key]
 
 
-def _cotangent_program(op: Op, group: tuple, ndims, structure, reduce_lanes: bool) -> Cotangents:
-    lane, nest = unwrap_nest(mapped(op).program)
-    n = _arity(op)
+def _canonical(types) -> tuple:
+    return tuple((tuple(shape), str(np.dtype(dtype))) for shape, dtype in types)
+
+
+def _cotangent_program(op: Op, group: tuple, types, structure, reduce_lanes: bool) -> Cotangents:
+    """``types``: the program's leaves', the arguments' then the output cotangents'."""
+    ndims = [len(shape) for shape, _ in types]
     leaves = [arg_leaves(op)[j][0] for j in group]
     axes = [_leaf_axes(op, k) for k in leaves]
     lane_ranks = [ndims[k] - sum(a is not None for a in ax) for k, ax in zip(leaves, axes, strict=True)]
-    a = [f"a{j}" for j in range(n)]
-    dot = build(f"# lanewise bridge: <output, cotangent> of {op.name}", f"def _lw_dot({', '.join(a)}, ct):",
-                [f"    out = _lw_lane({', '.join(a)})", *_dot(structure)], {}, {"_lw_lane": lane})
-    # Reverse mode for per-lane arrays (one sweep for all their elements), else
-    # forward mode (one tangent per scalar argument, nothing stored).
-    transform = autodiff.jacrev if any(lane_ranks) else autodiff.grad
-    fun = transform(dot, argnums=group)
-    out_axes = [[0] * len(nest) if reduce_lanes else _out_axes(ax, ndims[k])
-                for k, ax in zip(leaves, axes, strict=True)]
+    out_axes = [[0] * len(nest_axes) if reduce_lanes else _out_axes(nest_axes, ndims[k])
+                for k, nest_axes in zip(leaves, axes, strict=True)]
+    summed = tuple(0 if reduce_lanes else sum(1 for b in ax if b is None) for ax in axes)
+
+    def made(fun) -> Op:
+        return Cotangents(_mapped_like(op, _inlinable(fun), out_axes, structure, reduce_lanes), tuple(leaves), summed)
+
+    if not any(lane_ranks):  # forward mode: one tangent per scalar argument, nothing stored
+        return made(autodiff.grad(_dot_lane(op, structure), argnums=group))
+    # Reverse mode for per-lane arrays: one sweep for all their elements.  It takes
+    # arrays read element by element; where it refuses the lane (an array used whole,
+    # r * 2.0 or r.sum()), forward mode, one tangent per element, as lw.jvp.
+    try:
+        reverse = made(autodiff.jacrev(_dot_lane(op, structure), argnums=group))
+        build_op(reverse.op, types)  # compiled now, kept for the bridge's call of it
+    except LaneCompileError:
+        return made(_forward_cotangents(op, group, lane_ranks, structure))
+    return reverse
+
+
+def _mapped_like(op: Op, fun, out_axes, structure, reduce_lanes: bool) -> Op:
+    """The per-lane cotangent function ``fun`` mapped by ``op``'s levels, taking the
+    arguments then the output cotangent (mapped as the outputs unless ``op`` reduces),
+    summed over the lanes when ``reduce_lanes``."""
+    n = _arity(op)
     ct_mapped = not reduced(op)
     program = _renest(op, fun, lambda d, m: tuple(_per_arg(m.in_axes, n) + [m.out_axes if ct_mapped else None]),
                       lambda d, m: tuple(o[d] for o in out_axes))
     if reduce_lanes:
         program = reduce(program, "sum")
     out_value = pytree.unflatten(structure.tree, [object()] * len(structure.ranks))
-    made = Op(program, _args_and(op, [out_value]), f"cotangents of {op.name}")
-    summed = tuple(0 if reduce_lanes else sum(1 for b in ax if b is None) for ax in axes)
-    return Cotangents(made, tuple(leaves), summed)
+    return Op(program, _args_and(op, [out_value]), f"cotangents of {op.name}")
+
+
+def _dot_lane(op: Op, structure):
+    """The lane ``(args..., ct) -> sum(lane(args) * ct)``."""
+    lane, _ = unwrap_nest(mapped(op).program)
+    a = ", ".join(f"a{j}" for j in range(_arity(op)))
+    return build(f"# lanewise bridge: <output, cotangent> of {op.name}", f"def _lw_dot({a}, ct):",
+                 [f"    out = _lw_lane({a})", *_dot(structure)], {}, {"_lw_lane": lane})
+
+
+def _forward_cotangents(op: Op, group: tuple, lane_ranks, structure):
+    """The lane ``(args..., ct) -> cotangents of the group's arguments`` by forward
+    mode: ``lw.jvp`` of the lane along each element of an argument in turn (a basis
+    tangent), its output tangent dotted with ``ct``."""
+    lane, _ = unwrap_nest(mapped(op).program)
+    n = _arity(op)
+    a = ", ".join(f"a{j}" for j in range(n))
+    dot = build(f"# lanewise bridge: <tangent, cotangent> of {op.name}", "def _lw_dot(out, ct):", _dot(structure),
+                {}, {})
+    namespace, lines = {"np": np, "_lw_dot": dot}, []
+    for j, rank in zip(group, lane_ranks, strict=True):
+        namespace[f"_lw_jvp{j}"] = _inlinable(autodiff.jvp_lane(lane, n, (j,)))
+        if not rank:
+            lines.append(f"    g{j} = _lw_dot(_lw_jvp{j}({a}, 1.0)[1], ct)")
+            continue
+        lines += [f"    g{j} = np.zeros(a{j}.shape)", f"    _lw_e = np.zeros(a{j}.shape, a{j}.dtype)",
+                  f"    for _lw_k in np.ndindex(a{j}.shape):", "        _lw_e[_lw_k] = 1.0",
+                  f"        g{j}[_lw_k] = _lw_dot(_lw_jvp{j}({a}, _lw_e)[1], ct)", "        _lw_e[_lw_k] = 0.0"]
+    lines.append(f"    return ({''.join(f'g{j}, ' for j in group)})")
+    return build(f"# lanewise bridge: cotangents of {op.name} by forward mode", f"def _lw_cotangents({a}, ct):",
+                 lines, {}, namespace)
+
+
+def _inlinable(fun):
+    """``fun`` under a ``__qualname__`` that is an identifier.  Numba names the
+    variables of an inlined function after it and array expressions make them
+    parameters: "jvp(f)" failed as "'jvp(f)_v4_r_1' is not a valid parameter name"."""
+    made = pytypes.FunctionType(fun.__code__, fun.__globals__, fun.__name__, fun.__defaults__, fun.__closure__)
+    made.__dict__.update(fun.__dict__)
+    made.__kwdefaults__, made.__module__ = fun.__kwdefaults__, fun.__module__
+    made.__qualname__ = re.sub(r"\W", "_", fun.__qualname__)
+    return made
 
 
 @dataclass(frozen=True)

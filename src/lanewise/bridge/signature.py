@@ -19,7 +19,8 @@ from .. import backends, pytree
 from ..api import Mapped
 from ..backends import cpu
 from ..dtypes import check_supported
-from ..errors import LanewiseError
+from ..errors import LaneTypeError, LanewiseError
+from . import kernel
 
 _LOCK = threading.Lock()
 
@@ -69,23 +70,64 @@ class Op:
         return found
 
 
-def dummy(shape, dtype):
+def dummy(shape, dtype, fill: int = 0):
     """A value lanewise binds like a framework's buffer: a scalar for rank 0, else a C
     array (zeros: untouched pages cost nothing, and a probed lane sees no NaNs)."""
-    return np.dtype(dtype).type(0) if not shape else np.zeros(shape, dtype)
+    if not shape:
+        return np.dtype(dtype).type(fill)
+    return np.zeros(shape, dtype) if fill == 0 else np.full(shape, fill, dtype)
+
+
+def build(op: Op, types) -> tuple:
+    """The CPU backend's executable of ``op``'s program (``lw.vmap`` or ``lw.reduce``)
+    for leaves of ``types`` ((shape, dtype) each), and the call bound to dummies of
+    them.  Compiled or loaded once: the program keeps its executables.
+
+    Example:
+        >>> import lanewise as lw
+        >>> op = Op.of(lw.reduce(lw.vmap(lambda x: x * x), "sum"), (np.ones(3),))
+        >>> build(op, (((3,), "float64"),))[1].sizes
+        (3,)
+    """
+    call = _bind(op, types)
+    return op.program.executable(backends.get("cpu"), call), call
+
+
+def _bind(op: Op, types, fill: int = 0):
+    """The call of ``op``'s program on dummies of ``types`` filled with ``fill``."""
+    args = tuple(pytree.unflatten(op.in_tree, [dummy(s, d, fill) for s, d in types]))
+    reduces = getattr(op.program, "_lw_reduce_spec", False)
+    return backends.get("cpu").bind_call(op.program.fun if reduces else op.program, args, {})
+
+
+def _check_fixed_shapes(op: Op, exe, types, lane_shapes: dict) -> None:
+    """A bridge fixes the shape of each per-lane array result when it traces, with no
+    data: lane 0, run on zeros, sets it.  A lane whose result shape visibly depends
+    on the values (it differs for ones) is refused here, at trace time, rather than
+    when the op runs (jax.eval_shape would otherwise claim a shape)."""
+    try:
+        other = cpu.lane_output_shapes(exe, _bind(op, types, fill=1))
+    except Exception:  # noqa: BLE001 - the lane cannot run on ones: nothing to compare with
+        return
+    for k, shape in lane_shapes.items():
+        if other[k] != shape:
+            out = exe.program.outputs[k]
+            raise LaneTypeError(
+                f"{op.name}: {kernel.lane_name(exe)} returned {out.name} of shape {shape} on zeros and "
+                f"{other[k]} on ones; a per-lane array result of a JAX or torch op has one shape, fixed "
+                "when the op is traced without the data: return a fixed shape (pad to the largest, "
+                "and return the length as another result), or call the lw.vmap program outside the op")
 
 
 def _infer(op: Op, types) -> Inferred:
-    values = [dummy(s, d) for s, d in types]
     for k, (_, d) in enumerate(types):
         check_supported(np.dtype(d), f"argument leaf {k} of {op.name}")
-    args = pytree.unflatten(op.in_tree, values)
-    backend = backends.get("cpu")
-    call = backend.bind_call(op.program, tuple(args), {})
-    exe = op.program.executable(backend, call)
-    if len(call.values) != len(values):  # lanewise flattened differently: never expected
+    exe, call = build(op, types)
+    if len(call.values) != len(types):  # lanewise flattened differently: never expected
         raise LanewiseError(f"{op.name}: cannot match the arguments' leaves")
     lane_shapes = cpu.lane_output_shapes(exe, call)
+    if lane_shapes:
+        _check_fixed_shapes(op, exe, types, lane_shapes)
     out = tuple(OutType(tuple(o.shape(call.sizes, lane_shapes.get(k, ()))), np.dtype(o.dtype))
                 for k, o in enumerate(exe.program.outputs))
     return Inferred(out, exe.program.out_tree, exe, call, lane_shapes)

@@ -369,7 +369,7 @@ def render_launcher(program: Program, values) -> tuple[str, dict]:
                                                     key=lambda lv: -1 if out.level_dims[lv] is None
                                                     else out.level_dims[lv])
                  if out.level_dims[lv] is not None]
-        lines.append(f"    {oname} = np.empty(({', '.join(shape)}{',' if len(shape) == 1 else ''}), O{m})")
+        lines.append(f"    {oname} = empty(({', '.join(shape)}{',' if len(shape) == 1 else ''}), O{m})")
     lanes = " * ".join(names.sizes)
     args = ", ".join(names.leaves + names.outputs + names.sizes)
     order = loop_order(program)

@@ -166,7 +166,7 @@ def _cotangents(lin, primals, cts) -> list:
     if derive.reduced(op) and op.program.op == "mean":  # each lane's share of a mean
         cts = [c / derive.lane_count(op, types) for c in cts]
     found = {}
-    for group in derive.cotangent_programs(lin, types):
+    for group in derive.cotangent_programs(lin, types, _types(cts)):
         for k, r, summed in zip(group.leaves, bind(group.op, [*primals, *cts]), group.summed, strict=True):
             r = jax.numpy.sum(r, axis=tuple(range(summed))) if summed else r
             found[k] = r.astype(primals[k].dtype)

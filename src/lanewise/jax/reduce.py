@@ -26,11 +26,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import backends, pytree
 from ..backends import cpu
 from ..backends.cpu.reduce import lane_array_shapes
 from ..bridge import derive, kernel
-from ..bridge.signature import Op, OutType, dummy
+from ..bridge.signature import Op, OutType, build
 from ..errors import EmptyReductionError, LanewiseError
 from ..ir import reduction
 from . import handler
@@ -56,9 +55,7 @@ def trace(op: Op, types) -> TracedReduce:
     if derive.refused_by_ops(red):  # before anything is compiled
         raise LanewiseError(f"lw.jax.op({op.name}): segmented reductions and lw.Monoid are not supported "
                             "as JAX ops yet; reduce the lw.vmap op's results in JAX")
-    backend = backends.get("cpu")
-    call = backend.bind_call(red.fun, tuple(pytree.unflatten(op.in_tree, [dummy(s, d) for s, d in types])), {})
-    exe = red.executable(backend, call)
+    exe, call = build(op, types)
     spec = exe.spec
     plan = cpu.plan_of(exe, call)
     lane_shapes = lane_array_shapes(exe, call)

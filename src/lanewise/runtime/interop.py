@@ -5,9 +5,9 @@ JAX array or any object exposing ``__dlpack__`` or ``__array_interface__``
 becomes a NumPy *view* of the same memory (:func:`as_host_array`: DLPack,
 never a copy of CPU data).  When every array argument of a call came from one
 such library, the results go back as that library's arrays
-(:func:`to_library`): ``torch.from_numpy`` (no copy), or JAX's DLPack import
-(usually one copy: XLA shares only 64-byte aligned buffers, which NumPy's
-allocator does not promise).
+(:func:`to_library`): ``torch.from_numpy`` (no copy), or ``jax.device_put``
+(no copy of a 64-byte aligned buffer: the CPU backend allocates results for JAX
+with :func:`aligned_empty`; others are copied on the calling thread).
 
 torch and jax are imported only once an argument came from them: the origin
 of an array is read from ``type(x).__module__``.
@@ -22,6 +22,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -32,6 +34,8 @@ from ..errors import LaneTypeError, OutputError
 #: The libraries whose arrays results can be returned as (``type(x).__module__``'s root).
 LIBRARIES = {"torch": "torch", "jax": "jax", "jaxlib": "jax"}
 _SCALARS = (bool, int, float, complex, np.generic)
+#: XLA's CPU client shares a host buffer (no copy) only at this alignment.
+XLA_ALIGNMENT = 64
 
 
 def origin(value: Any) -> str | None:
@@ -165,15 +169,35 @@ def _as_torch(a: np.ndarray):
     return torch.from_numpy(a)  # shares a's memory
 
 
-def _as_jax(a: np.ndarray):
-    import jax
-    import jax.numpy as jnp
+def aligned_empty(shape: tuple, dtype) -> np.ndarray:
+    """``np.empty(shape, dtype)`` starting on an :data:`XLA_ALIGNMENT` boundary, so
+    that JAX takes it as a result without a copy (:func:`to_library`).
 
-    try:
-        # Shares a's memory when XLA accepts it (64-byte aligned, a dtype JAX
-        # keeps: without jax_enable_x64 64-bit results become 32-bit, as
-        # jnp.asarray makes them); XLA copies otherwise.  Not jnp.asarray,
-        # which copies even an aligned buffer.
-        return jax.dlpack.from_dlpack(a)
-    except Exception:  # noqa: BLE001 - strides XLA cannot take: a copy
-        return jnp.asarray(a)
+    Example:
+        >>> a = aligned_empty((3, 5), np.float32)
+        >>> a.shape, a.dtype, a.ctypes.data % XLA_ALIGNMENT, a.flags.c_contiguous
+        ((3, 5), dtype('float32'), 0, True)
+    """
+    dtype = np.dtype(dtype)
+    raw = np.empty(dtype.itemsize * math.prod(shape) + XLA_ALIGNMENT, np.uint8)
+    return np.ndarray(shape, dtype, raw, -raw.__array_interface__["data"][0] % XLA_ALIGNMENT)
+
+
+@functools.cache
+def _jax_cpu():
+    import jax
+
+    return jax.local_devices(backend="cpu")[0]
+
+
+def _as_jax(a: np.ndarray):
+    """``a`` as a JAX array on the CPU.  Not ``jax.dlpack.from_dlpack``: XLA calls a
+    DLPack producer's deleter (NumPy's takes the GIL) on its own threads, after
+    copying an unaligned buffer or when a computation there held the last use of a
+    shared one, and a thread XLA made entering Python crashed the process under
+    tracemalloc (issue 42).  ``jax.device_put`` shares an aligned buffer holding the
+    array by jaxlib's references, which it releases on a Python thread, and copies
+    any other (strides, or a dtype JAX holds narrower without jax_enable_x64)."""
+    import jax
+
+    return jax.device_put(a, _jax_cpu())

@@ -232,7 +232,7 @@ def _backward(op: Op, ctx, *grads):
     if derive.reduced(op) and op.program.op == "mean":  # each lane's share of a mean
         cts = [c / derive.lane_count(op, types_of(primals)) for c in cts]
     found = {}
-    for group in derive.cotangent_programs(lin, types_of(primals)):
+    for group in derive.cotangent_programs(lin, types_of(primals), types_of(cts)):
         for k, r, summed in zip(group.leaves, call(group.op, [*primals, *cts]), group.summed, strict=True):
             found[k] = (r.sum(dim=tuple(range(summed))) if summed else r).to(primals[k].dtype)
     for j, k in zip(active, lin.diff, strict=True):

@@ -38,7 +38,7 @@ from ...lane.allocation import allocates
 from ...lane import typing_only
 from ...lane.signedness import check_unsigned_mixing
 from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
-from ...runtime import cache, pool
+from ...runtime import cache, interop, pool
 from ...runtime.counter import AT_SLOTS, FAILED, SHARED_SLOTS, THREADS, line_array
 from .. import host
 from ...lane.numba_errors import compile_error, internal_error
@@ -303,7 +303,7 @@ def run(exe: Executable, call: Call, out=None):
     program, sizes = exe.program, call.sizes
     lane_shapes = lane_output_shapes(exe, call)
     shapes = [o.shape(sizes, lane_shapes.get(k, ())) for k, o in enumerate(program.outputs)]
-    outs = outputs(program, shapes, out)
+    outs = outputs(program, shapes, out, call.library)
     values = _unaliased(call.values, outs)
     if all(sizes):
         extra = tuple(lane_shapes[k] for k in exe.array_outputs)
@@ -510,7 +510,8 @@ def fast_launcher(exe: Executable, call: Call, miss):
     if exe.array_outputs or any(p.keyword is not None or p.tree.num_nodes != 1 for p in sig.params):
         return None
     source, names = render_cpu.render_launcher(exe.program, call.values)
-    namespace = {"np": np, "MISS": miss, "serial": _serial(exe), "NO_STOP": NO_STOP, "SCRATCH": SCRATCH,
+    namespace = {"np": np, "empty": new_output(call.library), "MISS": miss, "serial": _serial(exe),
+                 "NO_STOP": NO_STOP, "SCRATCH": SCRATCH,
                  "SERIAL_BELOW": config.serial_below, "parallel": _parallel(exe),
                  "unflatten": pytree.unflatten, "TREE": exe.program.out_tree, **names}
     exec(compile(source, f"<lanewise launcher {exe.module.__name__}>", "exec"), namespace)
@@ -558,11 +559,19 @@ def lane_output_shapes(exe: Executable, call: Call) -> dict[int, tuple]:
     return {k: np.shape(host.at_path(result, exe.program.outputs[k].path)) for k in exe.array_outputs}
 
 
-def outputs(program: Program, shapes, out) -> list[np.ndarray]:
-    """New output arrays of ``shapes``, or the checked leaves of ``out=``."""
+def outputs(program: Program, shapes, out, library: str | None = None) -> list[np.ndarray]:
+    """New output arrays of ``shapes`` (for results going back to ``library``), or the
+    checked leaves of ``out=``."""
     if out is None:
-        return [np.empty(s, o.dtype) for s, o in zip(shapes, program.outputs, strict=True)]
+        empty = new_output(library)
+        return [empty(s, o.dtype) for s, o in zip(shapes, program.outputs, strict=True)]
     return host.check_out(program, shapes, out)
+
+
+def new_output(library: str | None):
+    """How results for ``library`` are allocated: aligned for JAX, which then shares
+    them rather than copying (runtime.interop.to_library); NumPy's own otherwise."""
+    return interop.aligned_empty if library == "jax" else np.empty
 
 
 def allocate(exe: Executable, call: Call, out=None) -> list[np.ndarray]:
@@ -570,7 +579,7 @@ def allocate(exe: Executable, call: Call, out=None) -> list[np.ndarray]:
     ``progress=True`` fills piece by piece."""
     lane_shapes = lane_output_shapes(exe, call)
     return outputs(exe.program, [o.shape(call.sizes, lane_shapes.get(k, ()))
-                                 for k, o in enumerate(exe.program.outputs)], out)
+                                 for k, o in enumerate(exe.program.outputs)], out, call.library)
 
 
 def _unaliased(values, outs) -> tuple:
