@@ -68,3 +68,52 @@ def restore_config():
     yield lw.config
     for k, v in saved.items():
         setattr(lw.config, k, v)
+
+
+# --------------------------------------------------------------------------- torch
+
+#: Why torch tests skip where torch is absent.
+TORCH_ABSENT = ("torch is not installed: the test extra requires it on Python 3.11 only (pyproject.toml: "
+                "its CPU build is what CI installs; on another Python pip would fetch a multi-GB CUDA build)")
+
+
+def requires_torch():
+    """torch, or a skip of the calling test module saying why it is absent."""
+    return pytest.importorskip("torch", reason=TORCH_ABSENT)
+
+
+# --------------------------------------------------------------------------- the fast tier
+
+#: Files whose tests take seconds to minutes each (subprocesses, the corpus on every
+#: backend, CUDA PTX, Dask clusters, timings, whole documents): in the fast tier
+#: (``pytest -m "not slow"``) each keeps its first test only, so that every module
+#: is still imported and run once.
+SLOW_FILES = frozenset({
+    "test_backends.py", "test_conformance.py", "test_realworld.py", "test_cuda_ptx.py", "test_cuda_simulator.py",
+    "test_cuda_disk_cache.py", "test_cuda_backend.py", "test_cuda_conformance.py", "test_gpu_script.py",
+    "test_dask.py", "test_demo.py", "test_threads.py", "test_startup.py", "test_prebuilt.py",
+    "test_random_speed_paths.py", "test_compile_work.py", "test_cache_soundness.py", "test_torch_native.py",
+    "test_vector_width.py", "test_lanes_doc.py", "test_docs.py", "test_readme.py", "test_structure.py",
+    "test_lanemath_accuracy.py", "test_lanemath_vectorised.py", "test_lanemath_specials.py", "test_jax_op.py",
+    "test_torch_op.py", "test_spmd_random.py", "test_lint.py",
+})
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: not in the fast tier (pytest -m 'not slow'; tests/conftest.py)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow``: every test of :data:`SLOW_FILES` but its file's first, every
+    case of a parametrized test after its first, and property-based (hypothesis) tests:
+    the fast tier runs each test function once, on its first case."""
+    first_of_file, first_of_function = set(), set()
+    for item in items:
+        path = item.path.name
+        function = (path, getattr(item, "originalname", item.name))
+        slow = (path in SLOW_FILES and path in first_of_file) or function in first_of_function \
+            or getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+        first_of_file.add(path)
+        first_of_function.add(function)
+        if slow:
+            item.add_marker(pytest.mark.slow)

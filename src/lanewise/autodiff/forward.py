@@ -138,10 +138,11 @@ class Emitter:
             self.fdef = self._custom_body(fn) if _custom(fn) else function_ast(fn)
         except Unsupported:
             raise LaneCompileError(f"{plan.transform} cannot differentiate {fn.__qualname__} ({_where(fn)}): "
-                                   "its source is not available or is ambiguous (a lambda sharing its line with "
-                                   "another of the same parameters, code exec'd from a string, a file edited "
-                                   "since import); lanewise transforms the lane's source, so define it with def "
-                                   "in a file") from None
+                                   "no source text compiles to the code that runs (code exec'd from a string or "
+                                   "piped into python's standard input keeps none; a file edited since import "
+                                   "is other code); lanewise transforms the lane's source, so define it in a file, "
+                                   "a notebook cell, python -c or the interactive interpreter, or register its "
+                                   "text with linecache under the file name it was compiled with") from None
         args = self.fdef.args
         if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg:
             self._fail(self.fdef, "only plain positional parameters are supported (no *args, **kwargs, "
