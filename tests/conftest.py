@@ -70,18 +70,6 @@ def restore_config():
         setattr(lw.config, k, v)
 
 
-# --------------------------------------------------------------------------- torch
-
-#: Why torch tests skip where torch is absent.
-TORCH_ABSENT = ("torch is not installed: the test extra requires it on Python 3.11 only (pyproject.toml: "
-                "its CPU build is what CI installs; on another Python pip would fetch a multi-GB CUDA build)")
-
-
-def requires_torch():
-    """torch, or a skip of the calling test module saying why it is absent."""
-    return pytest.importorskip("torch", reason=TORCH_ABSENT)
-
-
 # --------------------------------------------------------------------------- the fast tier
 
 #: Files whose tests take seconds to minutes each (subprocesses, the corpus on every
@@ -97,6 +85,28 @@ SLOW_FILES = frozenset({
     "test_lanemath_accuracy.py", "test_lanemath_vectorised.py", "test_lanemath_specials.py", "test_jax_op.py",
     "test_torch_op.py", "test_spmd_random.py", "test_lint.py",
 })
+#: Tests of other files that took over 15 s each in the fast tier on 2 busy cores.
+SLOW_TESTS = frozenset({
+    "test_cuda_suite_on_the_simulator", "test_every_draw_is_bitwise_the_reference_on_the_spmd_path",
+    "test_block_reads_match_the_reference_for_every_dtype", "test_a_shared_array_is_read_as_a_table_by_every_lane",
+    "test_dict_pytrees_and_np_where_on_scalars_as_in_jax", "test_auto_takes_spmd_for_a_scan_over_rows",
+    "test_corpus_runs_spmd_bitwise", "test_no_string_formatting_code_compiles_for_lanewise_itself",
+    "test_auto_keeps_light_row_loops_scalar", "test_vmapped_adjoint_code_matches_forward_mode",
+    "test_nested_levels_kept_axes_and_tuples", "test_a_million_step_scan_stays_within_the_budget",
+    "test_uniform_table_reads_keep_the_full_width", "test_reduction_with_nans_and_ties_like_numpy",
+    "test_three_level_nest_and_out_axes", "test_a_libm_call_in_a_w_wide_lane_prints_no_llvm_warnings",
+    "test_warm_process_loads_kernels_without_numbas_registries",
+    "test_auto_keeps_lanes_whose_branches_each_loop_scalar",
+    "test_block_reads_at_any_width", "test_explain_says_how_the_lane_is_called_and_which_math_it_uses",
+    "test_python_O_drops_asserts_on_the_spmd_path_too", "test_planted_metadata_is_never_unpickled",
+    "test_block_reads_of_any_layout", "test_bits_are_balanced", "test_a_million_step_loop_stays_within_the_budget",
+    "test_the_readme_grad_example_pasted_into_the_interactive_interpreter",
+    "test_demo_quick_prints_table_agrees_and_saves_png", "test_jit_matches_jax_and_is_one_custom_call",
+    "test_planned_sizes_run_without_python", "test_simulator_second_process_reads_the_module_from_disk",
+    "test_concurrent_writers", "test_streaming_and_groups_are_both_used",
+})
+#: Test functions per file in the fast tier (the first ones, in the file's order).
+FAST_PER_FILE = 4
 
 
 def pytest_configure(config):
@@ -104,16 +114,19 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark ``slow``: every test of :data:`SLOW_FILES` but its file's first, every
-    case of a parametrized test after its first, and property-based (hypothesis) tests:
-    the fast tier runs each test function once, on its first case."""
-    first_of_file, first_of_function = set(), set()
+    """Mark ``slow`` all but the fast tier: per file, its first :data:`FAST_PER_FILE`
+    test functions (one for :data:`SLOW_FILES`) that are not :data:`SLOW_TESTS` nor
+    property-based (hypothesis), each on its first case."""
+    functions: dict[str, set[str]] = {}
+    kept: dict[str, int] = {}
     for item in items:
-        path = item.path.name
-        function = (path, getattr(item, "originalname", item.name))
-        slow = (path in SLOW_FILES and path in first_of_file) or function in first_of_function \
-            or getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
-        first_of_file.add(path)
-        first_of_function.add(function)
-        if slow:
+        path, function = item.path.name, getattr(item, "originalname", item.name)
+        seen = functions.setdefault(path, set())
+        heavy = function in SLOW_TESTS or getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+        fast = function not in seen and not heavy \
+            and kept.get(path, 0) < (1 if path in SLOW_FILES else FAST_PER_FILE)
+        seen.add(function)
+        if fast:
+            kept[path] = kept.get(path, 0) + 1
+        else:
             item.add_marker(pytest.mark.slow)

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import requires_torch
+from optional import requires_torch
 
 import lanewise as lw
 from lanewise import backends

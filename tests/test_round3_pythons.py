@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 
 import jax
 import numpy as np
@@ -222,3 +223,55 @@ def test_code_with_no_source_that_cannot_be_written_back_is_refused_naming_it():
     with pytest.raises(lw.LaneCompileError, match=r"lw.grad: over_a_tuple \(<string>:15\) has no source text.*"
                                                   r"other than range"):
         lw.grad(namespace["over_a_tuple"])
+
+
+def test_statements_typed_at_the_interactive_interpreter_are_found_in_its_history(monkeypatch):
+    """Python < 3.13's REPL compiles each statement alone as ``<stdin>`` and keeps no
+    text; readline keeps the lines (the README's lw.grad example, pasted)."""
+    typed = ["import numpy as np", "@staticmethod", "def typed(x):", "    if x > 0:", "        return x * np.sin(x)",
+             "    else:", "        return -x", "", "y = 1"]
+    history = types.SimpleNamespace(get_current_history_length=lambda: len(typed),
+                                    get_history_item=lambda k: typed[k - 1])
+    monkeypatch.setitem(sys.modules, "readline", history)
+    namespace: dict = {"np": np}
+    exec(compile("\n".join(typed[1:8]) + "\n", "<stdin>", "single"), namespace)  # noqa: S102 - as the REPL does
+    lane = namespace["typed"].__func__
+    assert isinstance(definition(lane), ast.FunctionDef)
+    np.testing.assert_allclose(lw.vmap(lw.grad(lane))(X), np.where(X > 0, np.sin(X) + X * np.cos(X), -1.0),
+                               rtol=1e-14)
+
+
+def test_the_readme_grad_example_pasted_into_the_interactive_interpreter():
+    pty = pytest.importorskip("pty")
+    lines = ["import numpy as np, lanewise as lw", "def f(x):", "    return x * x * np.sin(x)", "",
+             "print('RESULT', repr(lw.grad(f)(0.5)))", "exit()"]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: an interactive interpreter on the terminal
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [_src(), os.environ.get("PYTHONPATH")] if p)
+        os.environ["PYTHON_BASIC_REPL"] = "1"  # 3.13: the classic REPL (its new one keeps text in linecache)
+        os.execv(sys.executable, [sys.executable, "-q", "-i"])
+    out = _talk(fd, lines)
+    os.waitpid(pid, 0)
+    assert f"RESULT {float(_df(0.5))!r}" in out, out[-2000:]
+
+
+def _talk(fd: int, lines: list[str], timeout: float = 240.0) -> str:
+    """Type ``lines`` into the terminal ``fd`` (each once the prompt is back) and return what it printed."""
+    import select
+    import time
+
+    out, deadline = b"", time.monotonic() + timeout
+    pending = list(lines)
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the interpreter exited
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif pending and out.rstrip().endswith((b">>>", b"...")):
+            os.write(fd, (pending.pop(0) + "\r").encode())
+    return out.decode(errors="replace")

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import requires_torch
+from optional import requires_torch
 
 torch = requires_torch()
 

@@ -19,7 +19,7 @@ import math
 from typing import NamedTuple
 
 import pytest
-from conftest import requires_torch
+from optional import requires_torch
 
 torch = requires_torch()
 

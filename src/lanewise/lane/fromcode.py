@@ -45,6 +45,10 @@ _COMPARE = {operator.lt: ast.Lt, operator.le: ast.LtE, operator.gt: ast.Gt, oper
 _UNARY = {operator.neg: ast.USub, operator.pos: ast.UAdd, operator.not_: ast.Not, operator.invert: ast.Invert}
 
 BLOCK = "_bc_block"
+#: What the user wrote, by the Numba IR statement it became (for refusals).
+_STATEMENTS = {"Raise": "raise", "StaticRaise": "raise", "TryRaise": "raise", "StaticTryRaise": "raise",
+               "SetAttr": "an attribute assignment", "DelAttr": "del", "DelItem": "del", "Print": "print",
+               "EnterWith": "with", "PopBlock": "with", "Yield": "yield"}
 
 
 def function_def(fn: types.FunctionType) -> ast.FunctionDef:
@@ -136,7 +140,8 @@ class _Writer:
             target = ast.Subscript(self.load(stmt.target.name), self._value(index), ast.Store())
             made = [ast.Assign([target], self.load(stmt.value.name))]
         else:
-            raise _refused(self.fn, stmt.loc, f"it uses {type(stmt).__name__.lower()} ({stmt})")
+            what = _STATEMENTS.get(type(stmt).__name__, type(stmt).__name__)
+            raise _refused(self.fn, stmt.loc, f"it uses {what} ({stmt})")
         for node in made:
             _set_lines(node, line)
         return made
