@@ -245,13 +245,17 @@ def test_the_readme_grad_example_pasted_into_the_interactive_interpreter():
     pty = pytest.importorskip("pty")
     lines = ["import numpy as np, lanewise as lw", "def f(x):", "    return x * x * np.sin(x)", "",
              "print('RESULT', repr(lw.grad(f)(0.5)))", "exit()"]
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: an interactive interpreter on the terminal
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [_src(), os.environ.get("PYTHONPATH")] if p)
-        os.environ["PYTHON_BASIC_REPL"] = "1"  # 3.13: the classic REPL (its new one keeps text in linecache)
-        os.execv(sys.executable, [sys.executable, "-q", "-i"])
-    out = _talk(fd, lines)
-    os.waitpid(pid, 0)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [_src(), os.environ.get("PYTHONPATH")] if p),
+               PYTHON_BASIC_REPL="1")  # 3.13: the classic REPL (its new one keeps text in linecache)
+    terminal, child_side = pty.openpty()
+    with subprocess.Popen([sys.executable, "-q", "-i"], stdin=child_side, stdout=child_side, stderr=child_side,
+                          env=env, start_new_session=True) as interpreter:
+        os.close(child_side)
+        try:
+            out = _talk(terminal, lines)
+        finally:
+            os.close(terminal)
+            interpreter.kill()
     assert f"RESULT {float(_df(0.5))!r}" in out, out[-2000:]
 
 
