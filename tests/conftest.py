@@ -68,3 +68,68 @@ def restore_config():
     yield lw.config
     for k, v in saved.items():
         setattr(lw.config, k, v)
+
+
+# --------------------------------------------------------------------------- the fast tier
+
+#: Files whose tests take seconds to minutes each (subprocesses, the corpus on every
+#: backend, CUDA PTX, Dask clusters, timings, whole documents): in the fast tier
+#: (``pytest -m "not slow"``) each keeps its first test only, so that every module
+#: is still imported and run once.
+SLOW_FILES = frozenset({
+    "test_backends.py", "test_conformance.py", "test_realworld.py", "test_cuda_ptx.py", "test_cuda_simulator.py",
+    "test_cuda_disk_cache.py", "test_cuda_backend.py", "test_cuda_conformance.py", "test_gpu_script.py",
+    "test_dask.py", "test_demo.py", "test_threads.py", "test_startup.py", "test_prebuilt.py",
+    "test_random_speed_paths.py", "test_compile_work.py", "test_cache_soundness.py", "test_torch_native.py",
+    "test_vector_width.py", "test_lanes_doc.py", "test_docs.py", "test_readme.py", "test_structure.py",
+    "test_lanemath_accuracy.py", "test_lanemath_vectorised.py", "test_lanemath_specials.py", "test_jax_op.py",
+    "test_torch_op.py", "test_spmd_random.py", "test_lint.py",
+})
+#: Tests that took over 15 s each in the fast tier on 2 busy cores (3.11 and 3.12).
+SLOW_TESTS = frozenset({
+    "test_cuda_suite_on_the_simulator", "test_every_draw_is_bitwise_the_reference_on_the_spmd_path",
+    "test_block_reads_match_the_reference_for_every_dtype", "test_a_shared_array_is_read_as_a_table_by_every_lane",
+    "test_dict_pytrees_and_np_where_on_scalars_as_in_jax", "test_auto_takes_spmd_for_a_scan_over_rows",
+    "test_corpus_runs_spmd_bitwise", "test_no_string_formatting_code_compiles_for_lanewise_itself",
+    "test_auto_keeps_light_row_loops_scalar", "test_vmapped_adjoint_code_matches_forward_mode",
+    "test_nested_levels_kept_axes_and_tuples", "test_a_million_step_scan_stays_within_the_budget",
+    "test_uniform_table_reads_keep_the_full_width", "test_reduction_with_nans_and_ties_like_numpy",
+    "test_three_level_nest_and_out_axes", "test_a_libm_call_in_a_w_wide_lane_prints_no_llvm_warnings",
+    "test_warm_process_loads_kernels_without_numbas_registries",
+    "test_auto_keeps_lanes_whose_branches_each_loop_scalar",
+    "test_block_reads_at_any_width", "test_explain_says_how_the_lane_is_called_and_which_math_it_uses",
+    "test_python_O_drops_asserts_on_the_spmd_path_too", "test_planted_metadata_is_never_unpickled",
+    "test_block_reads_of_any_layout", "test_bits_are_balanced", "test_a_million_step_loop_stays_within_the_budget",
+    "test_the_readme_grad_example_pasted_into_the_interactive_interpreter",
+    "test_demo_quick_prints_table_agrees_and_saves_png", "test_jit_matches_jax_and_is_one_custom_call",
+    "test_planned_sizes_run_without_python", "test_simulator_second_process_reads_the_module_from_disk",
+    "test_concurrent_writers", "test_streaming_and_groups_are_both_used", "test_vmap_adds_a_level_not_a_loop",
+    "test_vmapped_jacrev_matches_forward_mode", "test_simulator_editing_the_lane_invalidates",
+    "test_slow_path_compiles_only_when_an_argument_needs_it", "test_deleting_the_cache_is_safe",
+    "test_corrupt_entry_is_rebuilt",
+})
+#: Test functions per file in the fast tier (the first ones, in the file's order).
+FAST_PER_FILE = 4
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: not in the fast tier (pytest -m 'not slow'; tests/conftest.py)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` all but the fast tier: per file, its first :data:`FAST_PER_FILE`
+    test functions (one for :data:`SLOW_FILES`) that are not :data:`SLOW_TESTS` nor
+    property-based (hypothesis), each on its first case."""
+    functions: dict[str, set[str]] = {}
+    kept: dict[str, int] = {}
+    for item in items:
+        path, function = item.path.name, getattr(item, "originalname", item.name)
+        seen = functions.setdefault(path, set())
+        heavy = function in SLOW_TESTS or getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+        fast = function not in seen and not heavy \
+            and kept.get(path, 0) < (1 if path in SLOW_FILES else FAST_PER_FILE)
+        seen.add(function)
+        if fast:
+            kept[path] = kept.get(path, 0) + 1
+        else:
+            item.add_marker(pytest.mark.slow)

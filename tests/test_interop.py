@@ -13,11 +13,12 @@ import sys
 
 import numpy as np
 import pytest
+from optional import requires_torch
 
 import lanewise as lw
 from lanewise import backends
 
-torch = pytest.importorskip("torch")
+torch = requires_torch()
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 

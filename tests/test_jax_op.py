@@ -291,7 +291,7 @@ int main(void) {
     assert lines[1] == [8 * abi.BUFFER_DATA, 8 * abi.BUFFER_RANK, 8 * abi.BUFFER_DIMS, 8 * abi.ARRAY_SIZE,
                         8 * abi.ARRAY_DATA]
     assert lines[2] == [8 * abi.METADATA_OF_EXTENSION, 8, 32, 8 * abi.API_ERROR_CREATE, 32]
-    assert lines[3][:2] == list(abi.API_VERSION) and lines[3][2] == 24
+    assert abi.header_supported(*lines[3][:2]) and lines[3][2] == 24  # JAX 0.10: 0.3, 0.12: 0.5
 
 
 def test_reduce_programs_are_ops():

@@ -28,6 +28,12 @@ def test_shipped_kernels_were_built_from_this_source(which):
     header, entries = _header(which)
     assert header["source"] == prebuilt.source_hash(), "run: python -m lanewise.lanemath.prebuild"
     assert header["variant"] == which
+    if header["python"] != prebuilt.stamp(which)["python"]:
+        # Keys hash the bytecode, which each Python compiles differently: a file built
+        # on another Python is never used here (every kernel compiles from source).
+        assert which != prebuilt.variant() or prebuilt._entries() == {}
+        pytest.skip(f"the shipped kernels are built on Python {header['python']}: this Python compiles them "
+                    "from source")
     from lanewise.lanemath._public import KERNELS
 
     # float64 and float32 of every public kernel (pow and power share theirs), one entry each

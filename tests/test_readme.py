@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from optional import requires_torch
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
@@ -122,6 +123,8 @@ def test_the_readme_has_examples():
 
 @pytest.mark.parametrize("k", range(len(BLOCKS)))
 def test_each_readme_block_runs_alone(k, capsys):
+    if "import torch" in BLOCKS[k]:
+        requires_torch()
     namespace: dict = {"__name__": f"readme_block_{k}"}
     # Registered like a notebook cell (IPython does this): lanes pasted from the
     # README have a source, which lw.grad and the SPMD path read.

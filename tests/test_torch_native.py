@@ -13,8 +13,9 @@ import threading
 
 import numpy as np
 import pytest
+from optional import requires_torch
 
-torch = pytest.importorskip("torch")
+torch = requires_torch()
 
 import gil  # noqa: E402
 import lanewise as lw  # noqa: E402

@@ -19,8 +19,9 @@ import math
 from typing import NamedTuple
 
 import pytest
+from optional import requires_torch
 
-torch = pytest.importorskip("torch")
+torch = requires_torch()
 
 import lanewise as lw  # noqa: E402
 from lanewise.torch import library  # noqa: E402

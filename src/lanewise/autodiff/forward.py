@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import LaneCompileError
+from ..lane.fromcode import function_def
 from ..lane.lanefn import fingerprint
 from ..spmd.syntax import Unsupported, function_ast, resolve as _resolve
 from . import intrinsics
@@ -136,12 +137,11 @@ class Emitter:
         self.objects = {}  # names the transformation adds, and what they refer to
         try:
             self.fdef = self._custom_body(fn) if _custom(fn) else function_ast(fn)
-        except Unsupported:
-            raise LaneCompileError(f"{plan.transform} cannot differentiate {fn.__qualname__} ({_where(fn)}): "
-                                   "its source is not available or is ambiguous (a lambda sharing its line with "
-                                   "another of the same parameters, code exec'd from a string, a file edited "
-                                   "since import); lanewise transforms the lane's source, so define it with def "
-                                   "in a file") from None
+        except Unsupported:  # no source text anywhere: the def written back from the bytecode lw.vmap compiles
+            try:
+                self.fdef = function_def(fn)
+            except LaneCompileError as err:
+                raise LaneCompileError(f"{plan.transform}: {err}") from None
         args = self.fdef.args
         if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg:
             self._fail(self.fdef, "only plain positional parameters are supported (no *args, **kwargs, "

@@ -34,8 +34,25 @@ ARRAY_SIZE, ARRAY_DATA = 1, 2  # XLA_FFI_Array (an array attribute)
 METADATA_OF_EXTENSION = 3  # XLA_FFI_Metadata_Extension.metadata
 API_ERROR_CREATE = 6  # XLA_FFI_Api.XLA_FFI_Error_Create
 STAGE_EXECUTE = 3
-#: XLA_FFI_API_MAJOR/MINOR of the header these offsets follow.
+#: XLA_FFI_API_MAJOR/MINOR of the header these offsets follow (what the handlers report).
 API_VERSION = (0, 3)
+
+
+def header_supported(major: int, minor: int) -> bool:
+    """Whether the bridge works with a jaxlib whose FFI header is ``major.minor``.
+
+    Within one major version XLA's FFI only appends (new API functions at the end of
+    ``XLA_FFI_Api``, new struct fields after the old ones), and XLA takes a handler
+    that reports an older minor version: the offsets above hold for every minor from
+    :data:`API_VERSION`'s on (``tests/test_jax_op.py`` checks them against the header
+    jaxlib ships: 3 in JAX 0.10, 5 in JAX 0.12).  Another major version may move
+    anything.
+
+    Example:
+        >>> header_supported(0, 5), header_supported(0, 2), header_supported(1, 0)
+        (True, False, False)
+    """
+    return major == API_VERSION[0] and minor >= API_VERSION[1]
 ERROR_INTERNAL, ERROR_INVALID_ARGUMENT = 13, 3
 
 

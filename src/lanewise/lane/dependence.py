@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import UnmappedOutputError
 from ..ir.program import Program
-from .analysis import definition
+from .source import definition
 
 Deps = frozenset
 

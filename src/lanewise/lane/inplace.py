@@ -31,7 +31,7 @@ import types
 import numba
 import numpy as np
 
-from .analysis import definition
+from .source import definition
 
 OUT = "__lw_out"
 _CTORS = {"empty": None, "zeros": 0, "ones": 1, "full": "arg1"}

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 from numba.core.dispatcher import Dispatcher
 
-from .analysis import definition
+from .source import definition
 from ..config import config
 from ..dtypes import code_names
 from ..errors import LaneCompileError, function_location

@@ -33,7 +33,7 @@ from numba.core import cgutils
 from numba.core import types as nbtypes
 from numba.extending import intrinsic
 
-from .analysis import compile_like, definition
+from .source import compile_like, definition
 
 #: Iterations ahead of the loop a prefetch reaches (measured on W7 above).
 DISTANCE = 32

@@ -39,7 +39,7 @@ import types
 import numpy as np
 
 from ..errors import LaneCompileError, format_location
-from .analysis import definition
+from .source import definition
 
 #: Builtins that format a value as text: refused outside a ``raise`` message.
 FORMATTERS = {"str": str, "repr": repr, "format": format, "ascii": ascii}

@@ -61,7 +61,7 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import load_item
 
 from . import closures, prefetch
-from .analysis import definition
+from .source import definition
 from .prefetch import Prefetches, compile_rewritten, range_step, stored_names
 
 #: Whether lanes' loops are versioned (off: every read checked, as before; for

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from numba.core.dispatcher import Dispatcher
 
-from ..lane.analysis import definition
+from ..lane.source import definition
 
 
 class Unsupported(Exception):
@@ -57,7 +57,7 @@ def rebuild(shape, leaves):
 
 def function_ast(fn) -> ast.FunctionDef:
     """The ``def`` of ``fn``; a lambda as the ``def`` of one ``return`` (when its
-    source is unambiguous: :func:`lanewise.lane.analysis.definition` checks it)."""
+    source is found: :func:`lanewise.lane.source.definition` checks it is the code that runs)."""
     node = definition(fn)
     if isinstance(node, ast.Lambda):
         body = [ast.copy_location(ast.Return(node.body), node.body)]
@@ -65,9 +65,6 @@ def function_ast(fn) -> ast.FunctionDef:
                                                  returns=None, type_comment=None), node)
         return ast.fix_missing_locations(node)
     if not isinstance(node, ast.FunctionDef):
-        if fn.__name__ == "<lambda>":
-            raise Unsupported("it is a lambda whose source is ambiguous (write the lane with def to use "
-                              "the SPMD path)")
         raise Unsupported(f"the source of {fn.__qualname__} is not available, or is not the code "
                           "that runs (exec'd from a string, or edited since import)")
     if node.decorator_list:  # a pasted @numba.njit(...): not the lane's code, and its calls are not helpers
