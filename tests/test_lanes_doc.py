@@ -586,6 +586,17 @@ def scan_dict_xs(r):
     return c + ys.sum()
 
 
+_NO_SOURCE: dict = {}
+exec(compile("def no_source(x):\n    return x * x + 1.0\n", "<no source>", "exec"), _NO_SOURCE)
+
+
+no_source = _NO_SOURCE["no_source"]
+
+
+def grad_of_sourceless(x):  # row L110: lw.grad of a lane whose text is nowhere
+    return lw.grad(no_source)(x)
+
+
 def sum_step(c, v):
     return c + v, c * v
 
@@ -843,6 +854,7 @@ CASES: dict[str, Case] = {
     "L72": Case(scan_tuple, (ROWS4,)),
     "L73": Case(scan_namedtuple, (ROWS4,), want=ROWS4.sum(axis=1) * ROWS4.max(axis=1)),
     "L74": Case(scan_dict, (ROWS4,)),
+    "L110": Case(grad_of_sourceless, (X,), want=2.0 * X),
     "L108": Case(scan_closure, (ROWS4, np.linspace(0.1, 0.9, 6))),
     "L109": Case(scan_dict_xs, (ROWS4,), want=(ROWS4 * 2 * ROWS4).sum(axis=1) + ROWS4.sum(axis=1)),
     "L75": Case(scan_ys, (ROWS4,)),
