@@ -44,6 +44,8 @@ import inspect  # noqa: F401 - the example
 
 import numba
 
+from .source import own_nodes
+
 CARRY, ENV, RESULT = "_lw_cc", "_lw_env", "_lw_r"
 
 
@@ -70,7 +72,7 @@ def _closure_steps(fdef: ast.FunctionDef, namespace: dict) -> dict[str, list[str
     """Nested defs of ``fdef`` used only as scan steps -> the lane locals they read."""
     lane_locals = _bound_names(fdef)
     defs: dict[str, list[ast.FunctionDef]] = {}
-    for node in _own_nodes(fdef):
+    for node in own_nodes(fdef):
         if isinstance(node, ast.FunctionDef):
             defs.setdefault(node.name, []).append(node)
     steps = {}
@@ -88,22 +90,12 @@ def _closure_steps(fdef: ast.FunctionDef, namespace: dict) -> dict[str, list[str
     return steps
 
 
-def _own_nodes(fdef):
-    """The nodes of ``fdef``'s body, not descending into nested functions."""
-    todo = list(fdef.body)
-    while todo:
-        node = todo.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            todo.extend(ast.iter_child_nodes(node))
-
-
 def _bound_names(fdef) -> set[str]:
     """Parameters and locals of ``fdef``."""
     a = fdef.args
     names = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
     names |= {p.arg for p in (a.vararg, a.kwarg) if p is not None}
-    for node in _own_nodes(fdef):
+    for node in own_nodes(fdef):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -113,7 +105,7 @@ def _bound_names(fdef) -> set[str]:
 
 def _rebound(fdef, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
-               for n in _own_nodes(fdef))
+               for n in own_nodes(fdef))
 
 
 def _is_scan(func, namespace: dict) -> bool:
@@ -134,7 +126,7 @@ def _is_scan(func, namespace: dict) -> bool:
 
 def _only_scan_steps(fdef, name: str, namespace: dict) -> bool:
     """Every read of ``name`` is the step (first positional argument) of an ``lw.scan`` call."""
-    steps = {id(n.args[0]) for n in _own_nodes(fdef)
+    steps = {id(n.args[0]) for n in own_nodes(fdef)
              if isinstance(n, ast.Call) and _is_scan(n.func, namespace) and n.args
              and isinstance(n.args[0], ast.Name) and n.args[0].id == name}
     reads = [n for n in ast.walk(fdef) if isinstance(n, ast.Name) and n.id == name]

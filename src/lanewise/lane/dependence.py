@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import UnmappedOutputError
 from ..ir.program import Program
-from .source import definition
+from .source import definition, own_nodes
 
 Deps = frozenset
 
@@ -97,16 +97,6 @@ def _params(fn: ast.FunctionDef) -> list[str]:
     return [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs] + [p.arg for p in (a.vararg, a.kwarg) if p]
 
 
-def _own_nodes(node):
-    """The nodes of a function's body, not descending into nested functions."""
-    todo = list(node.body)
-    while todo:
-        n = todo.pop()
-        yield n
-        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            todo.extend(ast.iter_child_nodes(n))
-
-
 def _nested_functions(node):
     return [n for n in ast.walk(node) if n is not node and isinstance(n, (ast.FunctionDef, ast.Lambda))]
 
@@ -117,11 +107,11 @@ class _Taint:
         self.fn, self.namespace, self.seen = fn, namespace, seen
         self.params = _params(fn)
         self.env: dict[str, Deps] = {p: Deps({p}) for p in self.params} if env is None else dict(env)
-        declared = {n for s in _own_nodes(fn) if isinstance(s, (ast.Global, ast.Nonlocal)) for n in s.names}
-        stored = {n.id for n in _own_nodes(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-        stored |= {n.name for n in _own_nodes(fn) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        declared = {n for s in own_nodes(fn) if isinstance(s, (ast.Global, ast.Nonlocal)) for n in s.names}
+        stored = {n.id for n in own_nodes(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        stored |= {n.name for n in own_nodes(fn) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         self.locals = (stored | set(self.params)) - declared  # the lane's own names
-        self.functions = {n.name for n in _own_nodes(fn) if isinstance(n, ast.FunctionDef)}
+        self.functions = {n.name for n in own_nodes(fn) if isinstance(n, ast.FunctionDef)}
         self.nested_writes = self._nested_writes()
         self.returns: list[list[Deps]] = []  # one entry per return statement
         self.sticky = Deps()  # taint of "did we get here" after tainted exits
@@ -481,7 +471,7 @@ class _Taint:
         if isinstance(xs, ast.Name):
             return xs.id in self.params and not any(
                 isinstance(n, ast.Name) and n.id == xs.id and not isinstance(n.ctx, ast.Load)
-                for n in _own_nodes(self.fn))
+                for n in own_nodes(self.fn))
         if isinstance(xs, (ast.Tuple, ast.List)):
             return all(self.fixed_shape(e) for e in xs.elts)
         return False
@@ -496,7 +486,7 @@ def _substitute(deps: Deps, carry: Deps, xs: Deps) -> Deps:
 def _passes_carry_through(node: ast.FunctionDef) -> bool:
     """Whether every return of the step gives its carry parameter back, unassigned."""
     carry = _params(node)[0]
-    returns = [n for n in _own_nodes(node) if isinstance(n, ast.Return)]
+    returns = [n for n in own_nodes(node) if isinstance(n, ast.Return)]
     assigned = any(isinstance(n, ast.Name) and n.id == carry and not isinstance(n.ctx, ast.Load)
                    for n in ast.walk(node))
     return bool(returns) and not assigned and all(

@@ -313,7 +313,7 @@ def scan_implementation(typing_context, f, init, xs, stacked_ys=True):
     # message has the sizes (lanewise.backends.host.replay_lane).
     namespace = {"np": np, "__name__": __name__, "_step": f.dispatcher, "SizeMismatchError": SizeMismatchError,
                  "LanewiseError": LanewiseError, "LaneTypeError": LaneTypeError, "_Dict": numba.typed.Dict,
-                 "_str": types.unicode_type, "_same_keys": _same_keys, "_has_keys": _has_keys}
+                 "_str": types.unicode_type, "_has_keys": _has_keys}
     carry = _CarrySource(init_tree, [isinstance(t, types.DictType) for t in init_leaves], sized, namespace)
     source = _render(x_leaves, x_tree, y_leaves, y_tree, carry, namespace)
     exec(compile(source, "<lanewise scan>", "exec"), namespace)
@@ -367,20 +367,11 @@ def _describe(t) -> str:
 
 @numba.njit
 def _has_keys(d, keys):
+    """Whether dict ``d`` has exactly ``keys`` (a tuple of names, or another dict's keys)."""
     if len(d) != len(keys):
         return False
     for k in keys:
         if k not in d:
-            return False
-    return True
-
-
-@numba.njit
-def _same_keys(a, b):
-    if len(a) != len(b):
-        return False
-    for k in a:
-        if k not in b:
             return False
     return True
 
@@ -403,7 +394,7 @@ class _CarrySource:
         lines = [f"{indent}stepped, y = _step(carry, {x_at})"]
         tests = [(f"not _has_keys(stepped{p}, {keys!r})", f"init{p} has the keys {list(keys)!r}")
                  for p, keys in self.sized]
-        tests += [(f"not _same_keys(init{p}, stepped{p})", f"init{p} has different keys") for p in self.typed]
+        tests += [(f"not _has_keys(stepped{p}, init{p})", f"init{p} has different keys") for p in self.typed]
         for test, why in tests:
             message = f"lw.scan: the step function returned a carry dict with other keys than init ({why})"
             lines += [f"{indent}if {test}:", f"{indent}    raise LaneTypeError({message!r})"]

@@ -253,3 +253,14 @@ def compile_like(node, code):
     name = "__lw_inner" if isinstance(node, ast.FunctionDef) else "<lambda>"
     found = [c for c in made.co_consts if hasattr(c, "co_code") and c.co_name == name]
     return found[0] if len(found) == 1 else None
+
+
+def own_nodes(fdef):
+    """The nodes of a function's body, not descending into nested functions (the
+    statements and names that are the function's own)."""
+    todo = list(fdef.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
