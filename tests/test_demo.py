@@ -28,22 +28,6 @@ def _machine_line(stdout):
     return lines[0]
 
 
-def test_without_jax_the_demo_runs_says_why_and_names_machine_and_threads(tmp_path):
-    """JAX blocked (None in sys.modules: ``import jax`` fails) and Numba on one thread: no JAX row,
-    a line saying JAX was skipped and why, and the machine line with the thread count the workers used."""
-    small = ["demo", "--n", "64", "--python-n", "16", "--repeats", "1", "--no-plot"]
-    proc = _run(small, tmp_path, env={"NUMBA_NUM_THREADS": "1"}, before="sys.modules['jax'] = None")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = proc.stdout.splitlines()
-    assert not any(line.startswith(demo.LABELS["jax"] + " ") for line in lines), proc.stdout
-    assert f"{demo.LABELS['jax']}: skipped, jax is not installed" in proc.stdout, proc.stdout
-    machine = _machine_line(proc.stdout)
-    assert platform.machine() in machine and f"{os.cpu_count()} logical CPUs" in machine, machine
-    assert "threads: numba 1, lanewise 1 " in machine and "jax" not in machine, machine
-    agree = next(line for line in lines if line.startswith("agree:"))
-    assert " jax " not in agree, agree
-
-
 def test_demo_quick_prints_table_agrees_and_saves_png(tmp_path):
     out = tmp_path / "x.png"
     proc = _run(["demo", "--quick", "--out", str(out)], tmp_path)
@@ -80,6 +64,22 @@ def test_every_method_agrees_with_an_independent_reference(method):
     np.testing.assert_allclose(grid(x, y), _reference(x, y), rtol=0, atol=demo.TOLERANCE)
 
 
+def test_without_jax_the_demo_runs_says_why_and_names_machine_and_threads(tmp_path):
+    """JAX blocked (None in sys.modules: ``import jax`` fails) and Numba on one thread: no JAX row,
+    a line saying JAX was skipped and why, and the machine line with the thread count the workers used."""
+    small = ["demo", "--n", "64", "--python-n", "16", "--repeats", "1", "--no-plot"]
+    proc = _run(small, tmp_path, env={"NUMBA_NUM_THREADS": "1"}, before="sys.modules['jax'] = None")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert not any(line.startswith(demo.LABELS["jax"] + " ") for line in lines), proc.stdout
+    assert f"{demo.LABELS['jax']}: skipped, jax is not installed" in proc.stdout, proc.stdout
+    machine = _machine_line(proc.stdout)
+    assert platform.machine() in machine and f"{os.cpu_count()} logical CPUs" in machine, machine
+    assert "threads: numba 1, lanewise 1 " in machine and "jax" not in machine, machine
+    agree = next(line for line in lines if line.startswith("agree:"))
+    assert " jax " not in agree, agree
+
+
 def test_figure_has_the_surface_and_both_bar_charts(tmp_path):
     n = 24
     results = {m: demo.measure(m, 12 if m == "python" else n, repeats=1) for m in demo.METHODS}
@@ -87,6 +87,7 @@ def test_figure_has_the_surface_and_both_bar_charts(tmp_path):
     fig = demo.build_figure(z, results, n)
     assert len(fig.axes) >= 3  # the surface (and its colour bar), time, memory
     titles = " ".join(ax.get_title() for ax in fig.axes)
+    assert f"{platform.machine()}, {os.cpu_count()} logical CPUs; threads: numba " in fig.get_suptitle()
     assert "surface" in titles and "time" in titles and "memory" in titles
     for ax in fig.axes:
         if "time" in ax.get_title() or "memory" in ax.get_title():
