@@ -2,8 +2,8 @@
 
 Commands:
   demo    the classic vectorisation tutorial: Python loops vs NumPy (meshgrid and
-          broadcasting) vs a hand-written Numba loop vs lanewise, with time, peak
-          memory, an agreement check and a picture of both.
+          broadcasting) vs a hand-written Numba loop vs JAX (when installed) vs
+          lanewise, with time, peak memory, an agreement check and a picture of both.
 
 Example:
     >>> from lanewise.__main__ import build_parser
@@ -38,13 +38,14 @@ def build_parser(prog: str = "lanewise") -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lanewise {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     sub = commands.add_parser(
-        "demo", help="Python loops vs NumPy vs Numba vs lanewise on cos(x²+y²)/(1+x²+y²): "
+        "demo", help="Python loops vs NumPy vs Numba vs JAX vs lanewise on cos(x²+y²)/(1+x²+y²): "
                      "time, peak memory, agreement, plot",
         description="The classic vectorisation tutorial: f(x, y) = cos(x²+y²)/(1+x²+y²) on "
                     "linspace(-2, 2, n)² by a pure Python double loop (on a small grid, its time "
                     "at n extrapolated), NumPy meshgrid, NumPy broadcasting, a hand-written Numba "
-                    "prange loop and lanewise nested vmap.  Each method runs in a fresh process; "
-                    "prints time and peak memory, checks that the methods agree, and saves a "
+                    "prange loop, jax.vmap under jax.jit (when JAX is installed) and lanewise nested "
+                    "vmap.  Each method runs in a fresh process; prints the machine, the threads, "
+                    "time and peak memory, checks that the methods agree, and saves a "
                     "picture of the surface next to bars of time and memory per method.")
     demo.add_arguments(sub)
     sub.set_defaults(handler=demo.run)

@@ -1,4 +1,4 @@
-"""The classic vectorisation tutorial, five ways: ``python -m lanewise demo``.
+"""The classic vectorisation tutorial, five or six ways: ``python -m lanewise demo``.
 
 ``f(x, y) = cos(x² + y²) / (1 + x² + y²)`` over the grid ``linspace(-2, 2, n)²``
 computed by
@@ -11,7 +11,9 @@ computed by
    still full-size intermediates),
 4. a hand-written Numba kernel (``@njit(parallel=True)``, ``prange`` over rows):
    what you would write without lanewise,
-5. lanewise: the same one-lane ``f`` under two nested ``vmap`` s, compiled into
+5. JAX, when it is installed (it is not in the ``demo`` extra): the same
+   lane in ``jax.numpy`` under two nested ``jax.vmap`` s and ``jax.jit``,
+6. lanewise: the same one-lane ``f`` under two nested ``vmap`` s, compiled into
    one multithreaded loop nest.
 
 Every method runs in a fresh Python process, so its peak memory is its own:
@@ -19,6 +21,8 @@ each process reports the resident set after its imports (the baseline) and its
 high-water mark at the end.  The demo then checks that the methods agree with
 NumPy (``meshgrid``) on the same grid and saves one picture: the surface, and
 beside it each method's time and peak memory (drawn by :mod:`lanewise.demo_plot`).
+The table's header names the machine and the threads the Numba and lanewise
+workers ran on.
 
 Example:
     >>> from lanewise import demo
@@ -33,6 +37,7 @@ import argparse
 import json
 import math
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -46,10 +51,12 @@ LO, HI = -2.0, 2.0
 TOLERANCE = 1e-12
 FULL_N, QUICK_N, PYTHON_N = 6000, 1000, 300
 PLOT_POINTS = 500  # the plot shows at most this many points per side
-METHODS = ("python", "meshgrid", "broadcast", "numba", "lanewise")  # the table's order
+METHODS = ("python", "meshgrid", "broadcast", "numba", "jax", "lanewise")  # the table's order
+OPTIONAL = {"jax": "jax"}  # method -> the module it needs; without it the method is skipped, saying why
+COMPILED = ("numba", "jax", "lanewise")  # the methods that compile, on threads of their own
 REFERENCE = "meshgrid"  # the others are checked against it
 LABELS = {"python": "python loops", "meshgrid": "numpy meshgrid", "broadcast": "numpy broadcasting",
-          "numba": "numba prange loop", "lanewise": "lanewise nested vmap"}
+          "numba": "numba prange loop", "jax": "jax vmap under jit", "lanewise": "lanewise nested vmap"}
 
 
 # ----------------------------------------------------------------- the methods
@@ -143,6 +150,43 @@ def grid_numba():
     return grid
 
 
+def f_jax(x, y):
+    """:func:`f` for JAX: the same lane, with ``jnp.cos`` (``math.cos`` cannot take JAX's tracers).
+
+    Example:
+        >>> float(f_jax(0.0, 0.0))
+        1.0
+    """
+    import jax.numpy as jnp
+
+    r = x * x + y * y
+    return jnp.cos(r) / (1 + r)
+
+
+def grid_jax():
+    """``f_jax`` under ``jax.vmap`` over ``y`` (inner) and ``x`` (outer), all under ``jax.jit``.
+
+    The natural JAX form of the workload.  It turns on ``jax_enable_x64`` (for
+    the whole process: the demo runs it in a process of its own), since the
+    demo is float64 and JAX computes in float32 otherwise.  Each call waits for
+    JAX's result (``block_until_ready``) and hands back a NumPy array, as the
+    other methods do, so the time is the whole computation's.
+
+    Example:
+        >>> grid_jax()(axis(3), axis(2)).shape
+        (3, 2)
+    """
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    grid = jax.jit(jax.vmap(jax.vmap(f_jax, in_axes=(None, 0)), in_axes=(0, None)))
+
+    def run(x, y):
+        return np.asarray(grid(x, y).block_until_ready())
+
+    return run
+
+
 def grid_lanewise():
     """``f`` mapped over ``y`` (inner) and then ``x`` (outer): one compiled loop nest.
 
@@ -194,6 +238,8 @@ def implementation(method: str):
         return grid_numba()
     if method == "lanewise":
         return grid_lanewise()
+    if method == "jax":
+        return grid_jax()
     return {"python": grid_python, "meshgrid": grid_meshgrid, "broadcast": grid_broadcast}[method]
 
 
@@ -216,7 +262,9 @@ def measure(method: str, n: int, repeats: int, save: str = "") -> dict:
     or the disk-cache load; plus one run) is timed apart from the ``repeats``
     calls after it.  ``max_abs_diff`` compares the result with the
     ``REFERENCE`` method's on the same grid (``None`` for the reference itself);
-    ``save`` names an ``.npy`` file for a downsampled copy.
+    ``save`` names an ``.npy`` file for a downsampled copy.  ``threads`` is
+    ``numba.get_num_threads()`` for the methods that run on Numba's threads
+    (numba, lanewise), else ``None``.
 
     Example:
         >>> r = measure("broadcast", 50, repeats=2)
@@ -239,7 +287,62 @@ def measure(method: str, n: int, repeats: int, save: str = "") -> dict:
         np.save(save, downsample(z))
     return {"method": method, "n": n, "first_s": first, "times_s": times, "base_mb": base,
             "kept_mb": after_first - base, "peak_mb": peak, "out_mb": z.nbytes / 1e6,
-            "max_abs_diff": diff}
+            "max_abs_diff": diff, "threads": numba_threads() if method in ("numba", "lanewise") else None}
+
+
+def numba_threads() -> int | None:
+    """The threads Numba runs parallel loops on (lanewise's CPU backend runs on Numba's), if Numba is loaded.
+
+    Asked only where the method has loaded Numba: the Python and NumPy workers
+    must not load it just to answer.
+
+    Example:
+        >>> import numba
+        >>> numba_threads() == numba.get_num_threads()
+        True
+    """
+    numba = sys.modules.get("numba")
+    return None if numba is None else numba.get_num_threads()
+
+
+def missing(method: str) -> str | None:
+    """Why ``method`` cannot run here (its optional module does not import), else ``None``.
+
+    Asked in the demo's own process: the workers inherit its environment, so
+    what imports here imports there.
+
+    Example:
+        >>> missing("numba") is None
+        True
+    """
+    module = OPTIONAL.get(method)
+    if module is None:
+        return None
+    try:
+        __import__(module)
+    except ImportError as e:
+        return f"{module} is not installed ({e})"
+    return None
+
+
+def machine() -> str:
+    """The machine in words: CPU model, architecture and logical CPUs.
+
+    The model is ``/proc/cpuinfo``'s ``model name`` (Linux), else
+    ``platform.processor()``, else the architecture alone.
+
+    Example:
+        >>> f"{os.cpu_count()} logical CPUs" in machine()
+        True
+    """
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
+    except OSError:
+        pass  # not Linux: platform.processor() below
+    model = model or platform.processor() or "unknown CPU"
+    return f"{model}, {platform.machine() or 'unknown architecture'}, {os.cpu_count()} logical CPUs"
 
 
 def downsample(z: np.ndarray, points: int = PLOT_POINTS) -> np.ndarray:
@@ -401,11 +504,21 @@ def fastest_other(results: dict, n: int) -> str:
     return min((m for m in results if m != "lanewise"), key=lambda m: time_at(results[m], n))
 
 
+def measured(results: dict) -> list[str]:
+    """The methods that ran (the keys of ``results``), in the table's order.
+
+    Example:
+        >>> measured({"lanewise": {}, "python": {}})
+        ['python', 'lanewise']
+    """
+    return [m for m in METHODS if m in results]
+
+
 def table_rows(results: dict, n: int) -> list[list[str]]:
     """The table's rows: each measurement, plus the Python loop extrapolated to ``n``."""
     lw_s = median_s(results["lanewise"])
     rows = []
-    for method in METHODS:
+    for method in measured(results):
         r = results[method]
         ratio = fmt_ratio(median_s(r) / lw_s) if r["n"] == n else "-"  # times compare only on equal grids
         rows.append([LABELS[method], str(r["n"]), fmt_s(r["first_s"]), fmt_s(median_s(r)), ratio,
@@ -419,25 +532,48 @@ def table_rows(results: dict, n: int) -> list[list[str]]:
     return rows
 
 
-def report(results: dict, n: int, repeats: int) -> str:
-    """The table and its notes."""
+def threads_text(results: dict) -> str:
+    """The threads each parallel method ran on: Numba's count in the numba and lanewise workers; JAX's is XLA's.
+
+    Example:
+        >>> threads_text({"numba": {"threads": 2}, "jax": {"threads": None}, "lanewise": {"threads": 2}})
+        "numba 2, jax: XLA's own pool, lanewise 2"
+    """
+    return ", ".join(f"{m}: XLA's own pool" if m == "jax" else f"{m} {results[m]['threads']}"
+                     for m in measured(results) if m in COMPILED)
+
+
+def machine_line(results: dict) -> str:
+    """The table's first line: the machine, and the threads each parallel method ran on.
+
+    Example:
+        >>> machine_line({"lanewise": {"threads": 2}}).endswith("; threads: lanewise 2 (numba.get_num_threads())")
+        True
+    """
+    return f"machine: {machine()}; threads: {threads_text(results)} (numba.get_num_threads())"
+
+
+def report(results: dict, n: int, repeats: int, skipped: dict | None = None) -> str:
+    """The machine line, the table and its notes; ``skipped`` maps a method that did not run to why."""
     header = ["method", "n", "first call", f"median of {repeats}", "vs lanewise", "output", "peak RSS",
               "baseline", "peak - baseline"]
-    py, nb, lw_ = results["python"], results["numba"], results["lanewise"]
+    py = results["python"]
+    kept = ", ".join(f"{m} {fmt_mb(results[m]['kept_mb'])}" for m in measured(results)
+                     if m in COMPILED)
     notes = [
         "vs lanewise: the method's median time / lanewise's (above 1: lanewise is faster).",
-        "first call: in a fresh process; for numba it includes the compile (in every process: no cache=True),",
+        "first call: in a fresh process; for numba and jax it includes the compile (in every process: no cache),",
         "  for lanewise the compile or, once compiled, the load from its disk cache.",
         "numba: its math.cos is a scalar libm call, so its loop does not vectorise; lanewise compiles",
         "  the lane's math.cos to a vectorisable one (lanewise.lanemath).",
         "baseline: RSS after imports and inputs; peak RSS: the process's high-water mark (VmHWM).",
-        f"of the peak, the JIT runtime kept after the first call: numba {fmt_mb(nb['kept_mb'])}, "
-        f"lanewise {fmt_mb(lw_['kept_mb'])}.",
+        f"of the peak, the JIT runtime kept after the first call: {kept}.",
     ]
     if py["n"] < n:
         notes.insert(0, f"* extrapolated from n={py['n']}: time x ({n}/{py['n']})^2, peak RSS as baseline + "
                         "output; not run.")
-    return format_table(header, table_rows(results, n)) + "\n" + "\n".join(notes)
+    notes += [f"{LABELS[m]}: skipped, {why}" for m, why in (skipped or {}).items()]
+    return "\n".join([machine_line(results), format_table(header, table_rows(results, n)), *notes])
 
 
 def summary(results: dict, n: int) -> str:
@@ -452,7 +588,7 @@ def summary(results: dict, n: int) -> str:
         how = " (extrapolated)" if results[method]["n"] < n else ""
         return f"{LABELS[method]}{how}{sep}{speed(time_at(results[method], n), lw_s)}"
 
-    others = [against(m) for m in METHODS if m not in (best, "lanewise")]
+    others = [against(m) for m in measured(results) if m not in (best, "lanewise")]
     return (f"lanewise vs the fastest other method, {against(best, ': ')} ({fmt_s(lw_s)} vs "
             f"{fmt_s(time_at(results[best], n))}), {above('lanewise')} vs {above(best)} above baseline\n"
             f"lanewise vs the others: {', '.join(others)}")
@@ -467,7 +603,7 @@ def agreement(results: dict) -> tuple[bool, str]:
         >>> ok, line
         (True, 'agree: max |method - numpy meshgrid|: python 0 (n=3), lanewise 2e-16 (n=9); all < 1e-12')
     """
-    checked = [m for m in METHODS if m in results and m != REFERENCE]
+    checked = [m for m in measured(results) if m != REFERENCE]
     ok = all(results[m]["max_abs_diff"] < TOLERANCE for m in checked)
     parts = [f"{m} {results[m]['max_abs_diff']:.2g} (n={results[m]['n']})" for m in checked]
     verdict = f"all < {TOLERANCE:g}" if ok else f"NOT all < {TOLERANCE:g}: the methods DISAGREE"
@@ -486,7 +622,7 @@ def bars(results: dict, n: int) -> list[dict]:
     """
     lw_s = median_s(results["lanewise"])
     out = []
-    for method in METHODS:
+    for method in measured(results):
         r = results[method]
         t, peak, guessed = time_at(r, n), peak_at(r, n), r["n"] < n
         ratio = "" if method == "lanewise" else f" ({fmt_ratio(t / lw_s)})"
@@ -501,14 +637,14 @@ def build_figure(z: np.ndarray, results: dict, n: int):
     """The demo's picture, a matplotlib ``Figure``: the surface ``z`` beside each method's time and peak memory.
 
     Example:
-        >>> rs = {m: {"n": 20, "times_s": [0.1], "peak_mb": 40.0, "base_mb": 30.0} for m in METHODS}
+        >>> rs = {m: {"n": 20, "times_s": [0.1], "peak_mb": 40.0, "base_mb": 30.0, "threads": 2} for m in METHODS}
         >>> len(build_figure(grid_meshgrid(axis(20), axis(20)), rs, 20).axes)  # surface, colour bar, 2 x bars
         4
     """
     from lanewise import demo_plot  # matplotlib is loaded only when a picture is wanted
 
-    title = (f"f(x, y) = cos(x²+y²)/(1+x²+y²) on a {n}×{n} grid, float64, {os.cpu_count()} CPU cores: "
-             f"{len(METHODS)} methods, each in a fresh process")
+    title = (f"f(x, y) = cos(x²+y²)/(1+x²+y²) on a {n}×{n} grid, float64: {len(results)} methods, "
+             f"each in a fresh process\n{machine()}; threads: {threads_text(results)}")
     surface = f"the surface (lanewise's result, shown at {z.shape[0]}×{z.shape[1]})"
     return demo_plot.figure(z, bars(results, n), title, surface, extent=(LO, HI, LO, HI))
 
@@ -518,7 +654,7 @@ def save_plot(z: np.ndarray, results: dict, n: int, out: Path) -> Path:
 
     Example:
         >>> import tempfile, pathlib
-        >>> rs = {m: {"n": 20, "times_s": [0.1], "peak_mb": 40.0, "base_mb": 30.0} for m in METHODS}
+        >>> rs = {m: {"n": 20, "times_s": [0.1], "peak_mb": 40.0, "base_mb": 30.0, "threads": 2} for m in METHODS}
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     out = save_plot(grid_meshgrid(axis(20), axis(20)), rs, 20, pathlib.Path(tmp) / "s.png")
         ...     out.read_bytes()[:4]
@@ -572,15 +708,19 @@ def run(args: argparse.Namespace) -> int:
     sizes = {**dict.fromkeys(METHODS, n), "python": min(args.python_n, n)}
     print(f"f(x, y) = cos(x²+y²)/(1+x²+y²) on linspace({LO:g}, {HI:g}, n)², float64; "
           f"{os.cpu_count()} CPU cores; each method in a fresh process")
+    skipped = {m: why for m in METHODS if (why := missing(m))}
     with tempfile.TemporaryDirectory(prefix="lanewise-demo-") as tmp:
         save = "" if args.no_plot else str(Path(tmp) / "surface.npy")
         results = {}
         for method in METHODS:
+            if method in skipped:
+                print(f"  skipping {LABELS[method]}: {skipped[method]}", flush=True)
+                continue
             print(f"  running {LABELS[method]} (n={sizes[method]}) ...", flush=True)
             results[method] = run_worker(method, sizes[method], args.repeats,
                                          save if method == "lanewise" else "")
         print()
-        print(report(results, n, args.repeats))
+        print(report(results, n, args.repeats, skipped))
         print(summary(results, n))
         ok, line = agreement(results)
         print(line)
