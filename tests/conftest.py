@@ -83,7 +83,7 @@ SLOW_FILES = frozenset({
     "test_random_speed_paths.py", "test_compile_work.py", "test_cache_soundness.py", "test_torch_native.py",
     "test_vector_width.py", "test_lanes_doc.py", "test_docs.py", "test_readme.py", "test_structure.py",
     "test_lanemath_accuracy.py", "test_lanemath_vectorised.py", "test_lanemath_specials.py", "test_jax_op.py",
-    "test_torch_op.py", "test_spmd_random.py", "test_lint.py",
+    "test_torch_op.py", "test_spmd_random.py", "test_lint.py", "test_tutorial.py",
 })
 #: Tests that took over 15 s each in the fast tier on 2 busy cores (3.11 and 3.12).
 SLOW_TESTS = frozenset({
