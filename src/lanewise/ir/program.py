@@ -359,7 +359,7 @@ def _rank_hint(mapped, arguments, params, values, axes, k) -> str:
     if param.keyword is not None:
         return (f"{head}; keyword arguments are always mapped along axis 0, as in jax.vmap: pass it positionally "
                 f"with None in in_axes, or bind it: functools.partial({_fun_name(mapped.fun)}, "
-                f"{param.keyword}={values[k]!r})")
+                f"{param.keyword}={argument!r})")
     suggested = _unmapped_scalars(params, values, axes)
     if not pytree.flatten(suggested)[0] and mapped.axis_size is None:  # None is an empty node: nothing mapped
         return f"{head}; no argument has an axis to map: pass an array, or give axis_size= (with in_axes=None)"

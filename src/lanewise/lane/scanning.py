@@ -108,7 +108,7 @@ def _check_unroll(unroll) -> None:
 def _reference(f, init, xs, length, reverse):
     """The spec: a Python loop, then a leaf-wise stack of the ``y`` s."""
     leaves, tree = pytree.flatten(xs)
-    n = _length([np.shape(v)[0] if np.ndim(v) else None for v in leaves], length, leaves)
+    n = _length(leaves, length)
     init_sig = _signature(init)
     weak = _weak_leaves(init)
     carry, ys = init, []
@@ -130,12 +130,12 @@ def _reference(f, init, xs, length, reverse):
     return carry, pytree.unflatten(y_tree, [np.stack([np.asarray(v) for v in col]) for col in columns])
 
 
-def _length(sizes, length, leaves) -> int:
-    """The number of steps: the leading size of ``leaves`` (``sizes``, None for a scalar), and ``length``."""
-    known = {s for s in sizes if s is not None}
-    if any(s is None for s in sizes):
-        raise LanewiseError(_no_leading_axis(scalar_kind(next(
-            v for s, v in zip(sizes, leaves, strict=True) if s is None))))
+def _length(leaves, length) -> int:
+    """The number of steps: the leading size of the leaves of xs, and ``length``."""
+    scalar = next((v for v in leaves if np.ndim(v) == 0), None)
+    if scalar is not None:
+        raise LanewiseError(_no_leading_axis(scalar_kind(scalar)))
+    known = {np.shape(v)[0] for v in leaves}
     if length is not None:
         known.add(int(length))
     if len(known) > 1:
@@ -192,7 +192,7 @@ def _compiled(f, init, xs, length, reverse):
     from .numba_errors import compile_error
 
     leaves = pytree.flatten(xs)[0]
-    if _length([np.shape(v)[0] if np.ndim(v) else None for v in leaves], length, leaves) == 0:
+    if _length(leaves, length) == 0:
         # No step runs: the reference learns the structure of y from one Python call,
         # as JAX traces it (a typed dict's keys exist only when a step runs).
         return _reference(f, init, xs, length, reverse)
