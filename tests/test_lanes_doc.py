@@ -342,6 +342,14 @@ def except_class(x):
     return y
 
 
+def except_as(x):
+    try:
+        y = 1.0 / x
+    except Exception as e:  # noqa: BLE001, F841 - the construct under test (row L111)
+        y = -1.0
+    return y
+
+
 def with_block(x):
     with contextlib.nullcontext():
         y = x + 1.0
@@ -527,6 +535,14 @@ def formats_str(x):
     return len(str(x))
 
 
+def percent_format(x):
+    return len("%.2f" % x)
+
+
+def ragged_array(x):
+    return np.array([[1.0, 2.0], [3.0]])[0, 0] * x
+
+
 def python_random(x):
     return x + random.random()
 
@@ -604,6 +620,11 @@ def sum_step(c, v):
 def scan_ys(r):
     c, ys = lw.scan(sum_step, 0.0, r)
     return ys.sum() + c
+
+
+def scan_scalar(x):
+    c, _ = lw.scan(sum_step, 0.0, x)
+    return c
 
 
 def draw(key, i):
@@ -743,6 +764,12 @@ def numpy_ufunc_lane(case, capfd):
     assert_same(got, np.arctan2(X, X[::-1]))
 
 
+def python_refuses_too(case, capfd):
+    """Argument errors: the python backend refuses alike (lw.AxisSpecError)."""
+    with pytest.raises(lw.AxisSpecError, match="argument"):
+        case.run("python")
+
+
 def records_are_read_only(case, capfd):
     with pytest.raises(lw.LaneCompileError, match=r'p\["a"\] = x'):
         lw.vmap(writes_record)({"a": X.copy(), "b": X}, X)
@@ -808,6 +835,7 @@ CASES: dict[str, Case] = {
     "L33": Case(raising, (X,), raises=ValueError, check=raising_lane_notes),
     "L34": Case(try_except, (X,), want=np.where(X > 1.0, -1.0, X)),
     "L35": Case(except_class, (X,)),
+    "L111": Case(except_as, (X,)),
     "L36": Case(with_block, (X,)),
     "L37": Case(generator_expression, (X,)),
     "L38": Case(inner_function, (X,), want=3.0 * X + 1.0),
@@ -848,6 +876,8 @@ CASES: dict[str, Case] = {
     "L67": Case(builds_dict, (X,), want=3.0 * X + 3.0),
     "L68": Case(string_constant, (X,), want=3.0 * X),
     "L69": Case(formats, (X,), check=str_is_refused_too),
+    "L112": Case(percent_format, (X,)),
+    "L113": Case(ragged_array, (X,)),
     "L70": Case(python_random, (X,)),
     "L71": Case(numpy_random, (X,)),
     # lw.scan and lw.random
@@ -858,6 +888,7 @@ CASES: dict[str, Case] = {
     "L108": Case(scan_closure, (ROWS4, np.linspace(0.1, 0.9, 6))),
     "L109": Case(scan_dict_xs, (ROWS4,), want=(ROWS4 * 2 * ROWS4).sum(axis=1) + ROWS4.sum(axis=1)),
     "L75": Case(scan_ys, (ROWS4,)),
+    "L116": Case(scan_scalar, (X,)),
     "L76": Case(draw, (KEY_TUPLE, N), vmap=dict(in_axes=(None, 0)),
                 want=np.array([lw.random.uniform(lw.random.fold_in(KEY, int(i))) for i in N])),
     # arguments and lane forms
@@ -865,6 +896,8 @@ CASES: dict[str, Case] = {
     "L78": Case(dict_argument, (ORDERED, X), want=X * X + X[::-1]),
     "L79": Case(tuple_argument, ((X, 2.0 * X),), want=2.0 * X * X),
     "L80": Case(unmapped_scalar, (X, 3.5), vmap=dict(in_axes=(0, None)), want=X * 3.5),
+    "L114": Case(unmapped_scalar, (X, 3.5), check=python_refuses_too),
+    "L115": Case(tuple_argument, ([[1.0, 2.0], [3.0]],), check=python_refuses_too),
     "L81": Case(apply_function, (math.sin, X), vmap=dict(in_axes=(None, 0))),
     "L82": Case(functools.partial(shifted, 1.0, scale=2.0), (X,), want=(X - 1.0) * 2.0),
     "L83": Case(math.sin, (X,), want=np.sin(X), check=numpy_ufunc_lane),

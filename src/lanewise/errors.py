@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import linecache
 
+import numpy as np
+
 
 class LanewiseError(Exception):
     """Base class of every error raised by lanewise itself."""
@@ -86,6 +88,21 @@ def format_location(filename: str, lineno: int, name: str = "") -> str:
     where = f'  File "{filename}", line {lineno}' + (f", in {name}" if name else "")
     text = source_line(filename, lineno)
     return where + (f"\n    {text}" if text else "")
+
+
+def scalar_kind(value) -> str:
+    """How an error names a scalar argument: what it is, and its value.
+
+    Example:
+        >>> import numpy as np
+        >>> scalar_kind(3.0), scalar_kind(np.float32(0.5)), scalar_kind(np.array(2))
+        ('a Python float (3.0)', 'a NumPy float32 scalar (0.5)', 'a 0-d int64 array (2)')
+    """
+    if isinstance(value, np.ndarray):
+        return f"a 0-d {value.dtype} array ({value.item()!r})"
+    if isinstance(value, np.generic):
+        return f"a NumPy {value.dtype} scalar ({value.item()!r})"
+    return f"a Python {type(value).__name__} ({value!r})"
 
 
 def function_location(fn) -> str:

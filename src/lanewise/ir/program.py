@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import pytree
 from ..dtypes import check_supported, named_wide_dtypes, storage_dtype
-from ..errors import AxisSpecError, LaneTypeError, SizeMismatchError
+from ..errors import AxisSpecError, LaneTypeError, SizeMismatchError, scalar_kind
 from ..runtime import interop
 
 
@@ -165,7 +165,8 @@ def bind_call(mapped, args: tuple, kwargs: dict) -> Call:
     names = _param_names(lane, len(args))
     params, leaves_info, values, library = _flatten_params(args, kwargs, names)
     per_level = [_level_axes(m, args, kwargs) for m in nest]
-    leaves, sizes = _resolve_axes(leaves_info, values, per_level, nest)
+    leaves, sizes = _resolve_axes(leaves_info, values, per_level, nest, lambda k, depth: _rank_hint(
+        nest[depth], [*args, *kwargs.values()], params, values, per_level[depth], k))
     levels = tuple(Level(d, _fun_name(m.fun), m.axis_size, pytree.freeze(m.out_axes)) for d, m in enumerate(nest))
     return Call(lane, Signature(levels, tuple(params), tuple(leaves)), tuple(values), tuple(sizes), library)
 
@@ -282,8 +283,9 @@ def _level_axes(mapped, args, kwargs) -> list[int | None]:
     return axes + [0] * n_kw
 
 
-def _resolve_axes(info, values, per_level, nest):
-    """Translate each level's axes to original dims; check ranks and sizes."""
+def _resolve_axes(info, values, per_level, nest, hint=lambda k, depth: ""):
+    """Translate each level's axes to original dims; check ranks and sizes (``hint(k, depth)``:
+    what to write instead when leaf ``k`` has too few axes for level ``depth``)."""
     remaining = [list(range(np.ndim(v))) for v in values]
     leaf_axes = [[] for _ in values]
     sizes = []
@@ -296,7 +298,7 @@ def _resolve_axes(info, values, per_level, nest):
             dims = remaining[k]
             if not -len(dims) <= axis < len(dims):
                 shape = tuple(np.shape(values[k])[d] for d in dims)
-                raise AxisSpecError(_rank_message(info[k][0], shape, axis, depth, nest))
+                raise AxisSpecError(_rank_message(info[k][0], shape, axis, depth, nest) + hint(k, depth))
             original = dims.pop(axis % len(dims))
             leaf_axes[k].append(original)
             seen.append((k, original))
@@ -334,6 +336,63 @@ def _rank_message(name, shape, axis, depth, nest) -> str:
     return (f"vmap was requested to map argument {name} along axis {axis}{level}, which "
             f"implies that its rank should be at least {axis + 1 if axis >= 0 else -axis}, "
             f"but it is only {len(shape)} (its shape is {shape}{seen})")
+
+
+def _rank_hint(mapped, arguments, params, values, axes, k) -> str:
+    """What to write instead when mapped leaf ``k`` has no axis to map: for a ragged list,
+    rows of one length; for a scalar, None in ``in_axes`` (the whole ``in_axes`` to
+    write, with None for every scalar argument), or, for a keyword argument, which
+    is always mapped, ``functools.partial``."""
+    p = max(j for j, param in enumerate(params) if param.first_leaf <= k)
+    param, argument = params[p], arguments[p]
+    what = f"keyword argument {param.keyword}" if param.keyword is not None else \
+        f"positional argument {p + 1} of {sum(q.keyword is None for q in params)}"
+    rows = _ragged_rows(argument)
+    if rows is not None:
+        return (f".\nIt is {what}, a ragged list (rows of lengths {rows}): lanewise maps arrays, whose rows "
+                "have one length; pad the rows to one length (e.g. with np.nan, keeping the true lengths in "
+                "another array), or pass the rows as separate arrays")
+    if np.ndim(values[k]) != 0:
+        return ""
+    within = "a leaf of " if isinstance(argument, (tuple, list, dict)) else ""
+    head = f".\nIt is {within}{what}, {scalar_kind(values[k])}, which has no axis to map"
+    if param.keyword is not None:
+        return (f"{head}; keyword arguments are always mapped along axis 0, as in jax.vmap: pass it positionally "
+                f"with None in in_axes, or bind it: functools.partial({_fun_name(mapped.fun)}, "
+                f"{param.keyword}={argument!r})")
+    suggested = _unmapped_scalars(params, values, axes)
+    if not pytree.flatten(suggested)[0] and mapped.axis_size is None:  # None is an empty node: nothing mapped
+        return f"{head}; no argument has an axis to map: pass an array, or give axis_size= (with in_axes=None)"
+    return f"{head}. To hand it to every lane unchanged, write lw.vmap({_fun_name(mapped.fun)}, in_axes={suggested!r})"
+
+
+def _unmapped_scalars(params, values, axes) -> tuple:
+    """The level's in_axes as a tuple over its positional arguments (``axes``: one per
+    leaf), with None for every scalar leaf; an argument whose leaves agree is one entry."""
+    positional = [q for q in params if q.keyword is None]
+    bounds = [q.first_leaf for q in positional] + [params[len(positional)].first_leaf
+                                                   if len(params) > len(positional) else len(values)]
+    spec = []
+    for q, start, end in zip(positional, bounds[:-1], bounds[1:], strict=True):
+        leaf_axes = [None if np.ndim(values[j]) == 0 else axes[j] for j in range(start, end)]
+        if len(set(leaf_axes)) <= 1:  # one entry for the whole argument (None for one with no leaves)
+            spec.append(leaf_axes[0] if leaf_axes else None)
+        else:
+            spec.append(pytree.unflatten(q.tree, leaf_axes))
+    return tuple(spec)
+
+
+def _ragged_rows(value) -> list | None:
+    """The row lengths of a list of numbers and lists that NumPy cannot make an array of
+    (``_as_value`` left it a pytree of numbers), else None."""
+    if not isinstance(value, list) or not any(isinstance(v, list) for v in value) \
+            or not all(isinstance(v, (int, float, complex, bool, list)) for v in value):
+        return None
+    try:
+        np.asarray(value)
+    except ValueError:
+        return [len(v) if isinstance(v, list) else "a number" for v in value]
+    return None
 
 
 def _unit_rows(value: np.ndarray, axes) -> bool:

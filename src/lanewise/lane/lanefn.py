@@ -35,7 +35,7 @@ from .source import definition
 from ..config import config
 from ..dtypes import code_names
 from ..errors import LaneCompileError, function_location
-from . import pybuiltins, refusals, versioning  # noqa: F401 - pybuiltins: float(bool) for lanes
+from . import pybuiltins, refusals, unsupported, versioning  # noqa: F401 - pybuiltins: float(bool) for lanes
 from .prefetch import closure_for
 
 #: Options every lane and generated kernel is compiled with.  ``error_model``
@@ -281,6 +281,7 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane, helper: Callable |
     """A copy of ``fn`` whose plain-Python callees are replaced by ``jit(callee)``
     (for the cuda target, CPU dispatchers too); on the CPU by ``helper(callee)``,
     :func:`jit_helper` unless given."""
+    unsupported.check(fn)  # Python Numba cannot compile: named, with what to write instead
     refusals.check(fn)  # Python that would compile to a wrong or irreproducible result
     _register_operators()
     code = fn.__code__

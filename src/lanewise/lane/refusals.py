@@ -62,11 +62,11 @@ def check(fn: types.FunctionType) -> None:
     for instr, line in _instructions(code):
         what = _random_use(fn, instr)
         if what is not None:
-            raise _error(fn, line, f"calls {what}", _RANDOM_HINT)
+            raise lane_error(fn, line, f"calls {what}", _RANDOM_HINT)
     for text, line in _wide_constants(code):
-        raise _error(fn, line, f"uses the integer constant {text}, wider than 64 bits", _WIDE_INT_HINT)
+        raise lane_error(fn, line, f"uses the integer constant {text}, wider than 64 bits", _WIDE_INT_HINT)
     for what, line in _formatting(fn):
-        raise _error(fn, line, f"formats a value as text ({what})", _FORMAT_HINT)
+        raise lane_error(fn, line, f"formats a value as text ({what})", _FORMAT_HINT)
 
 
 def _instructions(code):
@@ -138,7 +138,7 @@ def _formatting(fn):
                 yield f"{instr.argval}()", line
         return
     allowed = {id(n) for r in ast.walk(tree) if isinstance(r, ast.Raise) for n in ast.walk(r)}
-    offset = fn.__code__.co_firstlineno - _first_line(tree)
+    offset = fn.__code__.co_firstlineno - def_line(tree)
     for node in ast.walk(tree):
         if id(node) in allowed:
             continue
@@ -151,7 +151,7 @@ def _formatting(fn):
             yield "str.format()", node.lineno + offset
 
 
-def _first_line(tree) -> int:
+def def_line(tree) -> int:
     """The line of the ``def`` (decorators excluded), as ``co_firstlineno`` counts it."""
     decorators = getattr(tree, "decorator_list", [])
     return min([d.lineno for d in decorators] + [tree.lineno])
@@ -162,7 +162,10 @@ def _formatter(fn, name: str) -> bool:
     return name in FORMATTERS and value is FORMATTERS[name]
 
 
-def _error(fn, line: int, what: str, hint: str) -> LaneCompileError:
+def lane_error(fn, line: int, what: str, hint: str) -> LaneCompileError:
+    """The error for a construct of ``fn`` at ``line``: ``file:line`` (to search for, and
+    which editors open) in its first line, the source line below it, then ``hint``."""
     name = getattr(fn, "__qualname__", repr(fn))
-    where = format_location(fn.__code__.co_filename, line, getattr(fn, "__name__", ""))
-    return LaneCompileError(f"lane function {name} {what}:\n{where}\n{hint}")
+    filename = fn.__code__.co_filename
+    where = format_location(filename, line, getattr(fn, "__name__", ""))
+    return LaneCompileError(f"lane function {name} ({filename}:{line}) {what}:\n{where}\n{hint}")

@@ -39,7 +39,7 @@ from numba.extending import overload
 
 from .. import pytree
 from ..config import config
-from ..errors import LaneTypeError, LanewiseError, SizeMismatchError
+from ..errors import LaneTypeError, LanewiseError, SizeMismatchError, scalar_kind
 from .records import Record, record_class
 
 _reference_mode = contextvars.ContextVar("lanewise_reference_mode", default=False)
@@ -108,7 +108,7 @@ def _check_unroll(unroll) -> None:
 def _reference(f, init, xs, length, reverse):
     """The spec: a Python loop, then a leaf-wise stack of the ``y`` s."""
     leaves, tree = pytree.flatten(xs)
-    n = _length([np.shape(v)[0] if np.ndim(v) else None for v in leaves], length)
+    n = _length(leaves, length)
     init_sig = _signature(init)
     weak = _weak_leaves(init)
     carry, ys = init, []
@@ -130,10 +130,12 @@ def _reference(f, init, xs, length, reverse):
     return carry, pytree.unflatten(y_tree, [np.stack([np.asarray(v) for v in col]) for col in columns])
 
 
-def _length(sizes, length) -> int:
-    known = {s for s in sizes if s is not None}
-    if any(s is None for s in sizes):
-        raise LanewiseError("lw.scan: every leaf of xs must have a leading axis to scan over")
+def _length(leaves, length) -> int:
+    """The number of steps: the leading size of the leaves of xs, and ``length``."""
+    scalar = next((v for v in leaves if np.ndim(v) == 0), None)
+    if scalar is not None:
+        raise LanewiseError(_no_leading_axis(scalar_kind(scalar)))
+    known = {np.shape(v)[0] for v in leaves}
     if length is not None:
         known.add(int(length))
     if len(known) > 1:
@@ -142,6 +144,14 @@ def _length(sizes, length) -> int:
     if not known:
         raise LanewiseError("lw.scan needs xs or length to know how many steps to run")
     return known.pop()
+
+
+def _no_leading_axis(scalar: str) -> str:
+    """lw.scan's error for a leaf of xs that is ``scalar`` (a number: no axis to scan over);
+    one text for the host and for compiled lanes."""
+    return (f"lw.scan: a leaf of xs is {scalar}, which has no leading axis to scan over. A value every "
+            "step reads unchanged is not scanned (lw.scan, like jax.lax.scan, has no in_axes): let the "
+            "step read it from its enclosing scope (a closure), or carry it unchanged in init")
 
 
 def _signature(value):
@@ -182,7 +192,7 @@ def _compiled(f, init, xs, length, reverse):
     from .numba_errors import compile_error
 
     leaves = pytree.flatten(xs)[0]
-    if _length([np.shape(v)[0] if np.ndim(v) else None for v in leaves], length) == 0:
+    if _length(leaves, length) == 0:
         # No step runs: the reference learns the structure of y from one Python call,
         # as JAX traces it (a typed dict's keys exist only when a step runs).
         return _reference(f, init, xs, length, reverse)
@@ -441,7 +451,7 @@ def _type_leaves(t, what):
             t.instance_class if isinstance(t, types.BaseNamedTuple) else None)
         return leaves, ("tuple", cls, children, keys)
     if what == "xs" and not isinstance(_typed_dict_value(t) or t, types.Array):
-        raise TypingError(f"lw.scan: xs leaves must be arrays, got {t}")
+        raise TypingError(_no_leading_axis(f"a {t}"))
     return [t], "leaf"
 
 
