@@ -239,6 +239,10 @@ def test_jacfwd_of_code_with_no_source_keeps_a_returned_tuples_structure():
     assert jax.tree.structure(got) == jax.tree.structure(want)
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-15)
+    # a tuple whose item's variable is assigned again before the return keeps the old value
+    exec(compile("def kept(x, y):\n    t = (x, y)\n    x = 2.0 * y\n    return t\n", "<string>", "exec"),  # noqa: S102
+         namespace)
+    assert lw.jacfwd(namespace["kept"], argnums=(0, 1))(2.0, 3.0) == ((1.0, 0.0), (0.0, 1.0))
 
 
 def test_statements_typed_at_the_interactive_interpreter_are_found_in_its_history(monkeypatch):

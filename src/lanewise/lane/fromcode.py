@@ -114,24 +114,25 @@ def _return_tuples_as_written(body: list) -> None:
         return
     made = {s.targets[0].id: k for k, s in enumerate(body)
             if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)}
-    body[-1].value = _written_in(body[-1].value, body, made)
+    # a copy: the names in it are also nodes of the statements that made the tuple
+    body[-1].value = copy.deepcopy(_written_in(body[-1].value, body, made, len(body) - 1))
 
 
-def _written_in(node: ast.expr, body: list, made: dict) -> ast.expr:
-    """``node`` (a name or a tuple of them) with each name that holds a tuple replaced
-    by that tuple, where its items' variables are not assigned again before the return."""
+def _written_in(node: ast.expr, body: list, made: dict, before: int) -> ast.expr:
+    """``node`` (a name or a tuple of them, read by statement ``before``) with each name
+    that holds a tuple replaced by that tuple, where the statement that made it comes
+    first and none of its items' variables is assigned again before the return."""
     if isinstance(node, ast.Tuple):
-        return ast.Tuple([_written_in(e, body, made) for e in node.elts], ast.Load())
+        return ast.Tuple([_written_in(e, body, made, before) for e in node.elts], ast.Load())
     k = made.get(node.id) if isinstance(node, ast.Name) else None
-    if k is None or not isinstance(body[k].value, (ast.Tuple, ast.Name)):
+    if k is None or k >= before or not isinstance(body[k].value, (ast.Tuple, ast.Name)):
         return node
     value = body[k].value
     later = {t.id for s in body[k + 1:] if isinstance(s, ast.Assign) for t in ast.walk(s.targets[0])
              if isinstance(t, ast.Name)}
-    read = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
-    if read & later:
+    if {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & later:
         return node
-    written = _written_in(value, body[:k + 1], made)
+    written = _written_in(value, body, made, k)
     return node if isinstance(written, ast.Name) else written
 
 
