@@ -1,17 +1,17 @@
 """Every ```python block of the README runs on its own (imports included), in a
 fresh namespace, as a reader who copies one block would run it; then its
-results are checked against NumPy or plain Python."""
+results are checked against NumPy or plain Python.  (tests/test_doc_blocks.py
+pastes each into a fresh ``python``; tests/docblocks.py reads the blocks.)"""
 
 import linecache
-import re
-from pathlib import Path
 
 import numpy as np
 import pytest
+from docblocks import blocks
 from optional import requires_torch
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+README_BLOCKS = blocks("README.md")
+BLOCKS = [b.code for b in README_BLOCKS]
 
 
 def grid_reference(x):
@@ -123,7 +123,7 @@ def test_the_readme_has_examples():
 
 @pytest.mark.parametrize("k", range(len(BLOCKS)))
 def test_each_readme_block_runs_alone(k, capsys):
-    if "import torch" in BLOCKS[k]:
+    if "torch" in README_BLOCKS[k].needs:
         requires_torch()
     namespace: dict = {"__name__": f"readme_block_{k}"}
     # Registered like a notebook cell (IPython does this): lanes pasted from the

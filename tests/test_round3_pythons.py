@@ -225,6 +225,26 @@ def test_code_with_no_source_that_cannot_be_written_back_is_refused_naming_it():
         lw.grad(namespace["over_a_tuple"])
 
 
+def test_jacfwd_of_code_with_no_source_keeps_a_returned_tuples_structure():
+    """The tuple a lane returns reaches the return through Numba's temporaries; written
+    back, the return holds the tuple again, so lw.jacfwd sees several outputs (the
+    lambda of docs/autodiff.md's first block, piped into python, was refused)."""
+    namespace: dict = {}
+    exec(compile("pair = lambda x, y: (x * y, (x + y, x))\n", "<string>", "exec"), namespace)  # noqa: S102
+    pair = namespace["pair"]
+    assert definition(pair) is None
+    assert lw.jacfwd(pair, argnums=(0, 1))(2.0, 3.0) == ((3.0, 2.0), ((1.0, 1.0), (1.0, 0.0)))
+    got = lw.vmap(lw.jacfwd(pair, argnums=(0, 1)))(X, X[::-1])
+    want = jax.vmap(jax.jacfwd(lambda x, y: (x * y, (x + y, x)), argnums=(0, 1)))(X, X[::-1])
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-15)
+    # a tuple whose item's variable is assigned again before the return keeps the old value
+    exec(compile("def kept(x, y):\n    t = (x, y)\n    x = 2.0 * y\n    return t\n", "<string>", "exec"),  # noqa: S102
+         namespace)
+    assert lw.jacfwd(namespace["kept"], argnums=(0, 1))(2.0, 3.0) == ((1.0, 0.0), (0.0, 1.0))
+
+
 def test_statements_typed_at_the_interactive_interpreter_are_found_in_its_history(monkeypatch):
     """Python < 3.13's REPL compiles each statement alone as ``<stdin>`` and keeps no
     text; readline keeps the lines (the README's lw.grad example, pasted)."""

@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import copy
 import operator
 import re
 import types
@@ -103,6 +104,38 @@ def _name(var: str) -> str:
     return "_bc_" + re.sub(r"\W", "_", var.lstrip("$"))
 
 
+def _return_tuples_as_written(body: list) -> None:
+    """``t = (a, b); r = t; return r`` (a tuple through Numba's temporaries) ends in
+    ``return (a, b)`` as the lane wrote it: the transformations read a returned tuple's
+    structure from the return statement (lw.jacfwd of several outputs).  A tuple is
+    written in only where none of its items' variables is assigned between it and the
+    return (so each still holds its value)."""
+    if not body or not isinstance(body[-1], ast.Return) or not isinstance(body[-1].value, ast.Name):
+        return
+    made = {s.targets[0].id: k for k, s in enumerate(body)
+            if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)}
+    # a copy: the names in it are also nodes of the statements that made the tuple
+    body[-1].value = copy.deepcopy(_written_in(body[-1].value, body, made, len(body) - 1))
+
+
+def _written_in(node: ast.expr, body: list, made: dict, before: int) -> ast.expr:
+    """``node`` (a name or a tuple of them, read by statement ``before``) with each name
+    that holds a tuple replaced by that tuple, where the statement that made it comes
+    first and none of its items' variables is assigned again before the return."""
+    if isinstance(node, ast.Tuple):
+        return ast.Tuple([_written_in(e, body, made, before) for e in node.elts], ast.Load())
+    k = made.get(node.id) if isinstance(node, ast.Name) else None
+    if k is None or k >= before or not isinstance(body[k].value, (ast.Tuple, ast.Name)):
+        return node
+    value = body[k].value
+    later = {t.id for s in body[k + 1:] if isinstance(s, ast.Assign) for t in ast.walk(s.targets[0])
+             if isinstance(t, ast.Name)}
+    if {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & later:
+        return node
+    written = _written_in(value, body, made, k)
+    return node if isinstance(written, ast.Name) else written
+
+
 class _Writer:
     """Writes Numba IR blocks as statements (one per IR assignment, inlining only values
     that cannot change between their definition and their use)."""
@@ -118,6 +151,7 @@ class _Writer:
         body: list = []
         for stmt in block.body:
             body.extend(self.statement(stmt))
+        _return_tuples_as_written(body)
         return label, body or [ast.Pass()]
 
     def statement(self, stmt) -> list:
