@@ -5,12 +5,21 @@ A quoted figure sits between two markers that name where it comes from::
     W3 takes <!--q full|W3|lanewise-->0.0036 s<!--/q--> against ...
     about <!--q w4|W4|jax-jit/lanewise-fuse-->3.5×<!--/q--> faster
 
-The key is ``results file | workload | tool`` (a median time, printed as
-``0.0036 s``; ``tool@first``: its first call, compilation included) or
-``results file | workload | tool/tool`` (the ratio of two medians, printed as
-``3.5×``).  Results files (:data:`SOURCES`):
-``full`` (``python -m benchmarks.run``), ``spmd`` (``python -m benchmarks.spmd``)
-and ``w4`` (``python -m benchmarks.w4_fuse``).
+The key is ``results file | workload | name``; the name says what is printed,
+one formatting rule per unit (:func:`formatted`):
+
+* ``tool``: a median time in seconds, two significant digits (``0.0036 s``);
+  100 s and over in minutes (``24 minutes``); ``tool@first``: its first call,
+  compilation included;
+* ``tool/tool``: the ratio of two medians, two significant digits (``3.5×``);
+* ``name_us``: a time in microseconds, two significant digits (``0.23 µs``);
+* ``name_n``: a count, with thousands separators (``2,134``).
+
+Results files (:data:`SOURCES`): ``full`` (``python -m benchmarks.run``),
+``spmd`` (``python -m benchmarks.spmd``), ``w4`` (``python -m benchmarks.w4_fuse``),
+``autodiff``, ``jax_bridge`` and ``torch_bridge`` (their ``benchmarks/*.py``),
+and ``commands`` (``python -m benchmarks.commands``: README's two commands).
+Each results file records the machine, date and command of its run.
 
     python -m benchmarks.quote           # rewrite every quoted figure from the results
     python -m benchmarks.quote --check   # list the figures that differ (tests/test_docs.py)
@@ -44,8 +53,10 @@ def _full(data: dict) -> dict:
     return out
 
 
-def _spmd(data: dict) -> dict:
-    return {r["workload"]: dict(r["median_s"]) for r in data["rows"]}
+def _rows(data: dict) -> dict:
+    """Rows of a workload, its medians by tool and its other numeric fields (``overhead_us``)."""
+    return {r["workload"]: {**{k: v for k, v in r.items() if isinstance(v, (int, float))},
+                            **r.get("median_s", {})} for r in data["rows"]}
 
 
 def _w4(data: dict) -> dict:
@@ -55,11 +66,12 @@ def _w4(data: dict) -> dict:
 #: results file -> (path, loader to {workload: {tool: median seconds}}).
 SOURCES = {
     "full": (RESULTS / "full.json", _full),
-    "spmd": (RESULTS / "spmd.json", _spmd),
+    "spmd": (RESULTS / "spmd.json", _rows),
     "w4": (RESULTS / "w4.json", _w4),
-    "autodiff": (RESULTS / "autodiff.json", _spmd),  # the same layout: rows of workload and medians
-    "jax_bridge": (RESULTS / "jax_bridge.json", _spmd),
-    "torch_bridge": (RESULTS / "torch_bridge.json", _spmd),
+    "autodiff": (RESULTS / "autodiff.json", _rows),  # the same layout: rows of workload and medians
+    "jax_bridge": (RESULTS / "jax_bridge.json", _rows),
+    "torch_bridge": (RESULTS / "torch_bridge.json", _rows),
+    "commands": (RESULTS / "commands.json", _rows),
 }
 
 
@@ -72,15 +84,30 @@ def load() -> dict:
     return out
 
 
+def formatted(name: str, values: dict) -> str:
+    """The figure ``name`` of one workload's ``values``, printed by its unit's one rule.
+
+    >>> formatted("a/b", {"a": 1.0, "b": 8.0}), formatted("x_us", {"x_us": 0.2304})
+    ('0.12×', '0.23 µs')
+    >>> formatted("tests_n", {"tests_n": 2134}), formatted("t", {"t": 36.6}), formatted("t", {"t": 1452.0})
+    ('2,134', '37 s', '24 minutes')
+    """
+    if "/" in name:
+        a, b = name.split("/")
+        return f"{values[a] / values[b]:.2g}×"
+    value = values[name]
+    if name.endswith("_us"):
+        return f"{value:.2g} µs"
+    if name.endswith("_n"):
+        return f"{value:,}"
+    return f"{value / 60:.0f} minutes" if value >= 100 else f"{value:.2g} s"
+
+
 def figure(key: str, results: dict) -> str:
     """The text of the figure ``key`` names (KeyError naming the key when it is missing)."""
-    source, workload, tools = (part.strip() for part in key.split("|"))
+    source, workload, name = (part.strip() for part in key.split("|"))
     try:
-        medians = results[source][workload]
-        if "/" in tools:
-            a, b = tools.split("/")
-            return f"{medians[a] / medians[b]:.2g}×"
-        return f"{medians[tools]:.2g} s"
+        return formatted(name, results[source][workload])
     except KeyError as e:
         raise KeyError(f"no figure for {key!r} in the {source} results ({e})") from None
 

@@ -51,3 +51,57 @@ def test_every_quoted_figure_is_the_one_in_the_results_files():
 
     assert sum(len(quote.MARK.findall(p.read_text())) for p in quote.PAGES) >= 20
     assert quote.differences() == [], "run python -m benchmarks.quote after the benchmarks"
+
+
+def _benchmarks():
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    import benchmarks.figures
+    import benchmarks.quote
+    import benchmarks.report
+
+    return benchmarks
+
+
+def test_no_measured_figure_is_left_unquoted():
+    """Every measured figure on README.md and docs/ comes from a results file through
+    a quote marker (benchmarks/figures.py states what is not a measured figure);
+    two pages gave two values for one thing before (issue 45)."""
+    figures = _benchmarks().figures
+    assert figures.unmarked() == [], "quote these from benchmarks/results/ (benchmarks/quote.py) or drop them"
+    assert figures.stale_allowances() == [], "an ALLOWED phrase left its page: remove the entry"
+
+
+@pytest.mark.parametrize("text, found", [
+    ("W2 ran 0.15× Numba", ["0.15×"]),
+    ("took 0.1-0.3 s and 1–2 ms", ["0.3 s", "2 ms"]),
+    ("22 GB/s, 16% off, 2,134 tests, 5.1 ns, 0.52 ulp, 3x faster", ["22 GB/s", "16%", "2,134 tests", "5.1 ns",
+                                                                     "0.52 ulp", "3x"]),
+    ("bar ≤ 0.4×, within 1 ulp, < 1 ulp, bar: 0.2×, a bar of 20 µs", []),
+    ("a 6000×6000 grid, 200000 × 256 rows, 2×10⁷ lanes, 4 x uint32", []),
+    ("`x * 2 in 5 s` and <!--q full|W3|lanewise-->0.0036 s<!--/q-->", []),
+    ("```\nt = 5 s\n```\nafter 3 s", ["3 s"]),
+    ("<!-- accuracy:begin -->\n| sin | 0.5 ulp |\n<!-- accuracy:end -->", []),
+])
+def test_the_figure_scanner_finds_measured_figures_only(text, found):
+    assert [f.text for f in _benchmarks().figures.unmarked_in(text)] == found
+
+
+def test_benchmarks_md_is_the_rendering_of_its_results_file():
+    """BENCHMARKS.md is rendered from benchmarks/results/full.json and benchmarks/sections/:
+    a hand edit, or a results file it was not rendered from, fails here."""
+    report = _benchmarks().report
+    doc = report.with_runs(report.read_json(ROOT / "benchmarks" / "results" / "full.json"))
+    assert report.markdown(doc) == (ROOT / "BENCHMARKS.md").read_text(), \
+        "run python -m benchmarks.run --render benchmarks/results/full.json"
+
+
+def test_every_commands_figure_names_its_machine_date_and_command():
+    import json
+
+    path = ROOT / "benchmarks" / "results" / "commands.json"
+    rows = json.loads(path.read_text())["rows"]
+    assert {"demo", "tests"} <= {r["workload"] for r in rows}
+    for row in rows:
+        assert row["machine"] and row["date"] and row["command"], row
