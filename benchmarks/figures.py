@@ -17,7 +17,7 @@ A *figure* is a number glued or spaced to a unit of :data:`UNITS`.  What is
   (``6000×6000``, ``200000 × 256``, ``2×10⁷``); a ratio is a number glued to
   ``×``/``x`` (``0.15×``, ``3x``) and not followed by a number;
 * a bar or a bound, stated rather than measured: the number follows ``≤``,
-  ``<=``, ``<``, ``≥``, ``>=``, ``within``, ``at most``, ``below``, ``bar:`` or
+  ``<=``, ``<``, ``≥``, ``>=``, ``within``, ``at most``, ``below``, ``above``, ``bar:`` or
   ``bar of`` (``≤ 0.5×``, ``within 1 ulp`` -- a bound a test enforces);
 * an entry of :data:`ALLOWED`: a setting or an input size, each with its reason.
 
@@ -41,7 +41,7 @@ UNITS = r"(?:ms|µs|us|ns|s|min|minutes?|seconds?|hours?|×|x|%|[KMGT]i?B(?:/s)?
 FIGURE = re.compile(r"(?<![\w.,·^*/])(?<!\*\*-)(?P<num>\d(?:[\d,]*\d)?(?:\.\d+)?)(?P<gap>\s?)(?P<unit>" + UNITS
                     + r")(?![\w⁰¹²³⁴⁵⁶⁷⁸⁹])")
 PRODUCT = re.compile(r"\s?\d")
-BOUND = re.compile(r"(?:≤|<=|<|≥|>=|\bwithin|\bat most|\bbelow|\bbar:|\bbar of)\s*(?:about\s+)?$")
+BOUND = re.compile(r"(?:≤|<=|<|≥|>=|\bwithin|\bat most|\bbelow|\babove|\bbar:|\bbar of)\s*(?:about\s+)?$")
 FENCE = re.compile(r"^\s*```")
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 RENDERED = re.compile(r"<!-- (?P<name>[\w-]+):begin -->.*?<!-- (?P=name):end -->", re.S)
