@@ -13,15 +13,17 @@ one formatting rule per unit (:func:`formatted`):
   compilation included;
 * ``tool/tool``: the ratio of two medians, two significant digits (``3.5×``);
 * ``name_us``: a time in microseconds, two significant digits (``0.23 µs``);
-* ``name_n``: a count, with thousands separators (``2,134``).
+* an integer (a count: ``tests_n``, ``threads``), with thousands separators (``2,134``);
+* ``run|date`` (``machine``, ``command``, ``threads``): the run's record, as text.
 
 Results files (:data:`SOURCES`): ``full`` (``python -m benchmarks.run``),
 ``spmd`` (``python -m benchmarks.spmd``), ``w4`` (``python -m benchmarks.w4_fuse``),
-``autodiff``, ``jax_bridge`` and ``torch_bridge`` (their ``benchmarks/*.py``),
+``autodiff``, ``jax_bridge``, ``torch_bridge`` and ``random_draws`` (their
+``benchmarks/*.py``),
 and ``commands`` (``python -m benchmarks.commands``: README's two commands).
 Each results file records the machine, date and command of its run.
 
-    python -m benchmarks.quote           # rewrite every quoted figure from the results
+    python -m benchmarks.quote           # rewrite every quoted figure, then BENCHMARKS.md
     python -m benchmarks.quote --check   # list the figures that differ (tests/test_docs.py)
 
 Example:
@@ -39,7 +41,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SECTIONS = ROOT / "benchmarks" / "sections"
+#: BENCHMARKS.md's sections that a benchmark script writes from its own results file
+#: (re-run the script to change them); the other sections are written by hand and quote.
+WRITTEN = {"60_dask_scale.md": "python -m benchmarks.dask_scale --write",
+           "70_realworld.md": "python -m benchmarks.realworld.run",
+           "75_threads.md": "python -m benchmarks.threads"}
+#: The pages that quote: README.md, docs/*.md and BENCHMARKS.md's hand-written sections.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+         *(p for p in sorted(SECTIONS.glob("*.md")) if p.name not in WRITTEN)]
 MARK = re.compile(r"<!--q (?P<key>[^>]*?)-->(?P<text>.*?)<!--/q-->")
 
 
@@ -54,9 +64,11 @@ def _full(data: dict) -> dict:
 
 
 def _rows(data: dict) -> dict:
-    """Rows of a workload, its medians by tool and its other numeric fields (``overhead_us``)."""
-    return {r["workload"]: {**{k: v for k, v in r.items() if isinstance(v, (int, float))},
-                            **r.get("median_s", {})} for r in data["rows"]}
+    """Rows of a workload, its medians by tool and its other numeric fields (``overhead_us``);
+    ``run``: the run's date, machine, command and threads, as the file records them."""
+    run = {k: data[k] for k in ("date", "machine", "command", "threads") if k in data}
+    return {"run": run, **{r["workload"]: {**{k: v for k, v in r.items() if isinstance(v, (int, float, str))},
+                                         **r.get("median_s", {})} for r in data["rows"]}}
 
 
 def _w4(data: dict) -> dict:
@@ -72,6 +84,7 @@ SOURCES = {
     "jax_bridge": (RESULTS / "jax_bridge.json", _rows),
     "torch_bridge": (RESULTS / "torch_bridge.json", _rows),
     "commands": (RESULTS / "commands.json", _rows),
+    "random_draws": (RESULTS / "random_draws.json", _rows),
 }
 
 
@@ -96,9 +109,11 @@ def formatted(name: str, values: dict) -> str:
         a, b = name.split("/")
         return f"{values[a] / values[b]:.2g}×"
     value = values[name]
+    if isinstance(value, str):  # the run's date, machine or command
+        return value
     if name.endswith("_us"):
         return f"{value:.2g} µs"
-    if name.endswith("_n"):
+    if isinstance(value, int):  # a count: tests, threads
         return f"{value:,}"
     return f"{value / 60:.0f} minutes" if value >= 100 else f"{value:.2g} s"
 
@@ -158,9 +173,22 @@ def main(argv=None) -> int:
         if new != text:
             page.write_text(new)
             print(f"updated {page.relative_to(ROOT)}")
+    render_benchmarks()
     if missing:
         print(f"no results for {sorted(set(missing))}: run the benchmark that writes them")
     return 1 if missing else 0
+
+
+def render_benchmarks() -> None:
+    """BENCHMARKS.md again from ``results/full.json`` and the sections, as
+    ``python -m benchmarks.run --render`` writes it (without redrawing the plot)."""
+    from benchmarks import report
+
+    text = report.markdown(report.with_runs(report.read_json(RESULTS / "full.json")))
+    page = ROOT / "BENCHMARKS.md"
+    if page.read_text() != text:
+        page.write_text(text)
+        print("updated BENCHMARKS.md")
 
 
 if __name__ == "__main__":
