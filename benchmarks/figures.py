@@ -1,8 +1,10 @@
-"""Measured figures in README.md and docs/*.md that no results file holds.
+"""Measured figures on README.md, docs/ and BENCHMARKS.md that no results file holds.
 
-Every measured figure on these pages (a time, a ratio, a speed-up, a
-percentage, a measured size or bandwidth, an ulp error, a test count) must be
-quoted from ``benchmarks/results/`` through a marker of ``benchmarks/quote.py``
+Every measured figure on the pages that quote (:data:`benchmarks.quote.PAGES`:
+README.md, docs/*.md and BENCHMARKS.md's hand-written sections; the sections
+in :data:`benchmarks.quote.WRITTEN` are a script's output from its results
+file) -- a time, a ratio, a speed-up, a percentage, a measured size or
+bandwidth, an ulp error, a test count -- must be quoted from ``benchmarks/results/`` through a marker of ``benchmarks/quote.py``
 (``<!--q key-->0.0036 s<!--/q-->``), so that two pages cannot give two values
 for one thing and a re-run changes every page at once.  This module finds the
 ones that are not.
@@ -60,6 +62,8 @@ ALLOWED = [
     ("docs/safety.md", "a 1 GB table", "an example input size"),
     ("docs/safety.md", "A global array over 1 MB", "the threshold for compiling a global in, a setting"),
     ("docs/random.md", "4 x uint32", "a type: four 32-bit words"),
+    ("benchmarks/sections/80_autodiff.md", "take 5 GB (10^7 × 64 float64)", "arithmetic: 10^7 × 64 × 8 bytes"),
+    ("benchmarks/sections/80_autodiff.md", "on this 24 GB, 2-core", "the machine's memory, a specification"),
     ("docs/lanemath.md", "exact 53 x 240-bit", "a product's widths in bits"),
 ]
 
@@ -119,7 +123,7 @@ def allowed_on(page: str) -> list[str]:
 
 
 def unmarked(pages: list[Path] = PAGES) -> list[Figure]:
-    """Every unmarked measured figure on ``pages`` (README.md and docs/*.md by default)."""
+    """Every unmarked measured figure on ``pages`` (the pages that quote, by default)."""
     out = []
     for path in pages:
         name = str(path.relative_to(ROOT))
