@@ -72,7 +72,8 @@ def _rows(data: dict) -> dict:
 
 
 def _w4(data: dict) -> dict:
-    return {name: dict(tools) for name, tools in data["medians"].items()}
+    run = {k: data[k] for k in ("date", "machine", "command") if k in data}
+    return {"run": run, **{name: dict(tools) for name, tools in data["medians"].items()}}
 
 
 #: results file -> (path, loader to {workload: {tool: median seconds}}).
