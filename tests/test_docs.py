@@ -57,6 +57,7 @@ def _benchmarks():
     import sys
 
     sys.path.insert(0, str(ROOT))
+    import benchmarks.commands
     import benchmarks.figures
     import benchmarks.quote
     import benchmarks.report
@@ -105,3 +106,26 @@ def test_every_commands_figure_names_its_machine_date_and_command():
     assert {"demo", "tests"} <= {r["workload"] for r in rows}
     for row in rows:
         assert row["machine"] and row["date"] and row["command"], row
+
+
+def test_the_figure_modules_examples_hold():
+    """quote's one rule per unit, the scanner's rules and the suite-log parser, as their docstrings show them."""
+    import doctest
+
+    b = _benchmarks()
+    for module in (b.quote, b.figures, b.commands):
+        failed, tried = doctest.testmod(module)
+        assert tried and not failed, module.__name__
+
+
+def test_a_suite_log_gives_its_counts_and_duration_and_replaces_only_its_row(tmp_path):
+    commands = _benchmarks().commands
+    log = tmp_path / "suite.log"
+    log.write_text("....\n= 2 failed, 2131 passed, 40 skipped, 3 warnings in 1402.55s (0:23:22) =\n")
+    row = commands.suite_row(log, "python3 -m pytest -q")
+    assert row["passed_n"] == 2131 and row["failed_n"] == 2 and row["median_s"] == {"wall": 1402.55}
+    path = tmp_path / "commands.json"
+    path.write_text('{"rows": [{"workload": "demo", "x": 1}, {"workload": "suite", "x": 2}]}')
+    assert commands.merged([row], path)["rows"] == [{"workload": "demo", "x": 1}, row]
+    with pytest.raises(ValueError, match="no pytest summary"):
+        commands.suite_summary("collected 3 items\n")
