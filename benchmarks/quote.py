@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 SECTIONS = ROOT / "benchmarks" / "sections"
 #: BENCHMARKS.md's sections that a benchmark script writes from its own results file
-#: (re-run the script to change them); the other sections are written by hand and quote.
+#: (re-run the script to change them; tests/test_docs.py renders 70 and 75 again from
+#: theirs); the other sections are written by hand and quote.
 WRITTEN = {"60_dask_scale.md": "python -m benchmarks.dask_scale --write",
            "70_realworld.md": "python -m benchmarks.realworld.run",
            "75_threads.md": "python -m benchmarks.threads"}

@@ -129,3 +129,31 @@ def test_a_suite_log_gives_its_counts_and_duration_and_replaces_only_its_row(tmp
     assert commands.merged([row], path)["rows"] == [{"workload": "demo", "x": 1}, row]
     with pytest.raises(ValueError, match="no pytest summary"):
         commands.suite_summary("collected 3 items\n")
+
+
+#: benchmarks/sections/75_threads.md: benchmarks.threads's render of threads.json (against the run
+#: before it), then each later run appended with ``--render --out FILE --append TITLE``, in this order.
+THREADS_APPENDED = ["threads-realworld13", "threads-public", "threads-cold", "threads-realworld", "threads-2core"]
+
+
+def test_the_sections_scripts_write_are_the_rendering_of_their_results_files():
+    """70_realworld.md and 75_threads.md hold no figure of their own: rendered again from
+    benchmarks/results/, they come out the same (60_dask_scale.md's run kept no results file)."""
+    import json
+    import re
+
+    _benchmarks()
+    from benchmarks import threads
+    from benchmarks.realworld import run
+
+    results, sections = ROOT / "benchmarks" / "results", ROOT / "benchmarks" / "sections"
+    load = lambda name: json.loads((results / f"{name}.json").read_text())  # noqa: E731
+    assert run.markdown(load("realworld")) == (sections / "70_realworld.md").read_text()
+    written = (sections / "75_threads.md").read_text()
+    doc = load("threads")
+    label = re.search(r"^Before and after at \d+ threads \((.*); the same machine\):$", written, re.M)[1]
+    doc["before"] = {"label": label, "doc": load("threads-6eb9c30")}
+    text = threads.markdown(doc)
+    for name, title in zip(THREADS_APPENDED, re.findall(r"^### (.*)$", written, re.M), strict=True):
+        text += "\n" + threads.markdown(load(name)).replace("## Thread scaling", f"### {title}", 1)
+    assert text == written
