@@ -157,3 +157,17 @@ def test_the_sections_scripts_write_are_the_rendering_of_their_results_files():
     for name, title in zip(THREADS_APPENDED, re.findall(r"^### (.*)$", written, re.M), strict=True):
         text += "\n" + threads.markdown(load(name)).replace("## Thread scaling", f"### {title}", 1)
     assert text == written
+
+
+@pytest.mark.parametrize("name", ["accuracy", "throughput"])
+def test_lanemath_tables_are_the_rendering_of_their_results_files(name):
+    """docs/lanemath.md's accuracy and throughput tables (and BENCHMARKS.md's copies) are
+    rendered from benchmarks/results/lanemath_<name>.json by the script that measures them."""
+    import importlib
+
+    from lanewise.lanemath import _results
+
+    if not _results.path(name).exists():
+        pytest.skip(f"no {_results.path(name).name} yet: python -m lanewise.lanemath.{name} writes it")
+    script = importlib.import_module(f"lanewise.lanemath.{name}")
+    assert _results.block(name) == "\n".join(script.table(_results.load(name)))
