@@ -13,8 +13,10 @@ A *figure* is a number glued or spaced to a unit of :data:`UNITS`.  What is
 *not* a measured figure, by these rules and nothing looser:
 
 * text in fenced code blocks, in inline code spans, inside a quote marker, or
-  inside a block a script renders (``<!-- name:begin -->`` ... ``<!-- name:end -->``,
-  e.g. lanemath's accuracy table, written by ``python -m lanewise.lanemath.accuracy``);
+  inside a block a script renders from its results file (``<!-- name:begin -->`` ...
+  ``<!-- name:end -->``: lanemath's accuracy and throughput tables, which
+  ``python -m lanewise.lanemath.accuracy`` and ``.throughput`` render from
+  ``benchmarks/results/lanemath_*.json``);
 * a size written as a product: ``×``/``x`` followed by a number
   (``6000×6000``, ``200000 × 256``, ``2×10⁷``); a ratio is a number glued to
   ``×``/``x`` (``0.15×``, ``3x``) and not followed by a number;
