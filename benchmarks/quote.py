@@ -5,14 +5,25 @@ A quoted figure sits between two markers that name where it comes from::
     W3 takes <!--q full|W3|lanewise-->0.0036 s<!--/q--> against ...
     about <!--q w4|W4|jax-jit/lanewise-fuse-->3.5×<!--/q--> faster
 
-The key is ``results file | workload | tool`` (a median time, printed as
-``0.0036 s``; ``tool@first``: its first call, compilation included) or
-``results file | workload | tool/tool`` (the ratio of two medians, printed as
-``3.5×``).  Results files (:data:`SOURCES`):
-``full`` (``python -m benchmarks.run``), ``spmd`` (``python -m benchmarks.spmd``)
-and ``w4`` (``python -m benchmarks.w4_fuse``).
+The key is ``results file | workload | name``; the name says what is printed,
+one formatting rule per unit (:func:`formatted`):
 
-    python -m benchmarks.quote           # rewrite every quoted figure from the results
+* ``tool``: a median time in seconds, two significant digits (``0.0036 s``);
+  100 s and over in minutes (``24 minutes``); ``tool@first``: its first call,
+  compilation included;
+* ``tool/tool``: the ratio of two medians, two significant digits (``3.5×``);
+* ``name_us``: a time in microseconds, two significant digits (``0.23 µs``);
+* an integer (a count: ``tests_n``, ``threads``), with thousands separators (``2,134``);
+* ``run|date`` (``machine``, ``command``, ``threads``): the run's record, as text.
+
+Results files (:data:`SOURCES`): ``full`` (``python -m benchmarks.run``),
+``spmd`` (``python -m benchmarks.spmd``), ``w4`` (``python -m benchmarks.w4_fuse``),
+``autodiff``, ``jax_bridge``, ``torch_bridge`` and ``random_draws`` (their
+``benchmarks/*.py``),
+and ``commands`` (``python -m benchmarks.commands``: README's two commands).
+Each results file records the machine, date and command of its run.
+
+    python -m benchmarks.quote           # rewrite every quoted figure, then BENCHMARKS.md
     python -m benchmarks.quote --check   # list the figures that differ (tests/test_docs.py)
 
 Example:
@@ -30,7 +41,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SECTIONS = ROOT / "benchmarks" / "sections"
+#: BENCHMARKS.md's sections that a benchmark script writes from its own results file
+#: (re-run the script to change them; tests/test_docs.py renders 70 and 75 again from
+#: theirs); the other sections are written by hand and quote.
+WRITTEN = {"60_dask_scale.md": "python -m benchmarks.dask_scale --write",
+           "70_realworld.md": "python -m benchmarks.realworld.run",
+           "75_threads.md": "python -m benchmarks.threads"}
+#: The pages that quote: README.md, docs/*.md and BENCHMARKS.md's hand-written sections.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+         *(p for p in sorted(SECTIONS.glob("*.md")) if p.name not in WRITTEN)]
 MARK = re.compile(r"<!--q (?P<key>[^>]*?)-->(?P<text>.*?)<!--/q-->")
 
 
@@ -44,22 +64,29 @@ def _full(data: dict) -> dict:
     return out
 
 
-def _spmd(data: dict) -> dict:
-    return {r["workload"]: dict(r["median_s"]) for r in data["rows"]}
+def _rows(data: dict) -> dict:
+    """Rows of a workload, its medians by tool and its other numeric fields (``overhead_us``);
+    ``run``: the run's date, machine, command and threads, as the file records them."""
+    run = {k: data[k] for k in ("date", "machine", "command", "threads") if k in data}
+    return {"run": run, **{r["workload"]: {**{k: v for k, v in r.items() if isinstance(v, (int, float, str))},
+                                         **r.get("median_s", {})} for r in data["rows"]}}
 
 
 def _w4(data: dict) -> dict:
-    return {name: dict(tools) for name, tools in data["medians"].items()}
+    run = {k: data[k] for k in ("date", "machine", "command") if k in data}
+    return {"run": run, **{name: dict(tools) for name, tools in data["medians"].items()}}
 
 
 #: results file -> (path, loader to {workload: {tool: median seconds}}).
 SOURCES = {
     "full": (RESULTS / "full.json", _full),
-    "spmd": (RESULTS / "spmd.json", _spmd),
+    "spmd": (RESULTS / "spmd.json", _rows),
     "w4": (RESULTS / "w4.json", _w4),
-    "autodiff": (RESULTS / "autodiff.json", _spmd),  # the same layout: rows of workload and medians
-    "jax_bridge": (RESULTS / "jax_bridge.json", _spmd),
-    "torch_bridge": (RESULTS / "torch_bridge.json", _spmd),
+    "autodiff": (RESULTS / "autodiff.json", _rows),  # the same layout: rows of workload and medians
+    "jax_bridge": (RESULTS / "jax_bridge.json", _rows),
+    "torch_bridge": (RESULTS / "torch_bridge.json", _rows),
+    "commands": (RESULTS / "commands.json", _rows),
+    "random_draws": (RESULTS / "random_draws.json", _rows),
 }
 
 
@@ -72,15 +99,32 @@ def load() -> dict:
     return out
 
 
+def formatted(name: str, values: dict) -> str:
+    """The figure ``name`` of one workload's ``values``, printed by its unit's one rule.
+
+    >>> formatted("a/b", {"a": 1.0, "b": 8.0}), formatted("x_us", {"x_us": 0.2304})
+    ('0.12×', '0.23 µs')
+    >>> formatted("tests_n", {"tests_n": 2134}), formatted("t", {"t": 36.6}), formatted("t", {"t": 1452.0})
+    ('2,134', '37 s', '24 minutes')
+    """
+    if "/" in name:
+        a, b = name.split("/")
+        return f"{values[a] / values[b]:.2g}×"
+    value = values[name]
+    if isinstance(value, str):  # the run's date, machine or command
+        return value
+    if name.endswith("_us"):
+        return f"{value:.2g} µs"
+    if isinstance(value, int):  # a count: tests, threads
+        return f"{value:,}"
+    return f"{value / 60:.0f} minutes" if value >= 100 else f"{value:.2g} s"
+
+
 def figure(key: str, results: dict) -> str:
     """The text of the figure ``key`` names (KeyError naming the key when it is missing)."""
-    source, workload, tools = (part.strip() for part in key.split("|"))
+    source, workload, name = (part.strip() for part in key.split("|"))
     try:
-        medians = results[source][workload]
-        if "/" in tools:
-            a, b = tools.split("/")
-            return f"{medians[a] / medians[b]:.2g}×"
-        return f"{medians[tools]:.2g} s"
+        return formatted(name, results[source][workload])
     except KeyError as e:
         raise KeyError(f"no figure for {key!r} in the {source} results ({e})") from None
 
@@ -131,9 +175,22 @@ def main(argv=None) -> int:
         if new != text:
             page.write_text(new)
             print(f"updated {page.relative_to(ROOT)}")
+    render_benchmarks()
     if missing:
         print(f"no results for {sorted(set(missing))}: run the benchmark that writes them")
     return 1 if missing else 0
+
+
+def render_benchmarks() -> None:
+    """BENCHMARKS.md again from ``results/full.json`` and the sections, as
+    ``python -m benchmarks.run --render`` writes it (without redrawing the plot)."""
+    from benchmarks import report
+
+    text = report.markdown(report.with_runs(report.read_json(RESULTS / "full.json")))
+    page = ROOT / "BENCHMARKS.md"
+    if page.read_text() != text:
+        page.write_text(text)
+        print("updated BENCHMARKS.md")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import math
 import platform
 import shlex
 import subprocess
+import sys
 import textwrap
 from importlib import metadata
 from pathlib import Path
@@ -604,12 +605,14 @@ def scaling_panel(ax, wl: dict) -> None:
 
 
 def save_rows(name: str, rows: list[dict], repeats: int, threads: int) -> Path:
-    """``benchmarks/results/<name>.json``: a standalone benchmark's rows, with the run's context."""
+    """``benchmarks/results/<name>.json``: a standalone benchmark's rows, with the run's
+    context: date, machine, threads and the command (``python -m benchmarks.<name>``)."""
     import datetime
 
     path = harness.RESULTS / f"{name}.json"
+    command = shlex.join(["python", "-m", f"benchmarks.{name}", *sys.argv[1:]])
     record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
-              "threads": threads, "repeats": repeats, "rows": rows}
+              "command": command, "threads": threads, "repeats": repeats, "rows": rows}
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {path}")
     return path

@@ -51,3 +51,123 @@ def test_every_quoted_figure_is_the_one_in_the_results_files():
 
     assert sum(len(quote.MARK.findall(p.read_text())) for p in quote.PAGES) >= 20
     assert quote.differences() == [], "run python -m benchmarks.quote after the benchmarks"
+
+
+def _benchmarks():
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    import benchmarks.commands
+    import benchmarks.figures
+    import benchmarks.quote
+    import benchmarks.report
+
+    return benchmarks
+
+
+def test_no_measured_figure_is_left_unquoted():
+    """Every measured figure on README.md and docs/ comes from a results file through
+    a quote marker (benchmarks/figures.py states what is not a measured figure);
+    two pages gave two values for one thing before (issue 45)."""
+    figures = _benchmarks().figures
+    assert figures.unmarked() == [], "quote these from benchmarks/results/ (benchmarks/quote.py) or drop them"
+    assert figures.stale_allowances() == [], "an ALLOWED phrase left its page: remove the entry"
+
+
+@pytest.mark.parametrize("text, found", [
+    ("W2 ran 0.15× Numba", ["0.15×"]),
+    ("took 0.1-0.3 s and 1–2 ms", ["0.3 s", "2 ms"]),
+    ("22 GB/s, 16% off, 2,134 tests, 5.1 ns, 0.52 ulp, 3x faster", ["22 GB/s", "16%", "2,134 tests", "5.1 ns",
+                                                                     "0.52 ulp", "3x"]),
+    ("bar ≤ 0.4×, within 1 ulp, < 1 ulp, bar: 0.2×, a bar of 20 µs", []),
+    ("a 6000×6000 grid, 200000 × 256 rows, 2×10⁷ lanes, 4 x uint32", []),
+    ("`x * 2 in 5 s` and <!--q full|W3|lanewise-->0.0036 s<!--/q-->", []),
+    ("```\nt = 5 s\n```\nafter 3 s", ["3 s"]),
+    ("<!-- accuracy:begin -->\n| sin | 0.5 ulp |\n<!-- accuracy:end -->", []),
+])
+def test_the_figure_scanner_finds_measured_figures_only(text, found):
+    assert [f.text for f in _benchmarks().figures.unmarked_in(text)] == found
+
+
+def test_benchmarks_md_is_the_rendering_of_its_results_file():
+    """BENCHMARKS.md is rendered from benchmarks/results/full.json and benchmarks/sections/:
+    a hand edit, or a results file it was not rendered from, fails here."""
+    report = _benchmarks().report
+    doc = report.with_runs(report.read_json(ROOT / "benchmarks" / "results" / "full.json"))
+    assert report.markdown(doc) == (ROOT / "BENCHMARKS.md").read_text(), \
+        "run python -m benchmarks.run --render benchmarks/results/full.json"
+
+
+def test_every_commands_figure_names_its_machine_date_and_command():
+    import json
+
+    path = ROOT / "benchmarks" / "results" / "commands.json"
+    rows = json.loads(path.read_text())["rows"]
+    assert {"demo", "tests"} <= {r["workload"] for r in rows}
+    for row in rows:
+        assert row["machine"] and row["date"] and row["command"], row
+
+
+def test_the_figure_modules_examples_hold():
+    """quote's one rule per unit, the scanner's rules and the suite-log parser, as their docstrings show them."""
+    import doctest
+
+    b = _benchmarks()
+    for module in (b.quote, b.figures, b.commands):
+        failed, tried = doctest.testmod(module)
+        assert tried and not failed, module.__name__
+
+
+def test_a_suite_log_gives_its_counts_and_duration_and_replaces_only_its_row(tmp_path):
+    commands = _benchmarks().commands
+    log = tmp_path / "suite.log"
+    log.write_text("....\n= 2 failed, 2131 passed, 40 skipped, 3 warnings in 1402.55s (0:23:22) =\n")
+    row = commands.suite_row(log, "python3 -m pytest -q")
+    assert row["passed_n"] == 2131 and row["failed_n"] == 2 and row["median_s"] == {"wall": 1402.55}
+    path = tmp_path / "commands.json"
+    path.write_text('{"rows": [{"workload": "demo", "x": 1}, {"workload": "suite", "x": 2}]}')
+    assert commands.merged([row], path)["rows"] == [{"workload": "demo", "x": 1}, row]
+    with pytest.raises(ValueError, match="no pytest summary"):
+        commands.suite_summary("collected 3 items\n")
+
+
+#: benchmarks/sections/75_threads.md: benchmarks.threads's render of threads.json (against the run
+#: before it), then each later run appended with ``--render --out FILE --append TITLE``, in this order.
+THREADS_APPENDED = ["threads-realworld13", "threads-public", "threads-cold", "threads-realworld", "threads-2core"]
+
+
+def test_the_sections_scripts_write_are_the_rendering_of_their_results_files():
+    """70_realworld.md and 75_threads.md hold no figure of their own: rendered again from
+    benchmarks/results/, they come out the same (60_dask_scale.md's run kept no results file)."""
+    import json
+    import re
+
+    _benchmarks()
+    from benchmarks import threads
+    from benchmarks.realworld import run
+
+    results, sections = ROOT / "benchmarks" / "results", ROOT / "benchmarks" / "sections"
+    load = lambda name: json.loads((results / f"{name}.json").read_text())  # noqa: E731
+    assert run.markdown(load("realworld")) == (sections / "70_realworld.md").read_text()
+    written = (sections / "75_threads.md").read_text()
+    doc = load("threads")
+    label = re.search(r"^Before and after at \d+ threads \((.*); the same machine\):$", written, re.M)[1]
+    doc["before"] = {"label": label, "doc": load("threads-6eb9c30")}
+    text = threads.markdown(doc)
+    for name, title in zip(THREADS_APPENDED, re.findall(r"^### (.*)$", written, re.M), strict=True):
+        text += "\n" + threads.markdown(load(name)).replace("## Thread scaling", f"### {title}", 1)
+    assert text == written
+
+
+@pytest.mark.parametrize("name", ["accuracy", "throughput"])
+def test_lanemath_tables_are_the_rendering_of_their_results_files(name):
+    """docs/lanemath.md's accuracy and throughput tables (and BENCHMARKS.md's copies) are
+    rendered from benchmarks/results/lanemath_<name>.json by the script that measures them."""
+    import importlib
+
+    from lanewise.lanemath import _results
+
+    if not _results.path(name).exists():
+        pytest.skip(f"no {_results.path(name).name} yet: python -m lanewise.lanemath.{name} writes it")
+    script = importlib.import_module(f"lanewise.lanemath.{name}")
+    assert _results.block(name) == "\n".join(script.table(_results.load(name)))

@@ -19,8 +19,10 @@ error of a result ``r`` for the exact value ``y`` is ``|r - y| / ulp(y)`` where
 ``ulp(y)`` is the spacing of the floats in ``y``'s binade (the subnormal spacing
 below the normal range).
 
-Without ``--no-write`` the table of maxima is written into ``docs/lanemath.md``
-between the ``accuracy`` markers (only the rows measured are replaced).
+Without ``--no-write`` the maxima go into ``benchmarks/results/lanemath_accuracy.json``
+(only the rows measured are replaced; each keeps the date, machine and command of its
+run) and the table rendered from that file into ``docs/lanemath.md`` between the
+``accuracy`` markers.
 """
 
 from __future__ import annotations
@@ -29,13 +31,16 @@ import argparse
 import math
 import multiprocessing as mpc
 import os
-import re
+import shlex
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numba
 import numpy as np
+
+from . import _results
 
 F64_MAX = np.finfo(np.float64).max
 F32_MAX = float(np.finfo(np.float32).max)
@@ -320,43 +325,23 @@ def measure(name, dtype=np.float64, n=20000, seed=0, workers=2):
 
 # ------------------------------------------------------------------------------ report
 
-DOC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "lanemath.md")
-BEGIN, END = "<!-- accuracy:begin -->", "<!-- accuracy:end -->"
+def table(rows: dict) -> list[str]:
+    """The accuracy table of ``rows`` (``{"cos/float64": {"max": ..., "n": ...}}``, a results
+    file's), in the functions' order, with the runs it comes from."""
+    def cells(name, dtype):
+        r = rows.get(f"{name}/{dtype}")
+        return (f"{r['max']:.3f}", f"{r['n']:,}") if r else ("", "")
+    out = ["| function | max ulp float64 | points | max ulp float32 | points |", "|---|---:|---:|---:|---:|"]
+    for name in _specs():
+        if f"{name}/float64" in rows or f"{name}/float32" in rows:
+            out.append("| `{}` | {} | {} | {} | {} |".format(name, *cells(name, "float64"), *cells(name, "float32")))
+    return out + ["", _results.runs_line(rows)]
 
 
-def _write_table(results, path=DOC):
-    path = os.path.abspath(path)
-    text = open(path).read() if os.path.exists(path) else f"# lanemath\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in text:
-        text += f"\n{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    old, tail = rest.split(END, 1)
-    rows = {}
-    for line in old.splitlines():
-        m = re.match(r"\|\s*`?(\w+)`?\s*\|", line)
-        if m and m.group(1) not in ("function",):
-            rows[m.group(1)] = line
-    for name, res in results.items():
-        r64 = res.get("float64")
-        r32 = res.get("float32")
-        prev = rows.get(name, "")
-        cells = [c.strip() for c in prev.strip("|").split("|")] if prev else []
-
-        def cell(r, i):
-            if r is not None:
-                return f"{r['max']:.3f}", f"{r['n']:,}"
-            return (cells[i], cells[i + 1]) if len(cells) > i + 1 else ("", "")
-        m64, n64 = cell(r64, 1)
-        m32, n32 = cell(r32, 3)
-        rows[name] = f"| `{name}` | {m64} | {n64} | {m32} | {n32} |"
-    order = list(_specs())
-    table = ["", "| function | max ulp float64 | points | max ulp float32 | points |",
-             "|---|---:|---:|---:|---:|"]
-    table += [rows[k] for k in order if k in rows]
-    text = head + BEGIN + "\n".join(table) + "\n" + END + tail
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write(text)
+def _write_table(results, command):
+    """Merge ``results`` into benchmarks/results/lanemath_accuracy.json and render its table."""
+    rows = {f"{name}/{dt}": {"max": r["max"], "n": r["n"]} for name, per in results.items() for dt, r in per.items()}
+    _results.write_block("accuracy", table(_results.merge("accuracy", rows, command)))
 
 
 def main(argv=None):
@@ -368,6 +353,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-write", action="store_true")
     a = p.parse_args(argv)
+    command = shlex.join(["python", "-m", "lanewise.lanemath.accuracy", *(sys.argv[1:] if argv is None else argv)])
     names = a.func or list(_specs())
     dtypes = a.dtype or ["float64", "float32"]
     results = {}
@@ -381,7 +367,7 @@ def main(argv=None):
                   f"(worst at {r['at']} -> {r['got']!r}; {time.perf_counter() - t:.1f}s)",
                   flush=True)
         if not a.no_write:  # after each function, so a long run keeps what it measured
-            _write_table({name: results[name]})
+            _write_table({name: results[name]}, command)
     return results
 
 

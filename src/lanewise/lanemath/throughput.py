@@ -10,20 +10,24 @@ thread, best of ``--repeat`` runs after a warm-up:
 * ``libm``     — ``out[i] = math.f(x[i])`` in an ``njit`` loop (what a lane does today);
 * ``lanemath`` — ``out[i] = lanemath.f(x[i])`` in the same loop.
 
-Numbers are elements per second (millions).  Without ``--no-write`` the table goes into
-``docs/lanemath.md`` between the ``throughput`` markers.
+Numbers are elements per second (millions).  Without ``--no-write`` they go into
+``benchmarks/results/lanemath_throughput.json`` (the rows measured replace theirs; each
+keeps the date, machine and command of its run) and the table rendered from that file
+into ``docs/lanemath.md`` between the ``throughput`` markers.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
-import re
+import shlex
+import sys
 import time
 
 import numba
 import numpy as np
+
+from . import _results
 
 #: name -> (argument ranges, numpy function, math function)
 RANGES = {
@@ -129,41 +133,33 @@ def measure(name, dtype=np.float64, n=10_000_000, repeat=10, seed=0):
     return {k: (n / best[k] if k in best else None) for k in ("numpy", "libm", "lanemath")}
 
 
-DOC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "lanemath.md")
-BEGIN, END = "<!-- throughput:begin -->", "<!-- throughput:end -->"
-
-
 def _fmt(v):
     return "—" if v is None else f"{v / 1e6:,.0f}"
 
 
-def _write_table(results, dtype_names, path=DOC):
-    path = os.path.abspath(path)
-    text = open(path).read() if os.path.exists(path) else "# lanemath\n"
-    if BEGIN not in text:
-        text += f"\n{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    old, tail = rest.split(END, 1)
-    rows = {}
-    for line in old.splitlines():
-        m = re.match(r"\|\s*`(\w+)`\s*\|\s*(\w+)\s*\|", line)
-        if m:
-            rows[(m.group(1), m.group(2))] = line
-    for name, per in results.items():
-        for dt, r in per.items():
-            sp_np = r["lanemath"] / r["numpy"] if r["numpy"] else None
-            sp_lm = r["lanemath"] / r["libm"] if r["libm"] else None
-            rows[(name, dt)] = (f"| `{name}` | {dt} | {_fmt(r['numpy'])} | {_fmt(r['libm'])} | "
-                                f"{_fmt(r['lanemath'])} | "
-                                f"{'—' if sp_np is None else f'{sp_np:.1f}x'} | "
-                                f"{'—' if sp_lm is None else f'{sp_lm:.1f}x'} |")
+def _ratio(a, b):
+    return "—" if a is None or b is None else f"{a / b:.1f}x"
+
+
+def table(rows: dict) -> list[str]:
+    """The throughput table of ``rows`` (``{"cos/float64": {"numpy": ..., "libm": ...,
+    "lanemath": ...}}`` in elements per second, a results file's), with the runs it comes from."""
     order = list(RANGES)
-    table = ["", "| function | dtype | NumPy (M/s) | libm in njit loop (M/s) | lanemath (M/s) "
-                 "| vs NumPy | vs libm |", "|---|---|---:|---:|---:|---:|---:|"]
-    keys = sorted(rows, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1]))
-    table += [rows[k] for k in keys]
-    with open(path, "w") as fh:
-        fh.write(head + BEGIN + "\n".join(table) + "\n" + END + tail)
+    keys = sorted(rows, key=lambda k: (order.index(k.split("/")[0]) if k.split("/")[0] in order else 99, k))
+    out = ["| function | dtype | NumPy (M/s) | libm in njit loop (M/s) | lanemath (M/s) | vs NumPy | vs libm |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    for key in keys:
+        r = rows[key]
+        name, dtype = key.split("/")
+        out.append(f"| `{name}` | {dtype} | {_fmt(r['numpy'])} | {_fmt(r['libm'])} | {_fmt(r['lanemath'])} | "
+                   f"{_ratio(r['lanemath'], r['numpy'])} | {_ratio(r['lanemath'], r['libm'])} |")
+    return out + ["", _results.runs_line(rows)]
+
+
+def _write_table(results, command):
+    """Merge ``results`` into benchmarks/results/lanemath_throughput.json and render its table."""
+    rows = {f"{name}/{dt}": dict(r) for name, per in results.items() for dt, r in per.items()}
+    _results.write_block("throughput", table(_results.merge("throughput", rows, command)))
 
 
 def main(argv=None):
@@ -174,6 +170,7 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--no-write", action="store_true")
     a = p.parse_args(argv)
+    command = shlex.join(["python", "-m", "lanewise.lanemath.throughput", *(sys.argv[1:] if argv is None else argv)])
     names = a.func or list(RANGES)
     dtypes = a.dtype or ["float64"]
     results = {}
@@ -185,7 +182,7 @@ def main(argv=None):
             print(f"{name:6s} {dt}: numpy {_fmt(r['numpy'])}  libm {_fmt(r['libm'])}  "
                   f"lanemath {_fmt(r['lanemath'])} M/s", flush=True)
     if not a.no_write:
-        _write_table(results, dtypes)
+        _write_table(results, command)
     return results
 
 
