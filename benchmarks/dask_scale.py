@@ -3,7 +3,9 @@ against the single-process CPU backend, and a W1 grid larger than RAM streamed t
 
     python -m benchmarks.dask_scale [--n 100000] [--grid 60000] [--skip-grid] [--out DIR]
 
-Prints a markdown table (pasted into BENCHMARKS.md).  The W5 runs alternate CPU
+Prints a markdown table; ``--write`` keeps the run in ``benchmarks/results/dask_scale.json`` (date,
+machine, command) and renders BENCHMARKS.md's section ``benchmarks/sections/60_dask_scale.md``
+from it (``--render`` renders it again without measuring).  The W5 runs alternate CPU
 and Dask (medians of ``--repeat``); results must be bitwise equal.  The zarr run
 limits each worker's memory and reports every worker's peak resident memory
 (``ru_maxrss`` read in the worker after the write) next to the chunk size.
@@ -11,6 +13,7 @@ limits each worker's memory and reports every worker's peak resident memory
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
@@ -80,45 +83,70 @@ def main(argv=None):
     ap.add_argument("--memory-limit", default="1.5GiB", help="per worker, for the zarr run")
     ap.add_argument("--skip-grid", action="store_true")
     ap.add_argument("--out", default=None, help="zarr directory (default: a temporary one)")
-    ap.add_argument("--write", action="store_true", help="write benchmarks/sections/60_dask_scale.md")
+    ap.add_argument("--write", action="store_true",
+                    help="keep the run in benchmarks/results/dask_scale.json and render its BENCHMARKS.md section")
+    ap.add_argument("--render", action="store_true", help="measure nothing: render the section from the results file")
     args = ap.parse_args(argv)
-
+    results = Path(__file__).parent / "results" / "dask_scale.json"
+    if args.render:
+        _write_section(json.loads(results.read_text()))
+        return
     import dask.array as da
     from distributed import Client, LocalCluster
 
     import lanewise as lw
 
-    rows = []
+    doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+           "command": f"python -m benchmarks.dask_scale --n {args.n} --grid {args.grid} --chunk {args.chunk} "
+                      f"--memory-limit {args.memory_limit}",
+           "repeat": args.repeat, "memory_limit": args.memory_limit}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       memory_limit=args.memory_limit, dashboard_address=None) as cluster, Client(cluster) as client:
-        r = w5_at_scale(client, lw, da, args.n, args.row_chunks, args.repeat)
-        rows.append(f"| W5 sum, {r['lanes']:.1e} lanes | CPU backend {r['cpu']:.1f} s | "
-                    f"Dask 2 workers {r['dask']:.1f} s | ratio {r['dask'] / r['cpu']:.2f} (bar ≤ 1.3) | "
-                    f"bitwise equal: {r['bitwise_equal']} |")
-        print(r)
+        doc["w5"] = w5_at_scale(client, lw, da, args.n, args.row_chunks, args.repeat)
+        print(doc["w5"])
         if not args.skip_grid:
             out = args.out or tempfile.mkdtemp(prefix="lw-grid-")
             try:
-                g = grid_to_zarr(client, lw, da, args.grid, args.chunk, os.path.join(out, "grid.zarr"))
+                doc["grid"] = grid_to_zarr(client, lw, da, args.grid, args.chunk, os.path.join(out, "grid.zarr"))
             finally:
                 if args.out is None:
                     shutil.rmtree(out, ignore_errors=True)
-            print(g)
-            rows.append(f"| W1 grid {g['n']}² to zarr ({g['bytes'] / 1e9:.1f} GB) | {g['seconds']:.0f} s | "
-                        f"chunk {g['chunk_mb']:.0f} MB, limit {args.memory_limit} | worker peak RSS "
-                        f"{', '.join(f'{p:.0f}' for p in g['worker_peak_mb'])} MB | spot check: {g['spot_check']}, "
-                        f"{g['disk_gb']:.1f} GB on disk |")
-    text = "\n".join([
-        "## Dask: issue 6's bars", "",
-        f"{time.strftime('%Y-%m-%dT%H:%M:%S')}, {platform.machine()}, {os.cpu_count()} cores, "
-        f"{os.getloadavg()[0]:.1f} load after; `python -m benchmarks.dask_scale --n {args.n} "
-        f"--grid {args.grid} --chunk {args.chunk} --memory-limit {args.memory_limit}`. A 2-worker "
-        "LocalCluster (processes, one thread each) against the single-process CPU backend (prange "
-        f"over both cores), alternating, median of {args.repeat}.", "",
-        "| run | | | | |", "|---|---|---|---|---|", *rows, ""])
-    print(text)
+            print(doc["grid"])
+    doc["load_after"] = os.getloadavg()[0]
+    print(markdown(doc))
     if args.write:
-        (Path(__file__).parent / "sections" / "60_dask_scale.md").write_text(text)
+        results.write_text(json.dumps(doc, indent=1) + "\n")
+        _write_section(doc)
+
+
+def markdown(doc: dict) -> str:
+    """BENCHMARKS.md's section for one run (``benchmarks/results/dask_scale.json``).
+
+    Example:
+        >>> doc = {"date": "D", "machine": "M", "command": "C", "repeat": 1, "load_after": 2.5, "memory_limit": "1GiB",
+        ...        "w5": {"lanes": 1e4, "cpu": 2.0, "dask": 3.0, "bitwise_equal": True}}
+        >>> markdown(doc).splitlines()[-2]
+        '| W5 sum, 1.0e+04 lanes | CPU backend 2.0 s | Dask 2 workers 3.0 s | ratio 1.50 (target ≤ 1.3) | bitwise equal: True |'
+    """
+    r = doc["w5"]
+    rows = [f"| W5 sum, {r['lanes']:.1e} lanes | CPU backend {r['cpu']:.1f} s | Dask 2 workers {r['dask']:.1f} s | "
+            f"ratio {r['dask'] / r['cpu']:.2f} (target ≤ 1.3) | bitwise equal: {r['bitwise_equal']} |"]
+    if g := doc.get("grid"):
+        rows.append(f"| W1 grid {g['n']}² to zarr ({g['bytes'] / 1e9:.1f} GB) | {g['seconds']:.0f} s | "
+                    f"chunk {g['chunk_mb']:.0f} MB, limit {doc['memory_limit']} | worker peak RSS "
+                    f"{', '.join(f'{p:.0f}' for p in g['worker_peak_mb'])} MB | spot check: {g['spot_check']}, "
+                    f"{g['disk_gb']:.1f} GB on disk |")
+    note = f" {doc['note']}" if doc.get("note") else ""
+    return "\n".join([
+        "## Dask: W5 and W1 beyond one process", "",
+        f"{doc['date']}, {doc['machine']}, {doc['load_after']:.1f} load after; `{doc['command']}`. A 2-worker "
+        "LocalCluster (processes, one thread each) against the single-process CPU backend (prange "
+        f"over both cores), alternating, median of {doc['repeat']}.{note}", "",
+        "| run | | | | |", "|---|---|---|---|---|", *rows, ""])
+
+
+def _write_section(doc: dict) -> None:
+    (Path(__file__).parent / "sections" / "60_dask_scale.md").write_text(markdown(doc))
 
 
 if __name__ == "__main__":

@@ -137,18 +137,19 @@ THREADS_APPENDED = ["threads-realworld13", "threads-public", "threads-cold", "th
 
 
 def test_the_sections_scripts_write_are_the_rendering_of_their_results_files():
-    """70_realworld.md and 75_threads.md hold no figure of their own: rendered again from
-    benchmarks/results/, they come out the same (60_dask_scale.md's run kept no results file)."""
+    """60_dask_scale.md, 70_realworld.md and 75_threads.md hold no figure of their own: rendered
+    again from benchmarks/results/, they come out the same."""
     import json
     import re
 
     _benchmarks()
-    from benchmarks import threads
+    from benchmarks import dask_scale, threads
     from benchmarks.realworld import run
 
     results, sections = ROOT / "benchmarks" / "results", ROOT / "benchmarks" / "sections"
     load = lambda name: json.loads((results / f"{name}.json").read_text())  # noqa: E731
     assert run.markdown(load("realworld")) == (sections / "70_realworld.md").read_text()
+    assert dask_scale.markdown(load("dask_scale")) == (sections / "60_dask_scale.md").read_text()
     written = (sections / "75_threads.md").read_text()
     doc = load("threads")
     label = re.search(r"^Before and after at \d+ threads \((.*); the same machine\):$", written, re.M)[1]
