@@ -269,7 +269,7 @@ def _typed_compiled(call: Call, argtypes: tuple) -> TypedLane:
 
 def _probe(call: Call, lane) -> ModuleType:
     inject = {"lane": lane, **injected_names(call.signature)}
-    return cache.load_module("lw_probe", None, render_cpu.render_probe(call.signature), inject)
+    return cache.load_module("lw_probe", None, render_cpu.render_probe(call.signature, call.lane), inject)
 
 
 #: The probe's options: those of the kernels that call the lane (typing only).
