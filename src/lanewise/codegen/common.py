@@ -97,6 +97,32 @@ def own_call(fn: str, params, values=()) -> str:
     return call(fn, params[:len(params) - len(values)] + list(values), params)
 
 
+def caught(fn: str, params, doc: str) -> str:
+    """``{fn}_caught(params)``: generated ``fn(params, at)`` for a compiled caller,
+    which cannot take an exception: -1, or ``at[0]`` when ``fn`` raised (the lane it
+    was at, ``lo`` when it tracks none).
+
+    Numba cannot compile a call of more than ``CALL_LIMIT`` arguments inside a
+    ``try``, by keyword or not (it builds the argument list across the blocks the
+    ``try`` splits the code into): past the limit the arguments travel as one
+    tuple, built before the ``try``, to ``{fn}_unpacked``, which makes the call.
+    """
+    params = list(params)
+    inner = params + ["at"]
+    packed = len(inner) > CALL_LIMIT
+    lines = [f"@{JIT.format('')}", f"def {fn}_caught({', '.join(params)}):", f'    """{doc}"""',
+             "    at = np.full(1, lo, np.int64)"]
+    lines += [f"    _lw_args = ({', '.join(inner)},)"] if packed else []
+    lines += ["    try:", f"        {f'{fn}_unpacked(_lw_args)' if packed else call(fn, inner, inner)}",
+              "    except Exception:", "        return int64(at[0])", "    return int64(-1)"]
+    if not packed:
+        return "\n".join(lines)
+    unpacked = [f"@{JIT.format('')}", f"def {fn}_unpacked(_lw_args):",
+                f'    """{fn} of the arguments in the tuple _lw_args ({fn}_caught: codegen.common.caught)."""',
+                f"    {', '.join(inner)}, = _lw_args", f"    {call(fn, inner, inner)}"]
+    return "\n".join(unpacked) + "\n\n\n" + "\n".join(lines)
+
+
 def call(fn: str, args, params=(), kwargs=()) -> str:
     """Source of the call ``fn(args..., kwargs...)``, positional as written up to
     :data:`~lanewise.lane.lanefn.CALL_LIMIT` arguments (a larger call is ``fn(*args)``

@@ -34,8 +34,9 @@ from __future__ import annotations
 from ..ir.program import Program, Signature
 from ..ir.schedule import loop_order
 from ..version import __version__
-from .common import (JIT, Names, block_loop, borrow_lines, decompose, guarded_store, inlined_twin, inlining_options,
-                     jit_inlining, lane_call, lane_comment, leaf_expr, level_comments, out_index, unit_loop)
+from .common import (JIT, Names, block_loop, borrow_lines, caught, decompose, guarded_store, inlined_twin,
+                     inlining_options, jit_inlining, lane_call, lane_comment, leaf_expr, level_comments, out_index,
+                     unit_loop)
 
 
 
@@ -113,17 +114,9 @@ def _lane_block(program: Program, names: Names, order, inplace: bool, track: boo
 
 
 def _lane_block_caught(program: Program, names: Names) -> str:
-    return "\n".join([
-        f"@{JIT.format('')}",
-        f"def lane_block_caught({names.params('outer', 'lo', 'hi')}):",
-        '    """lane_block for a compiled caller: -1, or the lane that raised (or the first',
-        '    lane of its group or block: the host replays from there)."""',
-        "    at = np.full(1, lo, np.int64)",
-        "    try:",
-        f"        {names.call('lane_block', 'outer', 'lo', 'hi', 'at')}",
-        "    except Exception:",
-        "        return int64(at[0])",
-        "    return int64(-1)"])
+    return caught("lane_block", names.parameters("outer", "lo", "hi"),
+                  "lane_block for a compiled caller: -1, or the lane that raised (or the first\n"
+                  "    lane of its group or block: the host replays from there).")
 
 
 def _lane_block_spmd(program: Program, names: Names, order, plan) -> str:

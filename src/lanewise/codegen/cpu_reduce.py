@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from ..ir.program import Program
 from ..ir.reduction import OPS, ReduceSpec
-from .common import (JIT, Names, block_loop, borrow_lines, decompose, jit_inlining, lane_call, own_call,
+from .common import (JIT, Names, block_loop, borrow_lines, caught, decompose, jit_inlining, lane_call, own_call,
                      unit_loop)
 from .cpu import header, spmd_groups
 
@@ -405,16 +405,8 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
 
 
 def _rblock_caught(program: Program, spec: ReduceSpec, names: Names) -> str:
-    return "\n".join([
-        f"@{JIT.format('')}",
-        f"def rblock_caught({_params(program, spec, names, 'k', 'b', 'lo', 'hi')}):",
-        '    """rblock for a compiled caller: -1, or the lane that raised (or the block\'s first)."""',
-        "    at = np.full(1, lo, np.int64)",
-        "    try:",
-        f"        {_call('rblock', program, spec, names, 'k', 'b', 'lo', 'hi', 'at')}",
-        "    except Exception:",
-        "        return int64(at[0])",
-        "    return int64(-1)"])
+    return caught("rblock", _param_list(program, spec, names, "k", "b", "lo", "hi"),
+                  "rblock for a compiled caller: -1, or the lane that raised (or the block's first).")
 
 
 def _slot_kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) -> str:
