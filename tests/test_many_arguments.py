@@ -37,7 +37,7 @@ def lanes(tmp_path_factory):
 
 def _exec_call(source: str, fn):
     """Evaluate the rendered call ``source`` in plain Python, calling ``fn``."""
-    return eval(source, {"f": fn, "v": list(range(100))})
+    return eval(source, {"f": fn, "v": list(range(100))})  # noqa: S307 - our own rendered call
 
 
 def test_call_is_unchanged_up_to_the_limit_and_keyword_past_it():
@@ -57,7 +57,7 @@ def test_call_keeps_positional_only_arguments_positional():
     args = [f"v[{k}]" for k in range(40)]
     params = [None] * 34 + [f"p{k}" for k in range(34, 40)]  # the first 34 positional-only
     rendered = call("f", args, params)
-    assert f"v[33], p34=v[34]" in rendered and rendered.count("=") == 6
+    assert "v[33], p34=v[34]" in rendered and rendered.count("=") == 6
     # none can be passed by keyword: positional as written (a compiled callee, not inlined)
     assert call("f", args, [None] * 40) == f"f({', '.join(args)})"
     # a call that has keywords already is one Numba unwraps as it is

@@ -124,20 +124,21 @@ def caught(fn: str, params, doc: str) -> str:
 
 
 def call(fn: str, args, params=(), kwargs=()) -> str:
-    """Source of the call ``fn(args..., kwargs...)``, positional as written up to
-    :data:`~lanewise.lane.lanefn.CALL_LIMIT` arguments (a larger call is ``fn(*args)``
-    in CPython's bytecode, which Numba cannot inline).  Past it, and without ``kwargs`` (keyword pairs), the
-    arguments from the ``CALL_LIMIT``-th on go by keyword, named by ``params`` (the
-    callee's parameter names, None for one that cannot be passed by keyword: the
+    """Source of the call ``fn(args..., kwargs...)``: as written up to
+    :data:`~lanewise.lane.lanefn.CALL_LIMIT` arguments.  A larger call is
+    ``fn(*args)`` in CPython's bytecode, which Numba cannot inline; so past the
+    limit, when no argument is a keyword yet (``kwargs``: keyword pairs), those
+    from the ``CALL_LIMIT``-th on go by keyword, named by ``params`` (the callee's
+    parameter names; None for one that cannot be passed by keyword, and the
     keywords then start after the last such).  When none can, the call stays
-    positional: fine for a compiled callee, which the caller does not inline.
+    positional: fine for a compiled callee, one the caller does not inline.
 
     Example:
         >>> call("f", ["x", "y"])
         'f(x, y)'
         >>> names = [f"a{k}" for k in range(32)]
-        >>> call("f", [f"v[{k}]" for k in range(32)], names)[-26:]
-        'v[29], a30=v[30], a31=v[31])'
+        >>> call("f", [f"v[{k}]" for k in range(32)], names).split(", ")[29:]
+        ['v[29]', 'a30=v[30]', 'a31=v[31])']
     """
     args, kwargs = list(args), list(kwargs)
     if len(args) + len(kwargs) > CALL_LIMIT and not kwargs:
