@@ -427,3 +427,22 @@ def test_uint64_mixed_with_signed_is_refused():
 
     with pytest.raises(lw.LaneTypeError, match="uint64 value is combined with a signed"):
         lw.vmap(mixes_signed, backend="cuda")(U64)
+
+
+@pytest.mark.parametrize("name", ["wsum", "posonly", "posonly_tail", "two_results", "raises"])
+def test_lanes_of_36_parameters(tmp_path, name):
+    """Issue 42 on the simulator: calls past 30 arguments (tests/test_many_arguments.py)."""
+    import many_lanes as ml
+
+    fn, args = getattr(ml.load(tmp_path), name), ml.arguments(5)
+    if name == "raises":
+        with pytest.raises(ValueError, match="a0 above one half"):
+            lw.vmap(fn, backend="cuda")(*args)
+        return
+    got, want = lw.vmap(fn, backend="cuda")(*args), ml.per_lane(fn, args)
+    for g, w in zip(got if isinstance(want, tuple) else (got,), want if isinstance(want, tuple) else (want,),
+                    strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-13)
+    if name == "wsum":
+        total = lw.reduce(lw.vmap(fn, backend="cuda"), "sum")(*args)
+        np.testing.assert_allclose(total, ml.weighted(args).sum(), rtol=1e-13)

@@ -16,13 +16,14 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import optree
 
 from ..errors import LaneTypeError, function_location
 from ..ir.program import Program, Signature
-from ..lane.lanefn import indexes
+from ..lane.lanefn import CALL_LIMIT, indexes
 from ..lane.records import record_class
 
 #: The decorator of every CPU function of a generated module (``{}``: more options).
@@ -76,7 +77,76 @@ class Names:
                    tuple(f"s{m}" for m, out in enumerate(program.outputs) if out.lane_ndim))
 
     def params(self, *extra: str) -> str:
-        return ", ".join(self.leaves + self.outputs + self.sizes + self.shapes + extra)
+        return ", ".join(self.parameters(*extra))
+
+    def parameters(self, *extra: str) -> tuple[str, ...]:
+        """The parameters of a generated function: every leaf, output, size and shape, then ``extra``."""
+        return self.leaves + self.outputs + self.sizes + self.shapes + extra
+
+    def call(self, fn: str, *extra: str, values: tuple[str, ...] = ()) -> str:
+        """The call of generated function ``fn`` (parameters :meth:`parameters` of
+        ``extra``), each argument its parameter's name, or for ``extra``'s trailing
+        parameters, ``values`` (``lane_block_caught(..., outer, int64(0), n0)``)."""
+        return own_call(fn, self.parameters(*extra), values)
+
+
+def own_call(fn: str, params, values=()) -> str:
+    """The call of generated function ``fn`` of parameters ``params``: each argument
+    its parameter's name, but the last ``len(values)``, which are ``values``."""
+    params = list(params)
+    return call(fn, params[:len(params) - len(values)] + list(values), params)
+
+
+def caught(fn: str, params, doc: str) -> str:
+    """``{fn}_caught(params)``: generated ``fn(params, at)`` for a compiled caller,
+    which cannot take an exception: -1, or ``at[0]`` when ``fn`` raised (the lane it
+    was at, ``lo`` when it tracks none).
+
+    Numba cannot compile a call of more than ``CALL_LIMIT`` arguments inside a
+    ``try``, by keyword or not (it builds the argument list across the blocks the
+    ``try`` splits the code into): past the limit the arguments travel as one
+    tuple, built before the ``try``, to ``{fn}_unpacked``, which makes the call.
+    """
+    params = list(params)
+    inner = params + ["at"]
+    packed = len(inner) > CALL_LIMIT
+    lines = [f"@{JIT.format('')}", f"def {fn}_caught({', '.join(params)}):", f'    """{doc}"""',
+             "    at = np.full(1, lo, np.int64)"]
+    lines += [f"    _lw_args = ({', '.join(inner)},)"] if packed else []
+    lines += ["    try:", f"        {f'{fn}_unpacked(_lw_args)' if packed else call(fn, inner, inner)}",
+              "    except Exception:", "        return int64(at[0])", "    return int64(-1)"]
+    if not packed:
+        return "\n".join(lines)
+    unpacked = [f"@{JIT.format('')}", f"def {fn}_unpacked(_lw_args):",
+                f'    """{fn} of the arguments in the tuple _lw_args ({fn}_caught: codegen.common.caught)."""',
+                f"    {', '.join(inner)}, = _lw_args", f"    {call(fn, inner, inner)}"]
+    return "\n".join(unpacked) + "\n\n\n" + "\n".join(lines)
+
+
+def call(fn: str, args, params=(), kwargs=()) -> str:
+    """Source of the call ``fn(args..., kwargs...)``: as written up to
+    :data:`~lanewise.lane.lanefn.CALL_LIMIT` arguments.  A larger call is
+    ``fn(*args)`` in CPython's bytecode, which Numba cannot inline; so past the
+    limit, when no argument is a keyword yet (``kwargs``: keyword pairs), those
+    from the ``CALL_LIMIT``-th on go by keyword, named by ``params`` (the callee's
+    parameter names; None for one that cannot be passed by keyword, and the
+    keywords then start after the last such).  When none can, the call stays
+    positional: fine for a compiled callee, one the caller does not inline.
+
+    Example:
+        >>> call("f", ["x", "y"])
+        'f(x, y)'
+        >>> names = [f"a{k}" for k in range(32)]
+        >>> call("f", [f"v[{k}]" for k in range(32)], names).split(", ")[29:]
+        ['v[29]', 'a30=v[30]', 'a31=v[31])']
+    """
+    args, kwargs = list(args), list(kwargs)
+    if len(args) + len(kwargs) > CALL_LIMIT and not kwargs:
+        params = list(params) + [None] * (len(args) - len(params))
+        first = max([CALL_LIMIT] + [k + 1 for k, name in enumerate(params[:len(args)]) if name is None])
+        kwargs = list(zip(params[first:len(args)], args[first:], strict=True))
+        args = args[:first]
+    return f"{fn}({', '.join(args + [f'{k}={v}' for k, v in kwargs])})"
 
 
 def comment_text(text: object) -> str:
@@ -213,10 +283,30 @@ def call_arguments(sig: Signature, names: Names, zero_d: str = "index") -> list[
     return out
 
 
-def lane_args(sig: Signature, names: Names) -> str:
-    """The lane's call arguments, keywords as keywords."""
-    return ", ".join(text if keyword is None else f"{keyword}={text}"
-                     for keyword, text in call_arguments(sig, names))
+def lane_call(program: Program, names: Names, fn: str = "lane", kwargs=()) -> str:
+    """The call of the lane (or of ``fn``, a rewrite of it with the same parameters and
+    ``kwargs`` more), keywords as keywords, past :data:`CALL_LIMIT` arguments the
+    tail by keyword too (:func:`call`)."""
+    pairs = call_arguments(program.signature, names)
+    args = [text for keyword, text in pairs if keyword is None]
+    keywords = [(keyword, text) for keyword, text in pairs if keyword is not None]
+    return call(fn, args, keyword_names(program.lane), keywords + list(kwargs))
+
+
+def keyword_names(fn) -> list[str | None]:
+    """The name of each positional parameter of ``fn``, None for one that cannot be
+    passed by keyword (positional-only); empty where ``fn`` has no signature, and up
+    to its ``*args`` (what those take cannot be passed by keyword either)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    out: list[str | None] = []
+    for p in params:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        out.append(p.name if p.kind == p.POSITIONAL_OR_KEYWORD else None)
+    return out
 
 
 def out_index(out, fill: str = ":", scalar: str = "()") -> str:

@@ -34,8 +34,9 @@ from __future__ import annotations
 from ..ir.program import Program, Signature
 from ..ir.schedule import loop_order
 from ..version import __version__
-from .common import (JIT, Names, block_loop, borrow_lines, decompose, guarded_store, inlined_twin, inlining_options,
-                     jit_inlining, lane_args, lane_comment, leaf_expr, level_comments, out_index, unit_loop)
+from .common import (JIT, Names, block_loop, borrow_lines, caught, decompose, guarded_store, inlined_twin,
+                     inlining_options, jit_inlining, lane_call, lane_comment, leaf_expr, level_comments, out_index,
+                     unit_loop)
 
 
 
@@ -113,17 +114,9 @@ def _lane_block(program: Program, names: Names, order, inplace: bool, track: boo
 
 
 def _lane_block_caught(program: Program, names: Names) -> str:
-    return "\n".join([
-        f"@{JIT.format('')}",
-        f"def lane_block_caught({names.params('outer', 'lo', 'hi')}):",
-        '    """lane_block for a compiled caller: -1, or the lane that raised (or the first',
-        '    lane of its group or block: the host replays from there)."""',
-        "    at = np.full(1, lo, np.int64)",
-        "    try:",
-        f"        lane_block({names.params('outer', 'lo', 'hi', 'at')})",
-        "    except Exception:",
-        "        return int64(at[0])",
-        "    return int64(-1)"])
+    return caught("lane_block", names.parameters("outer", "lo", "hi"),
+                  "lane_block for a compiled caller: -1, or the lane that raised (or the first\n"
+                  "    lane of its group or block: the host replays from there).")
 
 
 def _lane_block_spmd(program: Program, names: Names, order, plan) -> str:
@@ -250,11 +243,10 @@ def _lane_block_stream(program: Program, names: Names, order, plan) -> str:
 
 def _lane_and_store(program: Program, names: Names, inplace: bool) -> list[str]:
     where = lane_comment(program)
-    args = lane_args(program.signature, names)
     if inplace:  # the lane fills its output slice itself: no allocation, no copy
-        out = program.outputs[0]
-        return [f"lane_inplace({args}, __lw_out={names.outputs[0]}[{out_index(out)}]){where}"]
-    lines = [f"r = lane({args}){where}"]
+        slot = f"{names.outputs[0]}[{out_index(program.outputs[0])}]"
+        return [lane_call(program, names, "lane_inplace", [("__lw_out", slot)]) + where]
+    lines = [f"r = {lane_call(program, names)}{where}"]
     shape_names = iter(names.shapes)
     for out, oname in zip(program.outputs, names.outputs, strict=True):
         value = "r" + "".join(f"[{i}]" for i in out.path)
@@ -268,7 +260,7 @@ def _lane_and_store(program: Program, names: Names, inplace: bool) -> list[str]:
 
 def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
     outer = " * ".join(names.sizes[lv] for lv in order[:-1]) or "1"
-    call = f"lane_block_caught({names.params('outer', 'lo', 'hi')})"
+    call = names.call("lane_block_caught", "outer", "lo", "hi")
     if parallel:
         body = ["outer = b // nib", "lo = (b - outer * nib) * blk", f"hi = min(lo + blk, {names.sizes[order[-1]]})",
                 f"e = {call}", "if e >= 0:",
@@ -292,7 +284,7 @@ def _kernel(program: Program, names: Names, order, parallel: bool) -> str:
         f"    for outer in range({outer}):",
         # int64(0), not 0: a literal argument types as Literal[int](0), a second
         # lane_block specialisation (the probe and the parallel kernel pass int64).
-        f"        e = lane_block_caught({names.params('outer', 'int64(0)', n_inner)})",
+        f"        e = {names.call('lane_block_caught', 'outer', 'lo', 'hi', values=('outer', 'int64(0)', n_inner))}",
         "        if e >= 0:",
         f"            return outer * {n_inner} + e",
         "    return -1"])
@@ -315,7 +307,7 @@ def _kernel_blocks(program: Program, names: Names, order, options: str) -> str:
         f"        hi = min(lo + blk, {n_inner})",
         f"        at[1] = outer * {n_inner}",
         "        at[0] = lo",
-        f"        lane_block_inlined({names.params('outer', 'lo', 'hi', 'at')})",
+        f"        {names.call('lane_block_inlined', 'outer', 'lo', 'hi', 'at')}",
         "        b += 1"])
 
 
@@ -325,14 +317,14 @@ def _probe(program: Program, names: Names) -> str:
         f"def probe({', '.join(names.leaves)}):",
         '    """Lane 0 alone: its result type, and the shape of per-lane array outputs."""',
         *[f"    i{lv} = uint64(0)" for lv in range(len(program.signature.levels))],
-        f"    return lane({lane_args(program.signature, names)})",
+        f"    return {lane_call(program, names)}",
     ])
 
 
-def render_probe(sig: Signature) -> str:
-    """A stand-alone ``probe`` (no outputs known yet) used to type the lane: plain
+def render_probe(sig: Signature, lane) -> str:
+    """A stand-alone ``probe`` (no outputs known yet) used to type ``lane``: plain
     Python, typed by ``lane.typing_only`` (its machine code is never built)."""
-    program = Program(lambda: None, sig, (), None)
+    program = Program(lane, sig, (), None)
     probe = _probe(program, Names.of(program)).split("\n", 1)[1]  # without the decorator
     return "import numba\nfrom numba import int64, uint64\n\n" + probe
 

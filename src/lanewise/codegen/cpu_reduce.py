@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from ..ir.program import Program
 from ..ir.reduction import OPS, ReduceSpec
-from .common import JIT, Names, block_loop, borrow_lines, decompose, jit_inlining, lane_args, unit_loop
+from .common import (JIT, Names, block_loop, borrow_lines, caught, decompose, jit_inlining, lane_call, own_call,
+                     unit_loop)
 from .cpu import header, spmd_groups
 
 
@@ -85,11 +86,20 @@ def _folded(program: Program, spec: ReduceSpec) -> range:
 
 
 def _params(program, spec, names: Names, *extra) -> str:
+    return ", ".join(_param_list(program, spec, names, *extra))
+
+
+def _param_list(program, spec, names: Names, *extra) -> list[str]:
+    """The parameters of ``rblock`` and the kernels (``extra`` last)."""
     strides = [f"st{lv}" for lv in spec.reduced] if spec.indexed else []
     shapes = [f"sh{m}" for m, nd in enumerate(spec.lane_ndims) if nd]  # lane 0's array shapes
     count = ["nseg"] if spec.segmented else []
-    return ", ".join([*names.leaves, *partial_names(program, spec), *names.sizes, *strides, *shapes, *count,
-                      *extra])
+    return [*names.leaves, *partial_names(program, spec), *names.sizes, *strides, *shapes, *count, *extra]
+
+
+def _call(fn: str, program, spec, names: Names, *extra, values=()) -> str:
+    """The call of ``rblock`` or ``rblock_caught`` (``values``: as :func:`.common.own_call`)."""
+    return own_call(fn, _param_list(program, spec, names, *extra), values)
 
 
 def _prologue(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
@@ -144,7 +154,7 @@ def _tiled_block(program: Program, spec: ReduceSpec, names: Names, track: bool, 
     else:
         lines += [f"        start = i{inner}",
                   f"        n = min(uint64({names.sizes[inner]}) - start, end - pos, uint64({TILE}))"]
-    lines += [f"        rtile({_tile_args(program, names, inner)})"]
+    lines += [f"        {own_call('rtile', _tile_params(program, names, inner))}"]
     fold = _fold_tile_indexed(program, spec, inner) if spec.indexed else _fold_tile(program, spec)
     lines += ["        " + s for s in fold]
     lines.append("        pos += n")
@@ -157,10 +167,14 @@ def _tiled_block(program: Program, spec: ReduceSpec, names: Names, track: bool, 
 
 
 def _tile_args(program: Program, names: Names, inner) -> str:
-    """``rtile``'s arguments: inputs, sizes, the fixed indices, the run and the buffers."""
+    return ", ".join(_tile_params(program, names, inner))
+
+
+def _tile_params(program: Program, names: Names, inner) -> list[str]:
+    """``rtile``'s parameters: inputs, sizes, the fixed indices, the run and the buffers."""
     fixed = [f"i{lv}" for lv in range(len(names.sizes)) if lv != inner]
     bufs = [f"buf{m}" for m in range(len(program.outputs))]
-    return ", ".join([*names.leaves, *names.sizes, *fixed, "start", "n", "pos", *bufs, "at"])
+    return [*names.leaves, *names.sizes, *fixed, "start", "n", "pos", *bufs, "at"]
 
 
 def _tile_fn(program: Program, names: Names, inner, track: bool) -> str:
@@ -188,7 +202,7 @@ def _tile_fn_spmd(program: Program, names: Names, inner, plan) -> str:
 
 
 def _buffer_lane(program: Program, names: Names, slot: str) -> list[str]:
-    lines = [f"r = lane({lane_args(program.signature, names)})"]
+    lines = [f"r = {lane_call(program, names)}"]
     for m, out in enumerate(program.outputs):
         lines.append(f"buf{m}[{slot}] = r" + "".join(f"[{i}]" for i in out.path))
     return lines
@@ -258,7 +272,7 @@ def _init(program, spec) -> list[str]:
 
 
 def _fold(program: Program, spec: ReduceSpec, names: Names) -> list[str]:
-    lines = [f"r = lane({lane_args(program.signature, names)})"]
+    lines = [f"r = {lane_call(program, names)}"]
     if spec.indexed:
         flat = " + ".join(f"i{lv} * uint64(st{lv})" for lv in spec.reduced) or "uint64(0)"
         lines.append(f"idx = int64({flat})")
@@ -329,7 +343,7 @@ def _kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) ->
         return _slot_kernel(program, spec, names, parallel)
     kept = " * ".join(names.sizes[lv] for lv in spec.kept) or "1"
     body = ["k = b // nchunks", "lo = (b - k * nchunks) * chunk", "hi = min(lo + chunk, nred)",
-            f"e = rblock_caught({_params(program, spec, names, 'k', 'b', 'lo', 'hi')})", "if e >= 0:",
+            f"e = {_call('rblock_caught', program, spec, names, 'k', 'b', 'lo', 'hi')}", "if e >= 0:",
             "    err[b] = e"]
     doc = '    """Every (kept index, chunk) block; partial b = k * nchunks + chunk; err[b] = failed lane."""'
     if parallel:  # the threads take the blocks one at a time; stop[0] != 0 (Ctrl-C) skips the rest
@@ -357,6 +371,7 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
     params = _params(program, spec, names, *units, "nchunks", "chunk", "nred", "err", "first", "last", "stop",
                      "at")
     if spec.segmented:
+        slot_args = ("0", "s", "lo", "hi", "at")  # kept index 0, partial s
         return "\n".join([
             *head,
             f"def rkernel_blocks({params}):",
@@ -371,7 +386,7 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
             "            at[0] = lo",
             "            at[1] = c",
             "            at[2] = s",
-            f"            rblock({_params(program, spec, names, '0', 's', 'lo', 'hi', 'at')})",
+            f"            {_call('rblock', program, spec, names, 'k', 'b', 'lo', 'hi', 'at', values=slot_args)}",
             "        s += 1"])
     return "\n".join([
         *head,
@@ -385,21 +400,13 @@ def _kernel_blocks(program: Program, spec: ReduceSpec, names: Names) -> str:
         "        at[0] = lo",
         "        at[1] = b",
         "        at[2] = b",
-        f"        rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi', 'at')})",
+        f"        {_call('rblock', program, spec, names, 'k', 'b', 'lo', 'hi', 'at')}",
         "        b += 1"])
 
 
 def _rblock_caught(program: Program, spec: ReduceSpec, names: Names) -> str:
-    return "\n".join([
-        f"@{JIT.format('')}",
-        f"def rblock_caught({_params(program, spec, names, 'k', 'b', 'lo', 'hi')}):",
-        '    """rblock for a compiled caller: -1, or the lane that raised (or the block\'s first)."""',
-        "    at = np.full(1, lo, np.int64)",
-        "    try:",
-        f"        rblock({_params(program, spec, names, 'k', 'b', 'lo', 'hi', 'at')})",
-        "    except Exception:",
-        "        return int64(at[0])",
-        "    return int64(-1)"])
+    return caught("rblock", _param_list(program, spec, names, "k", "b", "lo", "hi"),
+                  "rblock for a compiled caller: -1, or the lane that raised (or the block's first).")
 
 
 def _slot_kernel(program: Program, spec: ReduceSpec, names: Names, parallel: bool) -> str:
@@ -410,6 +417,7 @@ def _slot_kernel(program: Program, spec: ReduceSpec, names: Names, parallel: boo
     name, loop, opt = ("rkernel", "prange", ", parallel=True") if parallel else ("rkernel_serial", "range", "")
     stop = ["            if stopped(stop):", "                break"] if parallel else []
     stop_param = ["stop"] if parallel else []
+    slot_args = ("0", "s", "lo", "hi")  # kept index 0, partial s
     return "\n".join([
         f"@{JIT.format(opt)}",
         f"def {name}({_params(program, spec, names, 'nslots', 'nchunks', 'chunk', 'nred', 'err', *stop_param)}):",
@@ -419,7 +427,7 @@ def _slot_kernel(program: Program, spec: ReduceSpec, names: Names, parallel: boo
         *stop,
         "            lo = c * chunk",
         "            hi = min(lo + chunk, nred)",
-        f"            e = rblock_caught({_params(program, spec, names, '0', 's', 'lo', 'hi')})",
+        f"            e = {_call('rblock_caught', program, spec, names, 'k', 'b', 'lo', 'hi', values=slot_args)}",
         "            if e >= 0:",
         "                err[c] = e",
         "                break",

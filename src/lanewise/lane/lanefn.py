@@ -100,6 +100,16 @@ def _code_indexes(code: types.CodeType) -> bool:
     return _code_has(code, _SUBSCRIPTS)
 
 
+#: CPython compiles a call of more than 30 arguments (a keyword counting twice,
+#: STACK_USE_GUIDELINE in its compiler) to CALL_FUNCTION_EX: ``fn(*args)``, or
+#: ``fn(*args, **kwargs)`` when some are keywords.  Numba's inliner rejects the first
+#: ("Calling a closure with *args is unsupported"); the second its own peephole
+#: (``peep_hole_call_function_ex_to_call_function_kw``) turns back into a plain call,
+#: so generated code passes the arguments past this many by keyword
+#: (:func:`lanewise.codegen.common.call`; issue 42: a lane of 36 parameters).
+CALL_LIMIT = 30
+
+
 def _star_calls(code: types.CodeType) -> bool:
     """Whether ``code`` calls something with ``*args``/``**kwargs`` (``func(x, *args)``,
     the calling convention of QuantEcon's and SciPy-style solvers): Numba's inliner
@@ -225,9 +235,13 @@ def _typing_helper(fn: Callable) -> Dispatcher:
 
 def _inlinable(fn: types.FunctionType) -> bool:
     """Whether Numba's inliner takes ``fn``: not when it calls itself (recursion), nor
-    when it takes ``*args`` ("Stararg not supported in inliner")."""
+    when it takes ``*args`` ("Stararg not supported in inliner"), nor when more than
+    :data:`CALL_LIMIT` of its parameters are positional-only: a call passing them all
+    is a ``*args`` call (issue 42), which the inliner rejects, and the kernels cannot
+    pass them by keyword (codegen.common.call)."""
     recursive = fn.__name__ in _global_loads(fn.__code__) and fn.__globals__.get(fn.__name__) is fn
-    return not recursive and not fn.__code__.co_flags & inspect.CO_VARARGS
+    code = fn.__code__
+    return not recursive and not code.co_flags & inspect.CO_VARARGS and code.co_posonlyargcount <= CALL_LIMIT
 
 
 #: Helpers of at most this many bytecode instructions are inlined by Numba

@@ -33,7 +33,7 @@ from ...ir.schedule import Blocking, blocking, lane_index, loop_order, reblocked
 from ...config import config
 from ...errors import LaneTypeError, LanewiseError
 from ...lane.inplace import rewrite
-from ...lane.lanefn import indexes, inlined_lane, jit_lane, may_raise, python_function, typing_lane
+from ...lane.lanefn import CALL_LIMIT, indexes, inlined_lane, jit_lane, may_raise, python_function, typing_lane
 from ...lane.allocation import allocates
 from ...lane import typing_only
 from ...lane.signedness import check_unsigned_mixing
@@ -196,7 +196,9 @@ def lane_call_report(exe) -> str:
     else:
         why = ("it may raise (its exceptions are caught per lane)" if may_raise(lane)
                else "the nest cannot vectorise across lanes (it subscripts or is divergent)" if scalar_nest(lane)
-               else "it makes arrays (an allocating lane runs faster called)")
+               else "it makes arrays (an allocating lane runs faster called)" if exe.allocating
+               else "Numba's inliner cannot take it (it calls itself, takes *args, or has more than "
+                    f"{CALL_LIMIT} positional-only parameters)")
         how = f"called, not inlined: {why}"
     if not config.vector_math:
         math = "libm (lw.config.vector_math is off)"
@@ -269,7 +271,7 @@ def _typed_compiled(call: Call, argtypes: tuple) -> TypedLane:
 
 def _probe(call: Call, lane) -> ModuleType:
     inject = {"lane": lane, **injected_names(call.signature)}
-    return cache.load_module("lw_probe", None, render_cpu.render_probe(call.signature), inject)
+    return cache.load_module("lw_probe", None, render_cpu.render_probe(call.signature, call.lane), inject)
 
 
 #: The probe's options: those of the kernels that call the lane (typing only).
