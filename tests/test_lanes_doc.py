@@ -613,7 +613,7 @@ def grad_of_sourceless(x):  # row L110: lw.grad of a lane whose text is nowhere
     return lw.grad(no_source)(x)
 
 
-# row L111: 36 parameters (CPython calls a function of more than 30 with a *args tuple)
+# row L117: 36 parameters (CPython calls a function of more than 30 with a *args tuple)
 def wide_lane(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21,
               a22, a23, a24, a25, a26, a27, a28, a29, a30, a31, a32, a33, a34, a35):
     return (1.0 * a0 + 2.0 * a1 + 3.0 * a2 + 4.0 * a3 + 5.0 * a4 + 6.0 * a5 + 7.0 * a6 + 8.0 * a7 + 9.0 * a8 +
@@ -623,7 +623,7 @@ def wide_lane(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
             34.0 * a33 + 35.0 * a34 + 36.0 * a35)
 
 
-# row L112: 36 positional-only parameters
+# row L118: 36 positional-only parameters
 def wide_positional_only(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
                          a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30, a31, a32, a33, a34, a35, /):
     return (1.0 * a0 + 2.0 * a1 + 3.0 * a2 + 4.0 * a3 + 5.0 * a4 + 6.0 * a5 + 7.0 * a6 + 8.0 * a7 + 9.0 * a8 +
@@ -910,8 +910,8 @@ CASES: dict[str, Case] = {
     "L73": Case(scan_namedtuple, (ROWS4,), want=ROWS4.sum(axis=1) * ROWS4.max(axis=1)),
     "L74": Case(scan_dict, (ROWS4,)),
     "L110": Case(grad_of_sourceless, (X,), want=2.0 * X),
-    "L111": Case(wide_lane, WIDE_ARGS, want=WIDE_SUM),
-    "L112": Case(wide_positional_only, WIDE_ARGS, want=WIDE_SUM),
+    "L117": Case(wide_lane, WIDE_ARGS, want=WIDE_SUM),
+    "L118": Case(wide_positional_only, WIDE_ARGS, want=WIDE_SUM),
     "L108": Case(scan_closure, (ROWS4, np.linspace(0.1, 0.9, 6))),
     "L109": Case(scan_dict_xs, (ROWS4,), want=(ROWS4 * 2 * ROWS4).sum(axis=1) + ROWS4.sum(axis=1)),
     "L75": Case(scan_ys, (ROWS4,)),
