@@ -43,7 +43,8 @@ SUMMARY = re.compile(r"(?P<counts>(?:\d+ \w+(?:, )?)+) in (?P<wall>[\d.]+)s")
 def _stamp(command: list[str] | str) -> dict:
     """Where, when and how a row was measured (the other results files keep the same), and
     how busy the machine was (a demo timed beside other work takes longer)."""
-    return {"machine": report.machine(), "load_average_at_start": round(os.getloadavg()[0], 2), "date": datetime.datetime.now().isoformat(timespec="minutes"),
+    return {"machine": report.machine(), "load_average_at_start": round(os.getloadavg()[0], 2),
+            "date": datetime.datetime.now().isoformat(timespec="minutes"),
             "command": command if isinstance(command, str) else " ".join(["python3", *command[1:]])}
 
 

@@ -4,8 +4,8 @@ Every measured figure on the pages that quote (:data:`benchmarks.quote.PAGES`:
 README.md, docs/*.md and BENCHMARKS.md's hand-written sections; the sections
 in :data:`benchmarks.quote.WRITTEN` are a script's output from its results
 file) -- a time, a ratio, a speed-up, a percentage, a measured size or
-bandwidth, an ulp error, a test count -- must be quoted from ``benchmarks/results/`` through a marker of ``benchmarks/quote.py``
-(``<!--q key-->0.0036 s<!--/q-->``), so that two pages cannot give two values
+bandwidth, an ulp error, a test count -- must be quoted from ``benchmarks/results/``
+through a marker of ``benchmarks/quote.py`` (``<!--q key-->0.0036 s<!--/q-->``), so that two pages cannot give two values
 for one thing and a re-run changes every page at once.  This module finds the
 ones that are not.
 
