@@ -125,7 +125,7 @@ def markdown(doc: dict) -> str:
     Example:
         >>> doc = {"date": "D", "machine": "M", "command": "C", "repeat": 1, "load_after": 2.5, "memory_limit": "1GiB",
         ...        "w5": {"lanes": 1e4, "cpu": 2.0, "dask": 3.0, "bitwise_equal": True}}
-        >>> markdown(doc).splitlines()[-2].split(" | ")[1:4]
+        >>> markdown(doc).splitlines()[-1].split(" | ")[1:4]
         ['CPU backend 2.0 s', 'Dask 2 workers 3.0 s', 'ratio 1.50 (target ≤ 1.3)']
     """
     r = doc["w5"]

@@ -5,8 +5,8 @@ README.md, docs/*.md and BENCHMARKS.md's hand-written sections; the sections
 in :data:`benchmarks.quote.WRITTEN` are a script's output from its results
 file) -- a time, a ratio, a speed-up, a percentage, a measured size or
 bandwidth, an ulp error, a test count -- must be quoted from ``benchmarks/results/``
-through a marker of ``benchmarks/quote.py`` (``<!--q key-->0.0036 s<!--/q-->``), so that two pages cannot give two values
-for one thing and a re-run changes every page at once.  This module finds the
+through a marker of ``benchmarks/quote.py`` (``<!--q key-->0.0036 s<!--/q-->``), so that
+two pages cannot give two values for one thing and a re-run changes every page at once.  This module finds the
 ones that are not.
 
 A *figure* is a number glued or spaced to a unit of :data:`UNITS`.  What is
