@@ -302,7 +302,7 @@ def save(rows: list[dict], repeats: int) -> None:
     """benchmarks/results/autodiff.json: the rows, with the run's context."""
     from .report import save_rows
 
-    save_rows("autodiff", rows, repeats, numba.get_num_threads())
+    save_rows("autodiff", rows, repeats)
 
 
 if __name__ == "__main__":

@@ -23,14 +23,13 @@ import argparse
 import statistics
 import time
 
-import numba
 import numpy as np
 
 import lanewise as lw
 
 from . import w2_fractal, w3_backtest
 from .harness import jax_x64
-from .report import save_rows
+from .report import emit_rows
 
 
 def _timed(fn, *args) -> float:
@@ -122,10 +121,7 @@ def main(argv=None) -> None:
     rows = [fractal(jax, 300 if args.quick else 1500, args.repeats),
             backtest(jax, 200 if args.quick else 2000, args.repeats),
             overhead(jax, args.repeats)]
-    for row in rows:
-        print(row)
-    if not args.quick:
-        save_rows("jax_bridge", rows, args.repeats, numba.get_num_threads())
+    emit_rows("jax_bridge", rows, args.repeats, write=not args.quick)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import numpy as np
 import lanewise as lw
 from lanewise import random as R
 
-from .report import save_rows
+from .report import emit_rows
 
 DRAWS = {"uniform": (R.uniform, lambda g, n: g.random(n)),
          "normal": (R.normal, lambda g, n: g.standard_normal(n)),
@@ -79,10 +79,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     numba.set_num_threads(1)  # the table is per thread: the generator's cost, not the machine's width
     rows = [measure(kind, 10**5 if args.quick else 10**7, args.repeats) for kind in DRAWS]
-    for row in rows:
-        print(row)
-    if not args.quick:
-        save_rows("random_draws", rows, args.repeats, numba.get_num_threads())
+    emit_rows("random_draws", rows, args.repeats, write=not args.quick)
 
 
 if __name__ == "__main__":

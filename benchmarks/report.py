@@ -604,11 +604,15 @@ def scaling_panel(ax, wl: dict) -> None:
     ax.legend(fontsize=6)
 
 
-def save_rows(name: str, rows: list[dict], repeats: int, threads: int) -> Path:
+def save_rows(name: str, rows: list[dict], repeats: int) -> Path:
     """``benchmarks/results/<name>.json``: a standalone benchmark's rows, with the run's
-    context: date, machine, threads and the command (``python -m benchmarks.<name>``)."""
+    context: date, machine, threads (Numba's, as the run left them) and the command
+    (``python -m benchmarks.<name>``)."""
     import datetime
 
+    import numba
+
+    threads = numba.get_num_threads()
     path = harness.RESULTS / f"{name}.json"
     command = shlex.join(["python", "-m", f"benchmarks.{name}", *sys.argv[1:]])
     record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
@@ -616,3 +620,12 @@ def save_rows(name: str, rows: list[dict], repeats: int, threads: int) -> Path:
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {path}")
     return path
+
+
+def emit_rows(name: str, rows: list[dict], repeats: int, write: bool) -> None:
+    """Print a standalone benchmark's rows; keep them (:func:`save_rows`) when ``write``
+    (``--quick`` runs write nothing)."""
+    for row in rows:
+        print(row)
+    if write:
+        save_rows(name, rows, repeats)

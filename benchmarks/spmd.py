@@ -247,7 +247,7 @@ def save(rows: list[dict], repeats: int) -> None:
     """benchmarks/results/spmd.json: the rows, with the run's context."""
     from .report import save_rows
 
-    save_rows("spmd", rows, repeats, numba.get_num_threads())
+    save_rows("spmd", rows, repeats)
 
 
 if __name__ == "__main__":

@@ -32,14 +32,13 @@ from __future__ import annotations
 import argparse
 import os
 
-import numba
 import numpy as np
 
 import lanewise as lw
 
 from . import w2_fractal, w3_backtest
 from .jax_bridge import compare, loop
-from .report import save_rows
+from .report import emit_rows
 
 
 def _twin(torch):
@@ -168,9 +167,7 @@ def main(argv=None) -> None:
     for row in rows:
         row["load_average_at_start"] = round(load, 2)
         row["torch_threads"] = torch.get_num_threads()
-        print(row)
-    if not args.quick:
-        save_rows("torch_bridge", rows, args.repeats, numba.get_num_threads())
+    emit_rows("torch_bridge", rows, args.repeats, write=not args.quick)
 
 
 if __name__ == "__main__":
