@@ -295,8 +295,9 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane, helper: Callable |
     """A copy of ``fn`` whose plain-Python callees are replaced by ``jit(callee)``
     (for the cuda target, CPU dispatchers too); on the CPU by ``helper(callee)``,
     :func:`jit_helper` unless given."""
-    unsupported.check(fn)  # Python Numba cannot compile: named, with what to write instead
-    refusals.check(fn)  # Python that would compile to a wrong or irreproducible result
+    tree = definition(fn)  # read once by both checks (None: no trustworthy source, the bytecode alone)
+    unsupported.check(fn, tree)  # Python Numba cannot compile: named, with what to write instead
+    refusals.check(fn, tree)  # Python that would compile to a wrong or irreproducible result
     _register_operators()
     code = fn.__code__
     names = code_names(code)

@@ -39,7 +39,6 @@ import types
 import numpy as np
 
 from ..errors import LaneCompileError, format_location
-from .source import definition
 
 #: Builtins that format a value as text: refused outside a ``raise`` message.
 FORMATTERS = {"str": str, "repr": repr, "format": format, "ascii": ascii}
@@ -56,8 +55,9 @@ _WIDE_INT_HINT = ("compiled lanes compute integers in 64 bits, and Numba wraps a
                   "(2**70 became 0); use a float (2.0**70) or keep the arithmetic outside the lane")
 
 
-def check(fn: types.FunctionType) -> None:
-    """Raise :class:`lanewise.LaneCompileError` if ``fn`` uses Python that compiles wrong."""
+def check(fn: types.FunctionType, tree: ast.AST | None) -> None:
+    """Raise :class:`lanewise.LaneCompileError` if ``fn`` uses Python that compiles wrong
+    (``tree``: :func:`lanewise.lane.source.definition` of ``fn``)."""
     code = fn.__code__
     for instr, line in _instructions(code):
         what = _random_use(fn, instr)
@@ -65,7 +65,7 @@ def check(fn: types.FunctionType) -> None:
             raise lane_error(fn, line, f"calls {what}", _RANDOM_HINT)
     for text, line in _wide_constants(code):
         raise lane_error(fn, line, f"uses the integer constant {text}, wider than 64 bits", _WIDE_INT_HINT)
-    for what, line in _formatting(fn):
+    for what, line in _formatting(fn, tree):
         raise lane_error(fn, line, f"formats a value as text ({what})", _FORMAT_HINT)
 
 
@@ -127,9 +127,8 @@ def _random_use(fn, pair) -> str | None:
     return None
 
 
-def _formatting(fn):
+def _formatting(fn, tree):
     """(what, line) of each formatting of a value outside a ``raise`` message."""
-    tree = definition(fn)
     if tree is None:  # no trustworthy source: the bytecode alone (any formatting)
         for (instr, _), line in _instructions(fn.__code__):
             if instr.opname == "FORMAT_VALUE":

@@ -37,7 +37,6 @@ import types
 import numpy as np
 
 from .refusals import def_line, lane_error
-from .source import definition
 
 _EXCEPT_AS_HINT = ("a compiled lane can catch an exception (`except Exception:` or a bare `except:`) but cannot "
                    "bind it to a name: Numba has no exception objects. Drop `as {name}`{named}; where the "
@@ -57,10 +56,10 @@ _RAGGED_HINT = ("an array's rows must all have the same length: pad the short ro
                 "np.nan, keeping the true lengths in another array), or make one array per row")
 
 
-def check(fn: types.FunctionType) -> None:
+def check(fn: types.FunctionType, tree: ast.AST | None) -> None:
     """Raise :class:`lanewise.LaneCompileError` naming the first construct of ``fn``
-    that a compiled lane cannot say, its line and what to write instead."""
-    tree = definition(fn)
+    that a compiled lane cannot say, its line and what to write instead (``tree``:
+    :func:`lanewise.lane.source.definition` of ``fn``)."""
     if tree is None:  # no trustworthy source: generator expressions show in the bytecode
         for code in _nested_codes(fn.__code__):
             if code.co_name == "<genexpr>":
