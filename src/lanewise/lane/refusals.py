@@ -22,8 +22,9 @@ the lane and each helper — is checked, and the error names its file and line.
 Example:
     >>> def lane(x):
     ...     return len(str(x))
+    >>> from lanewise.lane.source import definition
     >>> try:
-    ...     check(lane)
+    ...     check(lane, definition(lane))
     ... except Exception as e:
     ...     print(type(e).__name__)
     LaneCompileError

@@ -22,8 +22,9 @@ the others).
 Example:
     >>> def lane(r):
     ...     return sum(v * v for v in r)
+    >>> from lanewise.lane.source import definition
     >>> try:
-    ...     check(lane)
+    ...     check(lane, definition(lane))
     ... except Exception as e:
     ...     print(type(e).__name__, "uses a generator expression" in str(e))
     LaneCompileError True
