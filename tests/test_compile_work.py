@@ -134,7 +134,7 @@ def _corpus_calls():
     import numpy as np
 
     import lanewise as lw
-    from lanewise.ir.program import bind_call
+    from lanewise.plan.program import bind_call
     from tests.corpus import CORPUS, lane_values
 
     rng, calls = np.random.default_rng(0), []

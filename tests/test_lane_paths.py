@@ -183,7 +183,7 @@ def halvings(x):  # a while loop: the SPMD path
 def test_spmd_lanes_run_in_blocks_of_whole_groups():
     """Heavy lanes were cut into blocks of 8 that ran in SPMD groups of 32, a
     quarter full (2.2x slower than whole groups)."""
-    from lanewise.ir.schedule import reblocked
+    from lanewise.plan.schedule import reblocked
 
     f = lw.vmap(halvings)
     x = np.linspace(0.0, 1e6, 1000)

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent / "src" / "lanewise"
 LAYERS = {
     "base": ("lanewise.version", "lanewise.errors", "lanewise.config", "lanewise.dtypes", "lanewise.pytree",
              "lanewise.runtime"),
-    "ir": ("lanewise.ir",),
+    "plan": ("lanewise.plan",),
     "lane": ("lanewise.lane", "lanewise.lanemath", "lanewise.random", "lanewise.spmd"),
     "codegen": ("lanewise.codegen",),
     "backends": ("lanewise.backends",),
@@ -184,6 +184,6 @@ def test_a_planted_private_import_is_found(planted):
 
 
 def test_a_planted_upward_import_is_found(planted):
-    text, is_pkg = planted["lanewise.ir.schedule"]
-    planted["lanewise.ir.schedule"] = (text + "\ndef h():\n    from ..backends import cpu\n", is_pkg)
-    assert any(line.startswith("lanewise.ir.schedule:") for line in upward_imports(planted))
+    text, is_pkg = planted["lanewise.plan.schedule"]
+    planted["lanewise.plan.schedule"] = (text + "\ndef h():\n    from ..backends import cpu\n", is_pkg)
+    assert any(line.startswith("lanewise.plan.schedule:") for line in upward_imports(planted))

@@ -245,7 +245,7 @@ def test_innermost_loop_is_the_contiguous_output_axis(out_axes):
 @given(sizes=st.lists(st.integers(1, 3000), min_size=1, max_size=3).map(tuple), data=st.data())
 def test_blocking_covers_every_lane_once(sizes, data):
     """The parallel blocks partition the iteration space, with enough blocks for many cores."""
-    from lanewise.ir.schedule import MIN_BLOCK, blocking
+    from lanewise.plan.schedule import MIN_BLOCK, blocking
 
     order = tuple(data.draw(st.permutations(range(len(sizes)))))
     plan = blocking(sizes, order)

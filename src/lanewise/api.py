@@ -20,7 +20,7 @@ import numpy as np
 from . import backends, progress
 from .config import config
 from .errors import AxisSpecError, LaneCompileError, LaneTypeError
-from .ir.program import in_axes_without, unwrap_nest
+from .plan.program import in_axes_without, unwrap_nest
 from .lane.callables import as_lane_function, bind_arguments
 from .lane.watch import watch
 from .reducing import Reduced

@@ -18,7 +18,7 @@ import dataclasses
 
 from . import backends, pytree
 from .errors import BackendError
-from .ir.program import Call
+from .plan.program import Call
 
 #: Pieces per run: fine enough to watch, coarse enough that each is a full launch.
 CHUNKS = 100

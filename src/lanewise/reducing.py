@@ -6,7 +6,7 @@ its values into one partial, and the partials are combined in a fixed order.
 Blocks depend on the sizes only, so results are bitwise identical for any
 thread count.
 
-What a reduction computes is data in the IR layer (:mod:`lanewise.ir.reduction`:
+What a reduction computes is data in the plan layer (:mod:`lanewise.plan.reduction`:
 the ops table, ``Monoid``, ``ReduceSpec``); each backend implements
 ``build_reduce``/``run_reduce`` of the backend protocol.
 
@@ -24,7 +24,7 @@ import functools
 
 from . import backends
 from .errors import AxisSpecError
-from .ir.reduction import OPS, Monoid, Segments, check_op
+from .plan.reduction import OPS, Monoid, Segments, check_op
 from .lane.watch import watch
 from .runtime import interop
 

@@ -29,9 +29,9 @@ from numba.core.errors import NumbaError
 from .. import pytree
 from ..config import config
 from ..errors import LaneIndexError, LanewiseError, LaneTypeError, OutputError, function_location
-from ..ir.program import Call, Program, lane_arguments, make_program
+from ..plan.program import Call, Program, lane_arguments, make_program
 from ..lane.dependence import check_unmapped_outputs, unused_parameters
-from ..ir.schedule import lane_work
+from ..plan.schedule import lane_work
 from ..lane.lanefn import fingerprint, has_loops, jit_lane
 from ..lane.scanning import reference_mode
 from ..runtime import cache

@@ -27,7 +27,7 @@ class Backend(Protocol):
     SCAN: str
 
     def bind_call(self, mapped: Any, args: tuple, kwargs: dict) -> Any:
-        """Validate ``mapped(*args, **kwargs)`` into a :class:`lanewise.ir.program.Call`."""
+        """Validate ``mapped(*args, **kwargs)`` into a :class:`lanewise.plan.program.Call`."""
 
     def build(self, call: Any) -> Any:
         """The executable of ``call``'s signature (the caller caches it per signature)."""

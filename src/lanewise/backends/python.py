@@ -19,9 +19,9 @@ import numpy as np
 from .. import pytree
 from ..dtypes import storage_dtype
 from ..errors import AxisSpecError, LaneTypeError, LanewiseError
-from ..ir import reduction
-from ..ir.program import Call, ResultLeaf, ResultNode, dummy_values, lane_arguments, strong_dtypes
-from ..ir.program import bind_call as bind_call  # the protocol's binding: program.bind_call
+from ..plan import reduction
+from ..plan.program import Call, ResultLeaf, ResultNode, dummy_values, lane_arguments, strong_dtypes
+from ..plan.program import bind_call as bind_call  # the protocol's binding: program.bind_call
 from ..lane.scanning import reference_mode
 from . import host
 

@@ -35,8 +35,8 @@ from ..api import vmap
 from ..reducing import reduce
 from ..autodiff.source import build
 from ..errors import LaneCompileError, LanewiseError
-from ..ir.program import unwrap_nest
-from ..ir.reduction import Monoid, Outer, Segments, reduced_levels
+from ..plan.program import unwrap_nest
+from ..plan.reduction import Monoid, Outer, Segments, reduced_levels
 from .signature import Op, build as build_op
 
 

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from ..backends import cpu, host
-from ..ir.schedule import blocking
+from ..plan.schedule import blocking
 from ..runtime import cache, slow_symbols
 
 #: plan[MODE]: how the handler runs the lanes.

@@ -7,7 +7,7 @@ lane's call arguments, output slices and header comments.
 
 Example:
     >>> import numpy as np
-    >>> from lanewise.ir.program import bind_call
+    >>> from lanewise.plan.program import bind_call
     >>> import lanewise as lw
     >>> call = bind_call(lw.vmap(lambda r, s: r[0] * s, in_axes=(0, None)), (np.ones((3, 2)), 2.0), {})
     >>> [leaf_expr(leaf, f"a{k}") for k, leaf in enumerate(call.signature.leaves)]
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import optree
 
 from ..errors import LaneTypeError, function_location
-from ..ir.program import Program, Signature
+from ..plan.program import Program, Signature
 from ..lane.lanefn import CALL_LIMIT, indexes
 from ..lane.records import record_class
 

@@ -23,7 +23,7 @@ object code next to the module on disk; each is compiled only when called):
 
 Example:
     >>> import numpy as np, lanewise as lw
-    >>> from lanewise.ir.program import bind_call
+    >>> from lanewise.plan.program import bind_call
     >>> src = lw.explain(lw.vmap(lambda x: x + 1), np.ones(3)).source
     >>> "prange" in src and "lane(a0[i0])" in src
     True
@@ -31,8 +31,8 @@ Example:
 
 from __future__ import annotations
 
-from ..ir.program import Program, Signature
-from ..ir.schedule import loop_order
+from ..plan.program import Program, Signature
+from ..plan.schedule import loop_order
 from ..version import __version__
 from .common import (JIT, Names, block_loop, borrow_lines, caught, decompose, guarded_store, inlined_twin,
                      inlining_options, jit_inlining, lane_call, lane_comment, leaf_expr, level_comments, out_index,

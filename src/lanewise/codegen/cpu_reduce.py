@@ -31,8 +31,8 @@ Example:
 
 from __future__ import annotations
 
-from ..ir.program import Program
-from ..ir.reduction import OPS, ReduceSpec
+from ..plan.program import Program
+from ..plan.reduction import OPS, ReduceSpec
 from .common import (JIT, Names, block_loop, borrow_lines, caught, decompose, jit_inlining, lane_call, own_call,
                      unit_loop)
 from .cpu import header, spmd_groups

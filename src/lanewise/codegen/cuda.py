@@ -5,7 +5,7 @@ One kernel per lane program; a lane is a thread.  The module holds:
 * ``lane_at`` — a device function: the arguments of the lane at level indices
   ``i0, i1, ...`` (sliced exactly as on the CPU, codegen.cpu) and the call;
 * ``kernel`` — a grid-stride loop over the flattened lane space.  The flat
-  index runs in the loop order of ir.schedule (innermost level = the
+  index runs in the loop order of plan.schedule (innermost level = the
   contiguous axis of the first output), so consecutive threads write
   consecutive output elements (coalesced).  Each thread splits its first flat
   index and the grid stride into per-level digits once, then advances its
@@ -23,7 +23,7 @@ atomic min on ``err[0]`` and stops.  The host replays that lane on the CPU to
 raise the real exception.
 
 Example:
-    >>> from lanewise.ir.schedule import loop_order
+    >>> from lanewise.plan.schedule import loop_order
     >>> _odometer_start("flat", [0, 1], ("n0", "n1"), "i")[:2]
     ['rem = flat', 'i1 = rem % n1']
 """
@@ -34,9 +34,9 @@ import inspect
 from dataclasses import dataclass
 
 from ..errors import LaneTypeError
-from ..ir.program import Program, Signature
-from ..ir.reduction import OPS, ReduceSpec
-from ..ir.schedule import loop_order
+from ..plan.program import Program, Signature
+from ..plan.reduction import OPS, ReduceSpec
+from ..plan.schedule import loop_order
 from ..version import __version__
 from .common import Names, call_arguments, guarded_store, level_comments, out_index
 

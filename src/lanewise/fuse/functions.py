@@ -272,7 +272,7 @@ def call_mapped(mapped, args: tuple, kwargs: dict):
     every ``out_axes`` must be 0: then the nest's output axes are its levels in
     order, and each argument is a (transposed, broadcast) view of itself.
     """
-    from ..ir.program import unwrap_nest
+    from ..plan.program import unwrap_nest
 
     lane, nest = unwrap_nest(mapped)
     name = getattr(lane, "__name__", "lane")
@@ -347,7 +347,7 @@ def _lane_result(mapped, lane, operands, name):
         dtypes, ranks = [leaf.dtype for leaf in leaves], [leaf.ndim - 1 for leaf in leaves]
     except Exception:  # noqa: BLE001 - the lane raised on zeros: type it without running it
         from ..backends.cpu import map as cpu
-        from ..ir.program import bind_call, make_program
+        from ..plan.program import bind_call, make_program
 
         call = bind_call(probe, tuple(dummies), {})
         program = make_program(call, cpu.result_type(call))

@@ -4,7 +4,7 @@ The reduction's kernel folds every block of lanes into one partial per output
 (lanewise's fixed blocking: the same blocks for any thread count).  Inside
 ``jax.jit`` the handler runs that kernel into partial buffers XLA allocated,
 and the partials are combined by JAX in the same fixed order, then laid out as
-``lw.reduce`` lays them out (``ir.reduction.place``); the whole is lowered as
+``lw.reduce`` lays them out (``plan.reduction.place``); the whole is lowered as
 one piece of the JAX program (:meth:`TracedReduce.run`).  The mapped values are
 never stored.  Results equal ``lw.reduce``'s within the rounding of the final
 combine (NumPy's pairwise sum there, XLA's reduction here).
@@ -31,7 +31,7 @@ from ..backends.cpu.reduce import lane_array_shapes
 from ..bridge import derive, kernel
 from ..bridge.signature import Op, OutType, build
 from ..errors import EmptyReductionError, LanewiseError
-from ..ir import reduction
+from ..plan import reduction
 from . import handler
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ..errors import UnmappedOutputError
-from ..ir.program import Program
+from ..plan.program import Program
 from .source import definition, own_nodes
 
 Deps = frozenset
@@ -671,7 +671,7 @@ def unused_parameters(fn: Callable, path: tuple) -> Deps:
     """The parameters of ``fn`` that the values of the output at ``path`` (indices into
     the returned tuple) are not computed from (a parameter that only chooses between
     values is unused): empty when the analysis cannot tell.  What decides a float
-    result's storage dtype (ir/program), as NumPy's types follow the values.
+    result's storage dtype (plan/program), as NumPy's types follow the values.
 
     Example:
         >>> unused_parameters(lambda a, k: a * 3, ())

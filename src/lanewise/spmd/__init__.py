@@ -637,13 +637,13 @@ def refill(width: int) -> int:
 
 
 def _inner_level(program) -> int:
-    from ..ir.schedule import loop_order
+    from ..plan.schedule import loop_order
 
     return loop_order(program)[-1]
 
 
 def _result_leaves(result, path=()):
-    from ..ir.program import ResultLeaf
+    from ..plan.program import ResultLeaf
 
     if result is None:
         return [(path, None)] if path else []

@@ -43,7 +43,7 @@ from torch.fx.experimental.symbolic_shapes import optimization_hint
 from .. import pytree
 from ..bridge import derive
 from ..bridge.signature import Op
-from ..ir import reduction
+from ..plan import reduction
 from . import native
 
 NAMESPACE = "lanewise"

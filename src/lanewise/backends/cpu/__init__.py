@@ -16,7 +16,7 @@ import os
 
 import numba
 
-from ...ir.program import bind_call
+from ...plan.program import bind_call
 
 # Fork safety: Numba's default picks GNU OpenMP when it is there, and a process
 # that forks after a parallel run then dies ("fork() called from a process already
@@ -28,7 +28,7 @@ from ...ir.program import bind_call
 if os.environ.get("NUMBA_THREADING_LAYER") is None and numba.config.THREADING_LAYER == "default":
     numba.config.THREADING_LAYER = "forksafe"
 
-from ...ir.schedule import blocking
+from ...plan.schedule import blocking
 from .. import host
 from .map import (PARALLEL_ABOVE_S, Executable, allocate, build, fast_launcher, inplace_lane, is_small,
                   lane_call_report,

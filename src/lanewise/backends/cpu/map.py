@@ -29,7 +29,7 @@ from numba.np.numpy_support import as_dtype
 from ... import pytree, spmd
 from ...codegen import cpu as render_cpu
 from ...codegen.common import injected_names
-from ...ir.schedule import Blocking, blocking, lane_index, loop_order, reblocked
+from ...plan.schedule import Blocking, blocking, lane_index, loop_order, reblocked
 from ...config import config
 from ...errors import LaneTypeError, LanewiseError
 from ...lane.inplace import rewrite
@@ -37,7 +37,7 @@ from ...lane.lanefn import CALL_LIMIT, indexes, inlined_lane, jit_lane, may_rais
 from ...lane.allocation import allocates
 from ...lane import typing_only
 from ...lane.signedness import check_unsigned_mixing
-from ...ir.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
+from ...plan.program import (Call, Program, ResultLeaf, ResultNode, dummy_values)
 from ...runtime import cache, interop, pool
 from ...runtime.counter import AT_SLOTS, FAILED, SHARED_SLOTS, THREADS, line_array
 from .. import host

@@ -26,10 +26,10 @@ from ...codegen import cpu_reduce as render_reduce
 from ...codegen.common import injected_names
 from ...config import config
 from ...errors import LanewiseError
-from ...ir import reduction
-from ...ir.program import Call, Program, dummy_values
-from ...ir.reduction import Monoid, ReduceSpec
-from ...ir.schedule import ReduceBlocking, lane_index, loop_order, reduce_blocking, segment_slots
+from ...plan import reduction
+from ...plan.program import Call, Program, dummy_values
+from ...plan.reduction import Monoid, ReduceSpec
+from ...plan.schedule import ReduceBlocking, lane_index, loop_order, reduce_blocking, segment_slots
 from ...lane.lanefn import jit_lane
 from ...lane.numba_errors import compile_error
 from ...lane.typing_only import call_dtype

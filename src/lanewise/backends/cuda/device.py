@@ -27,8 +27,8 @@ from numba.core.errors import NumbaError
 from ... import pytree
 from ...codegen.common import injected_names
 from ...errors import BackendError, LaneCompileError, LanewiseError, function_location
-from ...ir.program import Call, Program
-from ...ir.program import bind_call as bind_host_call
+from ...plan.program import Call, Program
+from ...plan.program import bind_call as bind_host_call
 from ...lane.lanefn import jit_lane_cuda
 from ...lane.numba_errors import compile_error
 from .. import cpu, host

@@ -32,8 +32,8 @@ from numba.core import types as nt
 from ... import pytree
 from ...codegen import cuda as render_cuda
 from ...errors import BackendError, LanewiseError
-from ...ir.program import Call, Program
-from ...ir.schedule import lane_index, loop_order
+from ...plan.program import Call, Program
+from ...plan.schedule import lane_index, loop_order
 from ...lane.lanefn import jit_lane_cuda
 from .. import cpu, host
 from .device import (alloc, as_caller_array, device_values, disk_key, host_call, is_device_array, lane_inject,

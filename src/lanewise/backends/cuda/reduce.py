@@ -7,7 +7,7 @@ t + s) into one partial per block.  Pass 2 (``rfinish``): one block per kept
 index combines its partials with the same tree.  The assignment of lanes to
 threads and the combination order depend only on the sizes and the block size,
 never on timing: no floating-point atomics, bitwise reproducible run to run.
-Operations are the rows of :data:`lanewise.ir.reduction.OPS` (and ``lw.Monoid``),
+Operations are the rows of :data:`lanewise.plan.reduction.OPS` (and ``lw.Monoid``),
 as on the CPU.
 
 Empty reductions (a size-0 level) run on the CPU backend, which owns their
@@ -29,10 +29,10 @@ from numba.core import types as nt
 
 from ... import pytree
 from ...codegen import cuda as render_cuda
-from ...ir import reduction
-from ...ir.program import Call, Program
-from ...ir.reduction import Monoid, ReduceSpec
-from ...ir.schedule import lane_index
+from ...plan import reduction
+from ...plan.program import Call, Program
+from ...plan.reduction import Monoid, ReduceSpec
+from ...plan.schedule import lane_index
 from ...lane.lanefn import jit_lane_cuda
 from ...lane.typing_only import call_dtype
 from .. import cpu, host

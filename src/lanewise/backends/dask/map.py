@@ -54,10 +54,10 @@ import numpy as np
 from dask.array.core import PerformanceWarning, common_blockdim, normalize_chunks
 
 from ... import pytree
-from ...ir.schedule import blocking
+from ...plan.schedule import blocking
 from ...errors import LanewiseError, OutputError
-from ...ir.program import Call, Program, Signature
-from ...ir.program import bind_call as _bind_call
+from ...plan.program import Call, Program, Signature
+from ...plan.program import bind_call as _bind_call
 from .. import host
 from ..cpu import map as cpu
 

@@ -2,7 +2,7 @@
 
 The CPU backend (:mod:`lanewise.backends.cpu_reduce`) cuts the reduced lanes —
 flat index ``r`` over the reduced levels, C order — into blocks of ``chunk``
-lanes (``ir.schedule.reduce_blocking``: a function of the *global* sizes
+lanes (``plan.schedule.reduce_blocking``: a function of the *global* sizes
 only).  Each block ``(k, c)`` folds lanes ``[c * chunk, (c + 1) * chunk)`` of
 kept index ``k`` sequentially into one partial; the partials of a row ``k`` are
 then combined in a fixed order (NumPy's pairwise ``add.reduce`` for sums).
@@ -49,10 +49,10 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from ... import pytree
 from ...codegen.cpu_reduce import render_finish
 from ...errors import LanewiseError
-from ...ir import reduction
-from ...ir.program import Call
-from ...ir.reduction import Monoid
-from ...ir.schedule import ReduceBlocking, lane_index, ravel, reduce_blocking, unravel
+from ...plan import reduction
+from ...plan.program import Call
+from ...plan.reduction import Monoid
+from ...plan.schedule import ReduceBlocking, lane_index, ravel, reduce_blocking, unravel
 from ...lane.lanefn import jit_lane
 from ...runtime import cache
 from .. import host as lwhost

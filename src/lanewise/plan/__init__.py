@@ -1,4 +1,4 @@
-"""Layer 1, the lane IR: what a call of a mapped function means, with no Numba in it.
+"""Layer 1, the call plan: what a call of a mapped function means, with no Numba in it.
 
 * :mod:`.program` — the frozen dataclasses of a call (``Signature``, ``Leaf``,
   ``Level``, ``Program``, ``Call``) and the binding of arguments to them;

@@ -156,7 +156,7 @@ def lane_work(leaves, values, sizes, loops: bool = False) -> int:
 
     Example:
         >>> import numpy as np
-        >>> from lanewise.ir.program import bind_call
+        >>> from lanewise.plan.program import bind_call
         >>> import lanewise as lw
         >>> call = bind_call(lw.vmap(lambda r, t: r.sum() + t.sum(), in_axes=(0, None)),
         ...                  (np.ones((4, 100)), np.ones(50)), {})
