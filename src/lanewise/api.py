@@ -347,10 +347,22 @@ def _describe(program, call) -> list[str]:
 
 def _explanation(lines, exe, call) -> Explanation:
     source = getattr(exe, "source", "")
-    lines = lines + [f"cache: {_cache_line(exe, call)}", "generated source:", source]
+    lines = lines + _lane_ir(call.lane) + [f"cache: {_cache_line(exe, call)}", "generated source:", source]
     text = Explanation("\n".join(lines))
     text.source, text.program = source, getattr(exe, "program", None)
     return text
+
+
+def _lane_ir(lane) -> list[str]:
+    """The "lane IR:" section: the lane and its helpers as the lane IR prints them."""
+    from .lane.ir.build import build
+    from .lane.ir.printer import pretty
+
+    try:
+        module = build(lane)
+    except TypeError as e:  # not a Python function (a builtin or ufunc mapped directly): no IR
+        return [f"lane IR: none ({e})"]
+    return ["lane IR:", *("  " + line for line in pretty(module).splitlines())]
 
 
 def _cache_line(exe, call) -> str:

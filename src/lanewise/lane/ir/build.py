@@ -501,13 +501,15 @@ def _target_names(t) -> set:
 def _carry(stmts: tuple, defined: frozenset, around: frozenset) -> tuple:
     """``stmts`` with each loop's carried names: assigned in the loop and live into it
     (bound before it in the text, or anywhere in a loop around it, whose next iteration
-    brings the value back)."""
+    brings the value back, or read in the loop before it assigns them: a value the
+    previous iteration left, as between the blocks of a function rebuilt from bytecode)."""
     out = []
     for s in stmts:
         if isinstance(s, ir.Loop):
             inside = assigned(s.body)
             own = _target_names(s.target) if s.target is not None else set()
-            carried = tuple(sorted(inside & (defined | around)))  # the target alone is the loop's own
+            exposed = _exposed(s.body, frozenset(own))[0] | _reads((s.cond,))
+            carried = tuple(sorted(inside & (defined | around | exposed)))  # the target alone is the loop's own
             s = replace(s, body=_carry(s.body, defined | own, around | inside | own),
                         orelse=_carry(s.orelse, defined | inside | own, around), carried=carried)
         elif isinstance(s, ir.If):
@@ -519,3 +521,55 @@ def _carry(stmts: tuple, defined: frozenset, around: frozenset) -> tuple:
         out.append(s)
         defined = defined | assigned([s])
     return tuple(out)
+
+
+def _exposed(stmts, bound: frozenset | None) -> tuple[set, frozenset | None]:
+    """(names read in ``stmts`` on some path before any assignment of them, the names
+    surely bound after them); ``bound`` None: the statements are not reached (after an exit)."""
+    exposed: set = set()
+    for s in stmts:
+        if bound is None:
+            break
+        if isinstance(s, ir.If):
+            exposed |= _reads((s.cond,)) - bound
+            (e1, b1), (e2, b2) = _exposed(s.then, bound), _exposed(s.orelse, bound)
+            exposed |= e1 | e2
+            bound = b2 if b1 is None else b1 if b2 is None else b1 & b2
+        elif isinstance(s, ir.Loop):  # its body may not run: nothing it binds is sure after it
+            own = _target_names(s.target) if s.target is not None else set()
+            exposed |= _reads((s.iter, s.cond)) - bound
+            exposed |= _exposed(s.body, bound | own)[0] | _exposed(s.orelse, bound)[0]
+        elif isinstance(s, ir.Try):
+            for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
+                exposed |= _exposed(part, bound)[0]
+        else:
+            exposed |= _reads(_parts(s)) - bound
+            if isinstance(s, (ir.Exit, ir.Raise)):
+                bound = None
+            else:
+                bound = bound | assigned([s])
+    return exposed, bound
+
+
+def _parts(s) -> tuple:
+    """What a simple statement reads: its expressions (and an item or field target's)."""
+    if isinstance(s, ir.Assign):
+        return (s.value, s.target)
+    if isinstance(s, ir.Def):
+        return (s.function,)
+    return tuple(getattr(s, f) for f in ("expr", "value", "exc", "cause", "test", "msg") if hasattr(s, f))
+
+
+def _reads(parts) -> set:
+    """The :class:`.Var` names anywhere in ``parts`` (nested functions' included: a
+    closure reads what it names)."""
+    out, todo = set(), list(parts)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (tuple, list)):
+            todo.extend(n)
+        elif isinstance(n, ir.Var):
+            out.add(n.name)
+        elif n is not None and hasattr(n, "__dataclass_fields__") and not isinstance(n, ir.Loc):
+            todo.extend(getattr(n, f) for f in n.__dataclass_fields__)
+    return out
