@@ -34,6 +34,7 @@ import types
 from dataclasses import replace
 
 from ...errors import LaneCompileError
+from ..callables import as_lane_function
 from ..refusals import def_line
 from ..source import definition
 from . import nodes as ir
@@ -63,7 +64,7 @@ def build(fn) -> ir.LaneModule:
         >>> build(lane).entry.body[1].carried
         ('s',)
     """
-    fn = _python_function(fn)
+    fn = _python_function(as_lane_function(fn))  # a ufunc or partial: the wrapper lw.vmap compiles
     if fn is None:
         raise TypeError("the lane IR is built from a Python function (a def, a lambda or a Numba dispatcher)")
     names: dict = {}  # code object -> the name calls use
@@ -99,12 +100,16 @@ def _name_for(fn, names: dict) -> str:
 def _function(fn, name: str, names: dict, called: list) -> ir.Function:
     tree, source = definition(fn), "source"
     if tree is None:
+        from numba.core.errors import UnsupportedBytecodeError
+
         from ..fromcode import function_def
 
         source = "bytecode"
         try:
             tree = function_def(fn)
-        except LaneCompileError as err:  # no text and no structure: the IR says why, where
+        # no text and no structure (UnsupportedBytecodeError: an opcode Numba cannot read,
+        # which fromcode lets through): the IR says why, where
+        except (LaneCompileError, UnsupportedBytecodeError) as err:
             loc = ir.Loc(fn.__code__.co_filename, fn.__code__.co_firstlineno, 0)
             return ir.Function(name, _code_params(fn.__code__), (ir.Unsupported(str(err), loc),), loc, "bytecode")
     offset = fn.__code__.co_firstlineno - def_line(tree)
@@ -191,8 +196,8 @@ class _Builder:
             return method(s, loc)
         if isinstance(s, ast.Pass):
             return []
-        if isinstance(s, ast.Expr):
-            return ir.Do(self.expr(s.value), loc)
+        if isinstance(s, ast.Expr):  # a lone constant (a docstring) does nothing
+            return [] if isinstance(s.value, ast.Constant) else ir.Do(self.expr(s.value), loc)
         if isinstance(s, (ast.Break, ast.Continue)):
             return ir.Exit(type(s).__name__.lower(), None, loc)
         if isinstance(s, ast.Return):
@@ -419,6 +424,8 @@ def _helper(obj):
     """The Python function a call of ``obj`` runs as lane code (a helper), or None."""
     from numba.core.dispatcher import Dispatcher
 
+    if getattr(obj, "_lw_intrinsic", False):  # lw.random's draws and the like: primitives, not code to read
+        return None
     if isinstance(obj, Dispatcher):
         return obj.py_func
     module = getattr(obj, "__module__", "") or ""
@@ -554,10 +561,19 @@ def _exposed(stmts, bound: frozenset | None) -> tuple[set, frozenset | None]:
 def _parts(s) -> tuple:
     """What a simple statement reads: its expressions (and an item or field target's)."""
     if isinstance(s, ir.Assign):
-        return (s.value, s.target)
+        return (s.value, *_target_parts(s.target))
     if isinstance(s, ir.Def):
         return (s.function,)
     return tuple(getattr(s, f) for f in ("expr", "value", "exc", "cause", "test", "msg") if hasattr(s, f))
+
+
+def _target_parts(t) -> tuple:
+    """The expressions an assignment target reads (an item's base and index), not the names it binds."""
+    if isinstance(t, ir.Unpack):
+        return tuple(p for item in t.items for p in _target_parts(item))
+    if isinstance(t, ir.Item):
+        return (t.base, t.index)
+    return (t.base,) if isinstance(t, ir.Field) else ()
 
 
 def _reads(parts) -> set:
