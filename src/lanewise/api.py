@@ -278,7 +278,7 @@ class Explanation(str):
 
 
 def explain(fn, *args, **kwargs) -> Explanation:
-    """Describe how ``fn(*args, **kwargs)`` runs: lane program, schedule, generated source.
+    """Describe how ``fn(*args, **kwargs)`` runs: lane program, schedule, lane IR, generated source.
 
     ``fn`` is a function returned by :func:`vmap`, :func:`lanewise.reduce` or
     :func:`lanewise.fuse`.  The description is of the CPU backend's nest,
@@ -290,6 +290,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
       >>> text = lw.explain(lw.vmap(lambda x: 2 * x), np.arange(4.0))
       >>> "loop order" in text
       True
+      >>> text.split("lane IR:")[1].splitlines()[1:3]  # the lane as lanewise reads it
+      ['  lane <lambda>(x):', '    return mul(2, x)']
     """
     if hasattr(fn, "_lw_explain"):  # @lw.fuse functions describe their own passes
         return fn._lw_explain(*args, **kwargs)

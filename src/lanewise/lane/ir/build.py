@@ -189,7 +189,7 @@ class _Builder:
             out += made if isinstance(made, list) else [made]
         return tuple(out)
 
-    def stmt(self, s):  # noqa: PLR0911 - one arm per statement kind
+    def stmt(self, s):
         loc = self.loc(s)
         method = getattr(self, "stmt_" + type(s).__name__, None)
         if method is not None:
@@ -314,7 +314,7 @@ class _Builder:
     def expr_Compare(self, e, loc):
         operands = self.exprs([e.left, *e.comparators])
         pairs = [ir.Prim(_COMPARE[type(op)], (a, b), loc, type="bool")
-                 for op, a, b in zip(e.ops, operands, operands[1:])]
+                 for op, a, b in zip(e.ops, operands[:-1], operands[1:], strict=True)]
         # a < b < c: each middle operand appears in two comparisons (Python evaluates it once)
         return pairs[0] if len(pairs) == 1 else ir.Prim("and", tuple(pairs), loc, params=(("chain", True),),
                                                         type="bool")

@@ -59,7 +59,7 @@ def _block(stmts, depth: int, out: list, lines: bool) -> None:
         _stmt(s, depth, out, lines)
 
 
-def _stmt(s, depth: int, out: list, lines: bool) -> None:  # noqa: PLR0912 - one arm per statement kind
+def _stmt(s, depth: int, out: list, lines: bool) -> None:
     pad = _INDENT * depth
     end = _line(s.loc, lines)
     if isinstance(s, ir.Assign):
