@@ -14,10 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import settings
+from .expressions import TWIN_MODULES
 from .settings import width_for
 from .stream import transform_stream
 from .syntax import Desugar, Unsupported, function_ast
-from .transform import TWIN_MODULES, transform
+from .transform import transform
 from .uniform import uniform_reads
 
 
