@@ -21,7 +21,7 @@ import numba
 import numpy as np
 
 import lanewise as lw
-from lanewise.lane.lanefn import fingerprint
+from lanewise.lane.fingerprint import fingerprint
 from lanewise.runtime import cache
 
 X = np.arange(1.0, 6.0)

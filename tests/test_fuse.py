@@ -420,7 +420,7 @@ def test_generated_lanes_are_deterministic_and_disk_cached():
     """Same code -> same lane text and fingerprint: a new process (here: a new
     lw.fuse object) finds the compiled kernel on disk instead of typing it again."""
     from lanewise.backends import cpu
-    from lanewise.lane.lanefn import fingerprint
+    from lanewise.lane.fingerprint import fingerprint
 
     def f(x, y):
         return np.tanh(x * y) - 0.25 * y

@@ -12,7 +12,8 @@ import pytest
 import lanewise as lw
 from lanewise.backends.cpu import map as cpu
 from lanewise.lane.allocation import allocates
-from lanewise.lane.lanefn import fingerprint, jit_lane
+from lanewise.lane.fingerprint import fingerprint
+from lanewise.lane.lanefn import jit_lane
 from lanewise.spmd import divergence
 
 

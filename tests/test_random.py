@@ -45,7 +45,8 @@ from scipy import stats
 
 import lanewise as lw
 import lanewise.random  # noqa: F401  (binds lw.random)
-from lanewise.lane.lanefn import fingerprint, jit_lane
+from lanewise.lane.fingerprint import fingerprint
+from lanewise.lane.lanefn import jit_lane
 from lanewise.random import _core
 
 R = lw.random

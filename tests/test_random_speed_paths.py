@@ -3,7 +3,7 @@
 Structural checks of the optimised LLVM IR, not timings.  A loop drawing from a key
 *array* (``key``'s ``(2,)`` array, passed in whole, as ``lw.reduce(lw.vmap(f,
 in_axes=(None, 0)))`` hands it to every lane) used to stay scalar: the argument
-checks of the public draws (``lanewise.random._checker``) were left as calls when
+checks of the public draws (``lanewise.random._lanes._checker``) were left as calls when
 Numba pruned the key's reference counts, so an ``NRT_incref``/``NRT_decref`` pair
 per iteration survived until after LLVM's loop vectoriser (measured: the Monte
 Carlo reduction ``normal(fold_in(key, i))``, 61 -> 16 ns a path on one thread).

@@ -536,7 +536,7 @@ def test_corpus_runs_spmd_bitwise(name, restore_config):
                                   "tuples", "newton_grid"])
 def test_corpus_in_groups_without_streaming(monkeypatch, name):
     """The same lanes run in fixed groups of W (no slot refill) are bitwise equal too."""
-    monkeypatch.setattr(spmd, "STREAMING", False)
+    monkeypatch.setattr(spmd.settings, "STREAMING", False)
     case = BY_NAME[name]
     f = case.mapped()
     args = case.make(np.random.default_rng(7), 45)
@@ -857,7 +857,7 @@ def test_integer_powers_are_the_scalar_paths_multiplications():
     w = spmd.width_for(8)
     body = transform(powers, ("varying", "uniform"), (((), "float64"),), w)
     out = np.empty(w)
-    asm = _compiled(spmd.module_text(body), "lane_spmd", np.ones(w, np.bool_), x[:w].copy(), 3, out)
+    asm = _compiled(spmd.plans.module_text(body), "lane_spmd", np.ones(w, np.bool_), x[:w].copy(), 3, out)
     assert_bitwise(out, want[:w])
     assert not re.search(r"call\w*\s+.*pow", asm), "x ** k should be multiplications, not pow calls"
     assert _vector_instruction_count(asm) >= 5
@@ -936,7 +936,7 @@ def _compiled(source: str, name: str, *args):
     """Compile a generated W-wide function here (a cached module holds no assembly)
     and run it once on ``args``."""
     namespace = {}
-    exec("import numba\n" + source.replace(", cache=True", "").replace(spmd.LINK_ONLY, ""), namespace)
+    exec("import numba\n" + source.replace(", cache=True", "").replace(spmd.plans.LINK_ONLY, ""), namespace)
     namespace[name](*args)
     (asm,) = namespace[name].inspect_asm().values()
     return asm
@@ -962,13 +962,14 @@ def test_compiled_w_wide_lane_holds_vector_instructions():
     plan = spmd.Plan(w, ("uniform", "varying"), (0, 1), (((), "int64"),), "", True)
     body = spmd.transform_stream(escape, ("uniform", "varying"), ("float64",), (((), "int64"),), w, w // 4)
     out = np.zeros(ci.size, np.int64)
-    asm = _compiled(spmd._stand_ins(plan) + spmd.module_text(body), "lane_stream", (ci, out), 0, ci.size, -0.5)
+    text = spmd.check.stand_ins(plan) + spmd.plans.module_text(body)
+    asm = _compiled(text, "lane_stream", (ci, out), 0, ci.size, -0.5)
     assert_bitwise(out, want)
     _assert_vector_loop(asm)
     # in groups of W
     body = transform(escape, ("uniform", "varying"), (((), "int64"),), w)
     out = np.empty(w, np.int64)
-    asm = _compiled(spmd.module_text(body), "lane_spmd", np.ones(w, np.bool_), -0.5, ci[:w].copy(), out)
+    asm = _compiled(spmd.plans.module_text(body), "lane_spmd", np.ones(w, np.bool_), -0.5, ci[:w].copy(), out)
     assert_bitwise(out, want[:w])
     _assert_vector_loop(asm)
 
@@ -988,7 +989,7 @@ def test_compiled_w_wide_scan_holds_vector_instructions():
     body = transform(backtest, ("row",), (((), "float64"),), w, row_dtypes=("float64",))
     assert "v_row(" in body and "for _lw_t" in body
     out = np.empty(w)
-    asm = _compiled(spmd.module_text(body), "lane_spmd", np.ones(w, np.bool_), *_row_pointers(prices, w), out)
+    asm = _compiled(spmd.plans.module_text(body), "lane_spmd", np.ones(w, np.bool_), *_row_pointers(prices, w), out)
     assert_bitwise(out, want)
     _assert_vector_loop(asm)
 
@@ -1003,7 +1004,7 @@ def test_masked_lanes_read_no_row():
     mask = np.zeros(w, np.bool_)
     mask[:3] = True
     out_i, out_v = np.full(w, -7), np.full(w, -7.0)
-    _compiled(spmd.module_text(body), "lane_spmd", mask, *_row_pointers(rows, w), 30.0, out_i, out_v)
+    _compiled(spmd.plans.module_text(body), "lane_spmd", mask, *_row_pointers(rows, w), 30.0, out_i, out_v)
     want = [first_above(r, 30.0) for r in rows]
     np.testing.assert_array_equal(out_i[:3], [i for i, _ in want])
     np.testing.assert_array_equal(out_v[:3], [v for _, v in want])

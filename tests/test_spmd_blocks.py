@@ -143,7 +143,7 @@ def test_block_reads_never_touch_rows_outside_the_mask():
     mask = np.zeros(w, np.bool_)
     mask[:3] = True
     out = np.full(w, -7)
-    _compiled(spmd.module_text(body), "lane_spmd", mask, *_row_pointers(rows, w), 12.0, out)
+    _compiled(spmd.plans.module_text(body), "lane_spmd", mask, *_row_pointers(rows, w), 12.0, out)
     np.testing.assert_array_equal(out[:3], [first_pass(r, 12.0) for r in rows])
 
 
@@ -227,7 +227,7 @@ def test_a_wrong_lockstep_judgement_costs_the_path_not_the_result(monkeypatch, r
     restore_config.cache_dir = str(tmp_path)  # built here, not loaded from another test's entry
     emitter = importlib.import_module("lanewise.spmd.transform")  # the module (spmd.transform is the function)
     monkeypatch.setattr(emitter, "lockstep_loop", lambda *a: True)
-    monkeypatch.setattr(spmd, "STREAMING", False)
+    monkeypatch.setattr(spmd.settings, "STREAMING", False)
     n = np.arange(1, 60)
     f = lw.vmap(collatz)
     path = lane_path(f, n)

@@ -32,7 +32,8 @@ from ..errors import LaneIndexError, LanewiseError, LaneTypeError, OutputError, 
 from ..plan.program import Call, Program, lane_arguments, make_program
 from ..lane.dependence import check_unmapped_outputs, unused_parameters
 from ..plan.schedule import lane_work
-from ..lane.lanefn import fingerprint, has_loops, jit_lane
+from ..lane.fingerprint import fingerprint
+from ..lane.lanefn import has_loops, jit_lane
 from ..lane.scanning import reference_mode
 from ..runtime import cache
 

@@ -223,7 +223,7 @@ _entries: "weakref.WeakKeyDictionary[Callable, dict]" = weakref.WeakKeyDictionar
 def _entry_for(f):
     """The compiled entry of a top-level scan of ``f``: kept per (function, its
     fingerprint, settings) in this process, and on disk when it can be fingerprinted."""
-    from .lanefn import fingerprint
+    from .fingerprint import fingerprint
 
     print_ = fingerprint(f)
     memo = (print_, config.vector_math, config.disk_cache)

@@ -6,7 +6,7 @@ compiled kernels.  So a value changed after the first call — a global rebound,
 an array mutated in place, ``cfg.SCALE = 2``, a closure variable reassigned —
 did not reach the next call of the same object, while the ``python`` backend
 (the spec) read the new value: a silently stale result.  The disk and memory
-caches were keyed soundly (:func:`lanewise.lane.lanefn.fingerprint`); the
+caches were keyed soundly (:func:`lanewise.lane.fingerprint.fingerprint`); the
 object's own table of executables was not.
 
 :func:`watch` lists every user value the lane reaches, as the fingerprint does
@@ -163,7 +163,7 @@ def _digest(array: np.ndarray) -> bytes:
 
 def _is_pinned(value) -> bool:
     """Values whose definition the versions in the cache key pin (NumPy, ``math``, lanewise)."""
-    from .lanefn import pinned
+    from .fingerprint import pinned
 
     if isinstance(value, types.ModuleType):
         return pinned(types.SimpleNamespace(__module__=value.__name__))

@@ -110,15 +110,9 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import importlib
 import operator
 
 import numpy as np
-from numba.core import types as nt
-from numba.core.errors import TypingError
-from numba.core.registry import CPUDispatcher
-from numba.extending import overload
 
 from . import _core
 from ._core import (  # by name: lanewise re-targets lanes' global callees
@@ -126,13 +120,15 @@ from ._core import (  # by name: lanewise re-targets lanes' global callees
     exponential as _core_exponential,
     fold_in as _core_fold_in,
     integers as _core_integers,
-    key_array as _core_key_array,
     normal as _core_normal,
     philox_words as _core_philox_words,
     split as _core_split,
     uniform as _core_uniform,
     uniform32 as _core_uniform32,
 )
+from ._host import MASK32, compiled_as, host_key, int64, int64ish, real
+from ._lanes import (bits_lane, exponential_lane, fold_in_lane, integers_lane, key_lane, normal_lane, philox4x32_lane,
+                     split_lane, uniform32_lane, uniform_lane)
 
 #: The float64 and float32 products the draws use.  A target that may contract a
 #: product into an FMA overloads these with a rounded product (the cuda backend:
@@ -146,155 +142,11 @@ PREBUILT = _core.PREBUILT
 __all__ = ["key", "split", "fold_in", "uniform", "uniform32", "normal", "exponential",
            "integers", "bits", "philox4x32"]
 
-_MASK32 = 0xFFFFFFFF
-_MASK64 = 0xFFFFFFFFFFFFFFFF
-
-
-class _Dual(CPUDispatcher):
-    """A public lw.random function: compiled (and inlined) when Numba code calls
-    it, a host function with argument checks when Python calls it."""
-
-    _lw_intrinsic = True  # lanewise.lane.lanefn: already compiled, do not re-jit
-
-    def __init__(self, lane_impl, host):
-        super().__init__(lane_impl, targetoptions=dict(nopython=True, **_core.JIT))
-        functools.update_wrapper(self, host)  # name, docstring, signature of the host
-        self._host = host
-
-    def __call__(self, *args, **kwargs):
-        return self._host(*args, **kwargs)
-
-    def __reduce__(self):  # pickle by reference (dask ships lanes to workers)
-        return _public, (self.__name__,)
-
-    def __repr__(self) -> str:
-        return f"<lanewise.random.{self.__name__}>"
-
-
-def _public(name: str):
-    return getattr(importlib.import_module(__name__), name)
-
-
-def _compiled_as(lane_impl):
-    """Decorator: the host function becomes a dispatcher compiling ``lane_impl``."""
-    return lambda host: _Dual(lane_impl, host)
-
-
-# ----------------------------------------------------------------------------- in-lane versions
-# Plain Python that Numba compiles (inlined into the caller).  The first line
-# of each is a compile-time type check that fails with lanewise's message.
-
-
-def _is_key(t, n=2) -> bool:
-    if isinstance(t, nt.Array):
-        return t.ndim == 1 and isinstance(t.dtype, nt.Integer)
-    return isinstance(t, nt.BaseTuple) and len(t.types) == n and all(
-        isinstance(e, nt.Integer) for e in t.types)
-
-
-_KINDS = {
-    "key": (_is_key, "a key (key/split's uint32 array row or fold_in's tuple of two ints)"),
-    "counter": (lambda t: _is_key(t, 4), "a 1-d integer array or a tuple of four ints"),
-    "int": (lambda t: isinstance(t, (nt.Integer, nt.Omitted, int)) and not isinstance(t, nt.Boolean),
-            "an integer"),
-    "real": (lambda t: isinstance(t, (nt.Integer, nt.Float, nt.Omitted, int, float))
-             and not isinstance(t, nt.Boolean), "a real number"),
-}
-
-
-def _checker(fn: str, **params: str):
-    """A no-op function whose typing checks lw.random.``fn``'s arguments.
-
-    Compiled ``forceinline`` (LLVM's ``alwaysinline``), so no call of it is left in a
-    lane by the time Numba prunes reference counts.  A call that is left there (its
-    error-status branch between a key array's incref and decref) keeps the pair: a
-    ``NRT_incref``/``NRT_decref`` call per lane that is only removed after LLVM's
-    loop vectoriser has run, so every loop of draws from a key *array* stayed scalar
-    (the Monte Carlo reduction ``normal(fold_in(key, i))``: 61 -> 16 ns a path).
-    """
-    def check(*args):
-        pass
-    # Numba's error names the function: make it read lw.random.<fn>(<argument types>).
-    check.__name__ = check.__qualname__ = f"lw.random.{fn}"
-
-    @overload(check, jit_options={"forceinline": True})
-    def _typing(*args):
-        for (name, kind), t in zip(params.items(), args):
-            accepts, what = _KINDS[kind]
-            if not accepts(t):
-                raise TypingError(f"lw.random.{fn}: {name} must be {what}, got {t}")
-        return lambda *args: None
-    return check
-
-
-_check_key = _checker("key", seed="int")
-_check_split = _checker("split", key="key", num="int")
-_check_fold_in = _checker("fold_in", key="key", data="int")
-_check_uniform = _checker("uniform", key="key", lo="real", hi="real")
-_check_uniform32 = _checker("uniform32", key="key", lo="real", hi="real")
-_check_normal = _checker("normal", key="key")
-_check_exponential = _checker("exponential", key="key")
-_check_integers = _checker("integers", key="key", lo="int", hi="int")
-_check_bits = _checker("bits", key="key")
-_check_philox4x32 = _checker("philox4x32", counter="counter", key="key")
-
-
-def _key_lane(seed):
-    _check_key(seed)
-    return _core_key_array(seed)
-
-
-def _split_lane(key, num=2):
-    _check_split(key, num)
-    return _core_split(key, max(num, 0))
-
-
-def _fold_in_lane(key, data):
-    _check_fold_in(key, data)
-    a, b = _core_fold_in(key, data)
-    return np.uint32(a), np.uint32(b)
-
-
-def _uniform_lane(key, lo=0.0, hi=1.0):
-    _check_uniform(key, lo, hi)
-    return np.float64(_core_uniform(key, np.float64(lo), np.float64(hi)))
-
-
-def _uniform32_lane(key, lo=0.0, hi=1.0):
-    _check_uniform32(key, lo, hi)
-    return np.float32(_core_uniform32(key, np.float32(lo), np.float32(hi)))
-
-
-def _normal_lane(key):
-    _check_normal(key)
-    return np.float64(_core_normal(key))
-
-
-def _exponential_lane(key):
-    _check_exponential(key)
-    return np.float64(_core_exponential(key))
-
-
-def _integers_lane(key, lo, hi):
-    _check_integers(key, lo, hi)
-    return np.int64(_core_integers(key, np.int64(lo), np.int64(hi)))
-
-
-def _bits_lane(key):
-    _check_bits(key)
-    return np.uint64(_core_bits(key))
-
-
-def _philox4x32_lane(counter, key):
-    _check_philox4x32(counter, key)
-    a, b, c, d = _core_philox_words(counter, key)
-    return np.uint32(a), np.uint32(b), np.uint32(c), np.uint32(d)
-
 
 # ----------------------------------------------------------------------------- public functions
 
 
-@_compiled_as(_key_lane)
+@compiled_as(key_lane)
 def key(seed) -> np.ndarray:
     """A new key from an integer seed in [-2**63, 2**64): uint32 array of shape (2,).
 
@@ -307,11 +159,11 @@ def key(seed) -> np.ndarray:
         >>> lw.random.key(0), lw.random.key(2**32 + 5)
         (array([0, 0], dtype=uint32), array([5, 1], dtype=uint32))
     """
-    s = _int64ish(seed, "key", "seed")
-    return np.array([s & _MASK32, s >> 32], np.uint32)
+    s = int64ish(seed, "key", "seed")
+    return np.array([s & MASK32, s >> 32], np.uint32)
 
 
-@_compiled_as(_split_lane)
+@compiled_as(split_lane)
 def split(key, num=2) -> np.ndarray:
     """``num`` new keys derived from ``key``: uint32 array of shape (num, 2).
 
@@ -327,10 +179,10 @@ def split(key, num=2) -> np.ndarray:
     num = operator.index(num)
     if num < 0:
         raise ValueError(f"lw.random.split: num must be >= 0, got {num}")
-    return _core_split(_host_key(key, "split"), num)
+    return _core_split(host_key(key, "split"), num)
 
 
-@_compiled_as(_fold_in_lane)
+@compiled_as(fold_in_lane)
 def fold_in(key, data):
     """The key for integer ``data`` (a step, a lane index, ...) under ``key``.
 
@@ -345,11 +197,11 @@ def fold_in(key, data):
         >>> type(k1).__name__, k1 == lw.random.fold_in(k, 1), k1 == lw.random.fold_in(k, 2)
         ('tuple', True, False)
     """
-    a, b = _core_fold_in(_host_key(key, "fold_in"), np.uint64(_int64ish(data, "fold_in", "data")))
+    a, b = _core_fold_in(host_key(key, "fold_in"), np.uint64(int64ish(data, "fold_in", "data")))
     return np.uint32(a), np.uint32(b)
 
 
-@_compiled_as(_uniform_lane)
+@compiled_as(uniform_lane)
 def uniform(key, lo=0.0, hi=1.0):
     """A float64 uniform in [lo, hi), from 53 random bits.
 
@@ -362,11 +214,11 @@ def uniform(key, lo=0.0, hi=1.0):
         >>> bool(-1.0 <= lw.random.uniform(k, -1.0, 1.0) < 1.0)
         True
     """
-    return np.float64(_core_uniform(_host_key(key, "uniform"), _real(lo, "uniform", "lo"),
-                                    _real(hi, "uniform", "hi")))
+    return np.float64(_core_uniform(host_key(key, "uniform"), real(lo, "uniform", "lo"),
+                                    real(hi, "uniform", "hi")))
 
 
-@_compiled_as(_uniform32_lane)
+@compiled_as(uniform32_lane)
 def uniform32(key, lo=0.0, hi=1.0):
     """A float32 uniform in [lo, hi), from 24 random bits (bounds rounded to float32).
 
@@ -377,12 +229,12 @@ def uniform32(key, lo=0.0, hi=1.0):
         >>> type(u).__name__, bool(u == float(lw.random.uniform(k)) // 2**-24 * 2**-24)
         ('float32', True)
     """
-    return np.float32(_core_uniform32(_host_key(key, "uniform32"),
-                                      np.float32(_real(lo, "uniform32", "lo")),
-                                      np.float32(_real(hi, "uniform32", "hi"))))
+    return np.float32(_core_uniform32(host_key(key, "uniform32"),
+                                      np.float32(real(lo, "uniform32", "lo")),
+                                      np.float32(real(hi, "uniform32", "hi"))))
 
 
-@_compiled_as(_normal_lane)
+@compiled_as(normal_lane)
 def normal(key):
     """A float64 standard normal: Box-Muller (cosine branch) on two 53-bit uniforms.
 
@@ -395,10 +247,10 @@ def normal(key):
         >>> bool(abs(z.mean()) < 0.05 and abs(z.std() - 1) < 0.05)
         True
     """
-    return np.float64(_core_normal(_host_key(key, "normal")))
+    return np.float64(_core_normal(host_key(key, "normal")))
 
 
-@_compiled_as(_exponential_lane)
+@compiled_as(exponential_lane)
 def exponential(key):
     """A float64 exponential with rate 1: ``-ln(1 - u)``, u uniform from 53 bits.
 
@@ -408,10 +260,10 @@ def exponential(key):
         >>> bool(e >= 0.0), type(e).__name__
         (True, 'float64')
     """
-    return np.float64(_core_exponential(_host_key(key, "exponential")))
+    return np.float64(_core_exponential(host_key(key, "exponential")))
 
 
-@_compiled_as(_integers_lane)
+@compiled_as(integers_lane)
 def integers(key, lo, hi):
     """An int64 uniform in [lo, hi), without modulo bias (Lemire's method).
 
@@ -427,11 +279,11 @@ def integers(key, lo, hi):
         >>> sorted(set(d.tolist())), d.dtype
         ([1, 2, 3, 4, 5, 6], dtype('int64'))
     """
-    lo, hi = _int64(lo, "integers", "lo"), _int64(hi, "integers", "hi")
-    return np.int64(_core_integers(_host_key(key, "integers"), lo, hi))
+    lo, hi = int64(lo, "integers", "lo"), int64(hi, "integers", "hi")
+    return np.int64(_core_integers(host_key(key, "integers"), lo, hi))
 
 
-@_compiled_as(_bits_lane)
+@compiled_as(bits_lane)
 def bits(key):
     """64 random bits as a uint64 (the word every other draw is made from).
 
@@ -440,10 +292,10 @@ def bits(key):
         >>> hex(lw.random.bits((0, 0)))  # words 1 and 0 of Philox(0, 0)
         '0xe169c58d6627e8d5'
     """
-    return np.uint64(_core_bits(_host_key(key, "bits")))
+    return np.uint64(_core_bits(host_key(key, "bits")))
 
 
-@_compiled_as(_philox4x32_lane)
+@compiled_as(philox4x32_lane)
 def philox4x32(counter, key):
     """Philox4x32-10 of four counter words under ``key``: a tuple of 4 uint32.
 
@@ -456,8 +308,8 @@ def philox4x32(counter, key):
     """
     if len(counter) != 4:
         raise TypeError(f"lw.random.philox4x32: counter must have 4 words, got {len(counter)}")
-    c = tuple(operator.index(w) & _MASK32 for w in counter)
-    return tuple(np.uint32(w) for w in _core_philox_words(c, _host_key(key, "philox4x32")))
+    c = tuple(operator.index(w) & MASK32 for w in counter)
+    return tuple(np.uint32(w) for w in _core_philox_words(c, host_key(key, "philox4x32")))
 
 
 # ----------------------------------------------------------------------------- the SPMD path's forms
@@ -478,52 +330,3 @@ SPMD_TWINS = {
 for _fn, _params in SPMD_TWINS.items():  # (module, function, parameters, number of results)
     _fn._lw_spmd_twin = ("lanewise.random.spmd", _fn.__name__, _params, 2 if _fn is fold_in else 1)
 del _fn, _params
-
-
-# ----------------------------------------------------------------------------- host checks
-
-
-def _host_key(k, fn: str) -> tuple[int, int]:
-    """A host key (array or 2-sequence of ints) as two Python ints < 2**32."""
-    if isinstance(k, np.ndarray):
-        if k.shape == (2,) and k.dtype.kind in "iu":
-            return int(k[0]) & _MASK32, int(k[1]) & _MASK32
-    elif isinstance(k, (tuple, list)) and len(k) == 2:
-        try:
-            return operator.index(k[0]) & _MASK32, operator.index(k[1]) & _MASK32
-        except TypeError:
-            pass
-    what = f"array of shape {k.shape} and dtype {k.dtype}" if isinstance(k, np.ndarray) else repr(k)
-    hint = "; map over a batch of keys with lw.vmap" if getattr(k, "ndim", 0) == 2 else ""
-    raise TypeError(f"lw.random.{fn}: a key is a uint32 array of shape (2,) (from key/split) or "
-                    f"a tuple of two ints (from fold_in), got {what}{hint}")
-
-
-def _int64ish(value, fn: str, name: str) -> int:
-    """An integer in [-2**63, 2**64), reduced modulo 2**64."""
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"lw.random.{fn}: {name} must be an integer, got a bool")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(f"lw.random.{fn}: {name} must be an integer, got "
-                        f"{type(value).__name__} {value!r}") from None
-    if not -(1 << 63) <= v < (1 << 64):
-        raise ValueError(f"lw.random.{fn}: {name} must be in [-2**63, 2**64), got {v}")
-    return v & _MASK64
-
-
-def _int64(value, fn: str, name: str) -> int:
-    """An integer in int64's range."""
-    _int64ish(value, fn, name)  # type and range checks
-    v = operator.index(value)
-    if v >= 1 << 63:
-        raise ValueError(f"lw.random.{fn}: {name} must fit in int64, got {v}")
-    return v
-
-
-def _real(value, fn: str, name: str) -> float:
-    real = isinstance(value, (int, float, np.integer, np.floating))
-    if isinstance(value, (bool, np.bool_)) or not real:
-        raise TypeError(f"lw.random.{fn}: {name} must be a real number, got {type(value).__name__}")
-    return float(value)

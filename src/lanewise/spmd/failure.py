@@ -31,7 +31,7 @@ from numba.extending import intrinsic
 
 from .vector import Vec, any_lane
 
-#: The message :func:`m_raise` raises with; :func:`lanewise.spmd.check_compiled`
+#: The message :func:`m_raise` raises with; :func:`lanewise.spmd.check.check_compiled`
 #: accepts an exception of the W-wide lane by this text (and the row bounds one).
 LANE_RAISED = "lanewise: a lane raised inside the W-wide lane"
 

@@ -49,7 +49,7 @@ _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
 
 #: The message of a row read out of bounds in the W-wide lane (the one exception
-#: it may raise: :func:`lanewise.spmd.check_compiled` accepts it by this text).
+#: it may raise: :func:`lanewise.spmd.check.check_compiled` accepts it by this text).
 OUT_OF_BOUNDS = "lanewise: row index out of bounds in the W-wide lane"
 
 

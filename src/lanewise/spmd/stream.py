@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import ast
 
+from .frames import Ctx
 from .syntax import Unsupported, block_temps, function_ast, has_loop
-from .transform import Ctx, defaults, finish, start
+from .transform import defaults, finish, start
 
 
 #: Name of the generated streaming function.
