@@ -479,7 +479,8 @@ def test_varying_names_of_a_lane():
 # ----------------------------------------------------------------------------- robustness
 
 
-@pytest.mark.parametrize("name", ["corpus", "conformance", "many_lanes", "lanewise.lanemath", "lanewise.random"])
+@pytest.mark.parametrize("name", ["corpus", "conformance", "many_lanes", "lanewise.lanemath",
+                                  "lanewise.random._lanes", "lanewise.random._core"])
 def test_every_function_of_lane_modules_builds_without_raising(name):
     """Lanes, their helpers and whatever else those modules define (generators, imports,
     ``with``): the front end never fails; what it does not model is an Unsupported node."""
