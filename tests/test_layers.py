@@ -171,6 +171,30 @@ def test_layer_numbers_in_docstrings_are_the_order():
     assert {mod: ORDER.index(layer_of(mod)) for mod in stated} == stated
 
 
+def documented_layers(text: str) -> dict[str, tuple[str, ...]]:
+    """The layer table of docs/architecture.md as :data:`LAYERS` spells it: a row
+    ``| 2 lane | `lane/`, `lanemath/` | ...`` is ``"lane": ("lanewise.lane", "lanewise.lanemath")``,
+    and `__init__` is the package itself."""
+    rows = re.findall(r"^\| (\d+) (\w+) \| ([^|]*) \|", text, re.M)
+    assert [int(n) for n, _, _ in rows] == list(range(len(rows))), "the table's layers are numbered 0, 1, ..."
+    return {name: tuple("lanewise" if m == "__init__" else f"lanewise.{m.rstrip('/')}"
+                        for m in re.findall(r"`([^`]+)`", modules))
+            for _, name, modules in rows}
+
+
+def test_the_documented_layers_are_the_enforced_ones():
+    """docs/architecture.md's table is LAYERS, in order, module for module."""
+    text = (ROOT.parent.parent / "docs" / "architecture.md").read_text()
+    assert documented_layers(text) == LAYERS
+    assert list(documented_layers(text)) == ORDER
+
+
+def test_the_table_reader_sees_a_difference():
+    row = "| 0 base | `version`, `runtime/` | x |\n| 1 api | `__init__`, `api` | y |\n"
+    assert documented_layers(row) == {"base": ("lanewise.version", "lanewise.runtime"),
+                                      "api": ("lanewise", "lanewise.api")}
+
+
 def test_no_import_cycles():
     assert cycles(read_sources()) == []
 
