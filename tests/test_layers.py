@@ -10,23 +10,29 @@ violation, so the checker cannot silently pass.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "src" / "lanewise"
 
-#: Lowest first.  A module belongs to the first layer with a matching prefix
-#: (a module name or a package).
+#: Lowest first.  A module belongs to the layer with the longest matching prefix (a
+#: module name or a package); the package ``__init__`` (``lanewise``) matches only itself,
+#: so a new package has no layer until it is given one here and in docs/architecture.md.
 LAYERS = {
     "base": ("lanewise.version", "lanewise.errors", "lanewise.config", "lanewise.dtypes", "lanewise.pytree",
              "lanewise.runtime"),
     "plan": ("lanewise.plan",),
     "lane": ("lanewise.lane", "lanewise.lanemath", "lanewise.random", "lanewise.spmd"),
+    "autodiff": ("lanewise.autodiff",),
     "codegen": ("lanewise.codegen",),
     "backends": ("lanewise.backends",),
-    "api": ("lanewise.api", "lanewise.reducing", "lanewise.progress", "lanewise.fuse", "lanewise.demo",
-            "lanewise.__main__", "lanewise"),
+    "api": ("lanewise.api", "lanewise.reducing", "lanewise.progress", "lanewise.fuse"),
+    "bridge": ("lanewise.bridge",),
+    "frameworks": ("lanewise.jax", "lanewise.torch"),
+    # the public surface imports every layer: lw.grad, lw.jax and lw.torch on first use
+    "surface": ("lanewise", "lanewise.__main__", "lanewise.demo", "lanewise.demo_plot"),
 }
 ORDER = list(LAYERS)
 
@@ -36,9 +42,13 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def layer_of(module: str) -> str:
-    best = max((p for names in LAYERS.values() for p in names if module == p or module.startswith(p + ".")),
-               key=len)
+def layer_of(module: str) -> str | None:
+    """The layer of ``module``, or None when no entry of :data:`LAYERS` names it."""
+    matches = [p for names in LAYERS.values() for p in names
+               if module == p or (p != "lanewise" and module.startswith(p + "."))]
+    if not matches:
+        return None
+    best = max(matches, key=len)
     return next(layer for layer, names in LAYERS.items() if best in names)
 
 
@@ -142,8 +152,47 @@ def cycles(sources) -> list[list[str]]:
 
 
 def test_every_module_has_a_layer():
-    for mod in read_sources():
-        assert layer_of(mod) in LAYERS
+    assert [mod for mod in read_sources() if layer_of(mod) is None] == []
+
+
+def test_every_layer_entry_names_a_module():
+    """An entry left behind by a move or a rename would give nothing a layer."""
+    sources = read_sources()
+    stale = [p for names in LAYERS.values() for p in names
+             if not any(mod == p or mod.startswith(p + ".") for mod in sources)]
+    assert stale == []
+
+
+def test_layer_numbers_in_docstrings_are_the_order():
+    """``Layer 4, renderers: ...`` opening a package's docstring counts from 0 as ORDER does."""
+    stated = {mod: int(m[1]) for mod, (text, _) in read_sources().items()
+              if (m := re.match(r"Layer (\d+),", ast.get_docstring(ast.parse(text)) or ""))}
+    assert {"lanewise.plan", "lanewise.lane", "lanewise.codegen", "lanewise.backends"} <= set(stated)
+    assert {mod: ORDER.index(layer_of(mod)) for mod in stated} == stated
+
+
+def documented_layers(text: str) -> dict[str, tuple[str, ...]]:
+    """The layer table of docs/architecture.md as :data:`LAYERS` spells it: a row
+    ``| 2 lane | `lane/`, `lanemath/` | ...`` is ``"lane": ("lanewise.lane", "lanewise.lanemath")``,
+    and `__init__` is the package itself."""
+    rows = re.findall(r"^\| (\d+) (\w+) \| ([^|]*) \|", text, re.M)
+    assert [int(n) for n, _, _ in rows] == list(range(len(rows))), "the table's layers are numbered 0, 1, ..."
+    return {name: tuple("lanewise" if m == "__init__" else f"lanewise.{m.rstrip('/')}"
+                        for m in re.findall(r"`([^`]+)`", modules))
+            for _, name, modules in rows}
+
+
+def test_the_documented_layers_are_the_enforced_ones():
+    """docs/architecture.md's table is LAYERS, in order, module for module."""
+    text = (ROOT.parent.parent / "docs" / "architecture.md").read_text()
+    assert documented_layers(text) == LAYERS
+    assert list(documented_layers(text)) == ORDER
+
+
+def test_the_table_reader_sees_a_difference():
+    row = "| 0 base | `version`, `runtime/` | x |\n| 1 api | `__init__`, `api` | y |\n"
+    assert documented_layers(row) == {"base": ("lanewise.version", "lanewise.runtime"),
+                                      "api": ("lanewise", "lanewise.api")}
 
 
 def test_no_import_cycles():

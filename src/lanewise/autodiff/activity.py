@@ -22,7 +22,7 @@ import types
 import numpy as np
 from numba.core.dispatcher import Dispatcher
 
-from ..fuse.lower import LANE_MODULE
+from ..lane.source import LANE_MODULE
 from ..spmd.syntax import resolve as _resolve
 from . import intrinsics
 from .rules import is_zero

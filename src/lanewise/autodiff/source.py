@@ -14,7 +14,7 @@ import hashlib
 import linecache
 import types
 
-from ..fuse.lower import LANE_MODULE
+from ..lane.source import LANE_MODULE
 
 
 def build(comment: str, header: str, lines: list[str], closure: dict, namespace: dict):

@@ -36,11 +36,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..lane.source import LANE_MODULE  # the module name of generated lanes
 from . import rules
 from .graph import Boundary, Const, Elem, Index, Input, Node, Reduce, Reshape, Slice, Transpose, View, walk
-
-#: Module name of generated lanes (lanefn gives unimportable functions this stand-in).
-LANE_MODULE = "lanewise._lanes"
 
 
 @dataclass(frozen=True)

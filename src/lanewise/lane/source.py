@@ -55,6 +55,10 @@ _LOCK = threading.Lock()
 #: Lines of the interactive interpreter's history searched for a lane typed there.
 HISTORY_LINES = 500
 
+#: The module lanewise's lanes written from text claim (``@lw.fuse``'s lowered lanes, the
+#: derivatives ``lw.grad`` and its kin generate): lanewise names, but the user's computation.
+LANE_MODULE = "lanewise._lanes"
+
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 #: The ``__future__`` features' flags (a code object's and the compiler's are the same bits).
 _FUTURE_FLAGS = functools.reduce(operator.or_, (getattr(__future__, name).compiler_flag
