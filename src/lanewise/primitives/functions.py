@@ -86,10 +86,10 @@ def _math(name, jvp, *, numpy=None, math_name=None, vector_math=None, cuda=NATIV
 
 
 def _numpy(name, template, jvp=None, *, dtype="same", kinds="if", arity=1, cuda=NATIVE_CUDA, spmd=LANES,
-           corrected=None, numpy=None, **fields):
+           corrected=None, vector_math=None, numpy=None, **fields):
     """A NumPy-only function (a ufunc unless ``category`` says otherwise)."""
     numpy = (name,) if numpy is None else numpy
-    rules = {"numba": Numba(template, None, corrected), "spmd": spmd, "cuda": cuda, "jvp": jvp}
+    rules = {"numba": Numba(template, vector_math, corrected), "spmd": spmd, "cuda": cuda, "jvp": jvp}
     return primitive(name, getattr(np, numpy[0]), dtype, arity, kinds=kinds, numpy=numpy,
                      rules={k: v for k, v in rules.items() if v is not None}, **fields)
 
@@ -175,7 +175,7 @@ FUNCTIONS = (
     # powers and other functions of two arguments
     _math("pow", POW_JVP, numpy=(), builtins=("pow",), arity=2, vector_math="pow", dtype="float64", kinds="f"),
     _numpy("power", Template({"f": "np.power({0}, {1})", "": "({0} ** {1})"}, "same", "iuf"), POW_JVP,
-           numpy=("power", "pow"), arity=2, corrected="integers.power", spmd=LOOP,
+           numpy=("power", "pow"), arity=2, vector_math="power", corrected="integers.power", spmd=LOOP,
            cuda=Cuda("binary", lambda x, y: x ** y)),
     _numpy("float_power", _np2("power"), dtype="float64", arity=2),
     _math("arctan2", Jvp(2, left="{y} * {t} / ({x} * {x} + {y} * {y})", right="-{x} * {u} / ({x} * {x} + {y} * {y})"),
@@ -201,7 +201,7 @@ FUNCTIONS = (
     _math("isfinite", ZERO_JVP, template=_np1("isfinite", "biuf", "bool"),
           cuda=Cuda("predicate", math.isfinite, constant=True), dtype="bool", kinds="if"),
     _numpy("signbit", _np1("signbit", "f", "bool"), ZERO_JVP, dtype="bool", kinds="f", domain=_SIGNED),
-    _numpy("isclose", None, ZERO_JVP, dtype="bool", arity=2, kinds="f"),
+    _numpy("isclose", None, ZERO_JVP, dtype="bool", arity=2, kinds="f", math=("isclose",)),
     # conversions
     _builtin("float", np.float64, Jvp(1, unary="{t}"), dtype="float64", category="conversion"),
     _numpy("float64", None, Jvp(1, unary="{t}"), dtype="float64", category="conversion"),
