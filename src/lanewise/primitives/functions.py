@@ -68,6 +68,8 @@ _MIN_JVP = Jvp(2, left="({t} if {x} < {y} else (0.5 * {t} if {x} == {y} else 0.0
 _SIGNED = (-1.5, 0.25, 2.0)  # samples on both sides of 0
 _UNIT = (-0.5, 0.25, 0.75)  # inside (-1, 1)
 _ABOVE_ONE = (1.5, 2.0, 3.0)
+#: No value a multiple of another: remainders away from their jumps.
+REMAINDERS = (1.7, 2.3, 3.1)
 
 
 def _math(name, jvp, *, numpy=None, math_name=None, vector_math=None, cuda=NATIVE_CUDA, spmd=None,
@@ -183,7 +185,7 @@ FUNCTIONS = (
     _math("hypot", Jvp(2, left="{x} * {t} / {p}", right="{y} * {u} / {p}"), vector_math="hypot", arity=2,
           domain=_SIGNED),
     _math("fmod", Jvp(2, left="{t}", right="-{m}.trunc({x} / {y}) * {u}"), arity=2, corrected="fmod",
-          cuda=Cuda("binary", lambda x, y: math.fmod(x, y)), dtype="same", kinds="if", domain=_ABOVE_ONE),
+          cuda=Cuda("binary", lambda x, y: math.fmod(x, y)), dtype="same", kinds="if", domain=REMAINDERS),
     _numpy("logaddexp", _np2("logaddexp"), dtype="float", arity=2, kinds="f"),
     _numpy("logaddexp2", _np2("logaddexp2"), dtype="float", arity=2, kinds="f"),
     _numpy("nextafter", _np2("nextafter"), dtype="float", arity=2, kinds="f"),

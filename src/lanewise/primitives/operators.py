@@ -17,7 +17,7 @@ import operator
 
 import numpy as np
 
-from .functions import POW_JVP, op_template
+from .functions import POW_JVP, REMAINDERS, op_template
 from .table import LANES, NATIVE_CUDA, NATIVE_NUMBA, ZERO_JVP, Cuda, Jvp, Numba, Template, Vector, primitive
 
 
@@ -40,7 +40,7 @@ OPERATORS = (
     # integer // and % are vector instructions with Python's floor conventions (spmd.instructions)
     _operator(operator.floordiv, "//", np.floor_divide, Vector("instruction")),
     _operator(operator.mod, "%", np.remainder, Vector("instruction"),
-              Jvp(2, left="{t}", right="-{m}.floor({x} / {y}) * {u}")),
+              Jvp(2, left="{t}", right="-{m}.floor({x} / {y}) * {u}"), domain=REMAINDERS),
     _operator(operator.pow, "**", np.power, LANES, POW_JVP),
     _operator(operator.lshift, "<<", np.left_shift, LANES, kinds="i"),
     _operator(operator.rshift, ">>", np.right_shift, LANES, kinds="i"),
