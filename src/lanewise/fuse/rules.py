@@ -35,9 +35,8 @@ from ..primitives import Template
 Rule = Template
 
 #: ufunc name (aliases included) -> its element template, from :mod:`lanewise.primitives`.
-UFUNCS: dict[str, Rule] = primitives.numpy_names("numba", lambda numba: numba.template is not None)
-UFUNCS = {name: numba.template for name, numba in UFUNCS.items()
-          if isinstance(getattr(np, name, None), np.ufunc)}
+UFUNCS: dict[str, Rule] = {name: numba.template for name, numba in primitives.numpy_names("numba").items()
+                           if numba.template is not None and isinstance(getattr(np, name, None), np.ufunc)}
 
 #: Elementwise operations that are not ufuncs (built by the tracer), by the graph's names.
 OTHER: dict[str, Rule] = {name: primitives.named(name).rules["numba"].template
