@@ -101,8 +101,10 @@ class Numba:
 class Vector:
     """The ``"spmd"`` slot: how W lanes compute it at once.  ``"instruction"``: one
     LLVM vector instruction (``float``/``integer`` name the IRBuilder method for each
-    element kind, ``compare`` the predicate); ``"loop"``: a loop over the lanes that
-    LLVM vectorises (inlined math); ``"lanes"``: Numba's scalar code once per lane."""
+    element kind, ``compare`` the predicate); ``"loop"``: its vector-math substitute,
+    inlined in a loop over the lanes that LLVM vectorises (a libm call per lane when
+    ``lw.config.vector_math`` is off); ``"lanes"``: Numba's scalar code once per lane.
+    The SPMD backend reads the instructions (:mod:`lanewise.spmd.instructions`)."""
 
     how: str
     float: str | None = None
@@ -141,7 +143,7 @@ class Primitive:
     modules (the first is how errors spell it); ``objects``: any other denoting
     objects (``operator.add``); ``reference``: its meaning, a NumPy callable
     (elementwise unless ``category`` says otherwise); ``dtype``: the result dtype
-    rule of the reference (:func:`lanewise.primitives.dtypes.result_dtype`);
+    rule of the reference (:func:`result_dtype`);
     ``kinds``: the dtype kinds of its arguments; ``arity``: its argument count;
     ``domain``: sample values inside its domain (tests); ``rules``: target -> rule.
     """
