@@ -24,6 +24,7 @@ LAYERS = {
     "base": ("lanewise.version", "lanewise.errors", "lanewise.config", "lanewise.dtypes", "lanewise.pytree",
              "lanewise.runtime"),
     "plan": ("lanewise.plan",),
+    "primitives": ("lanewise.primitives",),
     "lane": ("lanewise.lane", "lanewise.lanemath", "lanewise.random", "lanewise.spmd"),
     "autodiff": ("lanewise.autodiff",),
     "codegen": ("lanewise.codegen",),

@@ -35,6 +35,7 @@ import ast
 import builtins
 import linecache
 import math
+import operator
 import os
 import threading
 import weakref
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import primitives
 from ..errors import LaneCompileError
 from ..lane.fromcode import function_def
 from ..lane.lanefn import fingerprint
@@ -276,14 +278,13 @@ class Emitter:
         p = self.temp(f"{a} {_BINOPS[op]} {b}")
         if op is ast.Pow:
             return p, self._pow(node, a, b, p, ta, tb)
-        parts = {
-            ast.Add: (lambda t: t, lambda u: u),
-            ast.Sub: (lambda t: t, lambda u: f"-{u}"),
-            ast.Mult: (lambda t: f"{t} * {b}", lambda u: f"{a} * {u}"),
-            ast.Div: (lambda t: f"{t} / {b}", lambda u: f"-{p} * {u} / {b}"),
-            ast.Mod: (lambda t: t, lambda u: f"-{self.pre}math.floor({a} / {b}) * {u}"),
-        }[op]
-        return p, self._combine(ta, tb, *parts)
+        return p, self._operator_rule(op, a, b, p, ta, tb)
+
+    def _operator_rule(self, op, a, b, p, ta, tb):
+        """The tangent of ``a <op> b`` from the operator primitive's jvp rule."""
+        jvp = primitives.lookup(_OPERATORS[op]).rules["jvp"]
+        fill = dict(x=a, y=b, p=p, m=f"{self.pre}math")
+        return self._combine(ta, tb, lambda t: jvp.left.format(t=t, **fill), lambda u: jvp.right.format(u=u, **fill))
 
     def _pow(self, node, a, b, p, ta, tb):
         if tb is None and _is_number(b):
@@ -292,10 +293,7 @@ class Emitter:
                 return None
             slope = "1.0" if c == 1 else f"{b} * {a}" if c == 2 else f"{b} * {a} ** {_exponent(c - 1)}"
             return self._scaled(ta, lambda t: f"{slope} * {t}")
-        left = "(0.0 if {y} == 0 else {y} * {x} ** ({y} - 1)) * {t}"
-        right = "{p} * {m}.log({x} if {x} != 0 else 1.0) * {u}"
-        fill = dict(x=a, y=b, p=p, m=f"{self.pre}math")
-        return self._combine(ta, tb, lambda t: left.format(t=t, **fill), lambda u: right.format(u=u, **fill))
+        return self._operator_rule(ast.Pow, a, b, p, ta, tb)
 
     def _combine(self, ta, tb, left, right):
         if ta is None and tb is None:
@@ -369,6 +367,10 @@ class Emitter:
             self._fail(node, f"{callee}(...) builds a namedtuple of differentiated values, which a differentiated "
                              "lane does not support (nor reading its fields by name): return a plain tuple, "
                              "(a, b), and index it")
+        prim = primitives.lookup(obj) if obj is not None else None
+        if prim is not None and prim.rules.get("jvp") is None:  # the table's own error: one wording everywhere
+            self._fail(node, f"{primitives.missing(prim, 'jvp', obj)}; wrap it in lw.stop_gradient if its value "
+                             "is a constant")
         self._fail(node, f"{callee} has no derivative rule (lanewise differentiates math/NumPy functions with "
                          "rules, the lane's own helpers, and arithmetic); wrap it in lw.stop_gradient if its "
                          "value is a constant")
@@ -731,6 +733,9 @@ class Emitter:
 
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%"}
+#: The operator primitives whose jvp rules differentiate those operators.
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+              ast.Pow: operator.pow, ast.Mod: operator.mod}
 #: ``np.dot(a, b)`` is bilinear.
 _DOT = Rule(2, left="{m}.dot({t}, {y})", right="{m}.dot({x}, {u})")
 

@@ -1,5 +1,7 @@
 """Rule tables: which NumPy ufunc becomes which scalar expression in the lane.
 
+The element templates are the ``"numba"`` rules of :mod:`lanewise.primitives`.
+
 A ufunc's *meaning* (result dtype, loop dtypes, errors such as an int8 constant
 that overflows) is always taken from NumPy itself, by calling it on 0-d stand-ins
 (:func:`ufunc_dtypes`); a rule only says how one element is computed, from
@@ -20,100 +22,25 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import primitives
 from ..dtypes import check_supported
 from ..errors import LaneTypeError
+from ..primitives import Template
 
 
-@dataclass(frozen=True)
-class Rule:
-    """How one element of a ufunc is computed.
+#: How one element of a ufunc is computed: a primitive's element template.
+Rule = Template
 
-    ``templates`` maps a loop dtype kind (``"b"``, ``"f"`` ...; ``""`` = any) to a
-    format string over the converted operands ``{0}``, ``{1}``; ``natural`` is what
-    Numba computes it as: ``"same"`` (the loop dtype, for 64-bit types), ``"bool"``,
-    or ``"cast"`` (anything: the result is converted explicitly).
-    """
+#: ufunc name (aliases included) -> its element template, from :mod:`lanewise.primitives`.
+UFUNCS: dict[str, Rule] = {name: numba.template for name, numba in primitives.numpy_names("numba").items()
+                           if numba.template is not None and isinstance(getattr(np, name, None), np.ufunc)}
 
-    templates: dict = field(default_factory=dict)
-    natural: str = "cast"
-    kinds: str = "biufc"  # loop dtype kinds the templates are right for
-
-    def template_for(self, loop_dtype: np.dtype) -> str | None:
-        if loop_dtype.kind not in self.kinds:
-            return None
-        return self.templates.get(loop_dtype.kind, self.templates.get(""))
-
-
-def _op(symbol: str, natural: str = "same", kinds: str = "biufc") -> Rule:
-    return Rule({"": f"({{0}} {symbol} {{1}})"}, natural, kinds)
-
-
-def _np1(name: str, kinds: str = "f") -> Rule:
-    return Rule({"": f"np.{name}({{0}})"}, "same", kinds)
-
-
-def _np2(name: str, kinds: str = "f") -> Rule:
-    return Rule({"": f"np.{name}({{0}}, {{1}})"}, "same", kinds)
-
-
-# NaN-propagating selection exactly as NumPy's loops write it (a >= b || isnan(a) ? a : b),
-# signed zeros included; operands are always names or literals, so repeating them is free.
-_MAX = "({0} if ({0} >= {1} or {0} != {0}) else {1})"
-_MIN = "({0} if ({0} <= {1} or {0} != {0}) else {1})"
-_FMAX = "({0} if ({0} >= {1} or {1} != {1}) else {1})"
-_FMIN = "({0} if ({0} <= {1} or {1} != {1}) else {1})"
-
-# Complex z / w as np.divide: NumPy's own loop (Smith's algorithm; IEEE inf/nan for w == 0,
-# and Numba compiles the same), where Numba's operator is CPython's, which raises ZeroDivisionError.
-_DIVIDE = Rule({"c": "np.divide({0}, {1})", "": "({0} / {1})"}, "same")
-
-_FLOAT_MATH = ("sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin arccos arctan "
-               "sinh cosh tanh arcsinh arccosh arctanh deg2rad rad2deg degrees radians spacing").split()
-
-UFUNCS: dict[str, Rule] = {
-    # NumPy adds bools as a logical or (lanewise refuses + of NumPy bools in lanes)
-    "add": Rule({"b": "({0} | {1})", "": "({0} + {1})"}, "same"),
-    "subtract": _op("-"), "multiply": _op("*"), "true_divide": _DIVIDE, "divide": _DIVIDE,
-    "floor_divide": _op("//", kinds="iuf"), "remainder": _op("%", kinds="iuf"),
-    "mod": _op("%", kinds="iuf"),
-    "power": Rule({"f": "np.power({0}, {1})", "": "({0} ** {1})"}, "same", "iuf"),
-    "negative": Rule({"": "(-{0})"}, "same"), "positive": Rule({"": "(+{0})"}, "same"),
-    "absolute": Rule({"": "abs({0})"}, "cast", "biuf"), "fabs": Rule({"": "abs({0})"}, "same", "f"),
-    "square": Rule({"": "({0} * {0})"}, "same"), "reciprocal": _np1("reciprocal", "f"),
-    "sign": _np1("sign", "iuf"), "floor": _np1("floor", "iuf"), "ceil": _np1("ceil", "iuf"),
-    "trunc": _np1("trunc", "iuf"), "rint": _np1("rint", "f"),
-    **{name: _np1(name) for name in _FLOAT_MATH},
-    **{name: _np2(name) for name in "arctan2 hypot copysign logaddexp logaddexp2 nextafter fmod".split()},
-    "float_power": _np2("power"),
-    "maximum": Rule({"": _MAX}, "same", "biuf"), "minimum": Rule({"": _MIN}, "same", "biuf"),
-    "fmax": Rule({"": _FMAX}, "same", "biuf"), "fmin": Rule({"": _FMIN}, "same", "biuf"),
-    "less": _op("<", "bool", "biuf"), "less_equal": _op("<=", "bool", "biuf"),
-    "greater": _op(">", "bool", "biuf"), "greater_equal": _op(">=", "bool", "biuf"),
-    "equal": _op("==", "bool"), "not_equal": _op("!=", "bool"),
-    "logical_and": _op("&", "bool", "b"), "logical_or": _op("|", "bool", "b"),
-    "logical_xor": _op("^", "bool", "b"), "logical_not": Rule({"": "(not {0})"}, "bool", "b"),
-    "bitwise_and": _op("&", "same", "biu"), "bitwise_or": _op("|", "same", "biu"),
-    "bitwise_xor": _op("^", "same", "biu"),
-    "invert": Rule({"b": "(not {0})", "": "(~{0})"}, "cast", "biu"),
-    "left_shift": _op("<<", "cast", "iu"), "right_shift": _op(">>", "cast", "iu"),
-    "isnan": Rule({"": "({0} != {0})"}, "bool", "biufc"), "isinf": _np1("isinf", "biuf"),
-    "isfinite": _np1("isfinite", "biuf"), "signbit": _np1("signbit", "f"),
-    "conjugate": Rule({"c": "({0}).conjugate()", "": "{0}"}, "same"),
-}
-for _name in ("isinf", "isfinite", "signbit"):
-    UFUNCS[_name] = Rule(UFUNCS[_name].templates, "bool", UFUNCS[_name].kinds)
-
-#: Elementwise operations that are not ufuncs (built by the tracer).
-OTHER: dict[str, Rule] = {
-    "where": Rule({"": "({1} if {0} else {2})"}, "same"),
-    "cast": Rule({"": "{0}"}, "same"),
-    "real": Rule({"": "({0}).real"}, "cast", "c"),
-    "imag": Rule({"": "({0}).imag"}, "cast", "c"),
-}
+#: Elementwise operations that are not ufuncs (built by the tracer), by the graph's names.
+OTHER: dict[str, Rule] = {name: primitives.named(name).rules["numba"].template
+                          for name in ("where", "cast", "real", "imag")}
 
 #: Loop dtypes whose arithmetic Numba does in that very type (64-bit: no promotion),
 #: so a "same" result needs no explicit conversion (keeps the generated lane readable).

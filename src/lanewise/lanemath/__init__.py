@@ -33,11 +33,14 @@ use), with the same results as in compiled code:
 from __future__ import annotations
 
 import builtins as _builtins
+import importlib as _importlib
 import math as _math
+import sys as _sys
 import types as _types
 
 import numpy as _np
 
+from .. import primitives as _primitives
 from . import explog as _explog
 from . import hyper as _hyper
 from . import inverse as _inverse
@@ -51,8 +54,9 @@ from ._core import kernel as _kernel
 from ._core import sqrt as _sqrt
 from ._public import FUNCTIONS, binary as _binary, pair as _pair, unary as _unary
 from . import integers as _integers
-from .arrays import dot, median
-from .integers import around, floor_divide, fmod, reciprocal, remainder, sign, spacing
+# public (lanemath.sign ...), and the corrections the primitive table names (_lanemath)
+from .arrays import dot, median  # noqa: F401
+from .integers import around, floor_divide, fmod, reciprocal, remainder, sign, spacing  # noqa: F401
 from .select import where
 
 _np_power_int = lambda x, y: _integers.power(x, y)  # noqa: E731  (exact, NumPy's integer type)
@@ -89,33 +93,32 @@ acos = _unary("acos", _inverse.acos64, ufunc=_np.arccos)
 erf = _unary("erf", _special.erf64)
 erfc = _unary("erfc", _special.erfc64)
 
+def _lanemath(path: str):
+    """The lanemath object at ``path`` (``"exp"``, ``"integers.power"``), as the primitive
+    table names them (:class:`lanewise.primitives.Numba`)."""
+    module, _, name = path.rpartition(".")
+    return getattr(_importlib.import_module(f"{__name__}.{module}") if module else _sys.modules[__name__], name)
+
+
+def _spelt(module: str, slot: str) -> dict:
+    """``{name in module: lanemath object}`` of every primitive whose numba rule has ``slot``."""
+    return {name: _lanemath(getattr(p.rules["numba"], slot)) for p in _primitives.with_rule("numba")
+            if getattr(p.rules["numba"], slot) is not None for name in getattr(p, module)}
+
+
 #: ``math`` names -> lanemath implementations.
-MATH = {name: FUNCTIONS[name] for name in (
-    "sin", "cos", "tan", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow",
-    "sqrt", "cbrt", "hypot", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "atan",
-    "atan2", "asin", "acos", "erf", "erfc") if hasattr(_math, name)}
+MATH = {k: v for k, v in _spelt("math", "vector_math").items() if hasattr(_math, k)}
 
 #: NumPy functions Numba computes wrongly for some arguments -> lanewise's (integers.py,
 #: arrays.py): rebound in lanes with or without vector math (:func:`corrected`).
 #: (``power`` with vector math is lanemath's ``power``, whose integer paths are these.)
-CORRECTIONS = {"sign": sign, "reciprocal": reciprocal, "fmod": fmod, "power": _integers.power,
-               "round": around, "around": around, "median": median, "floor_divide": floor_divide,
-               "remainder": remainder, "mod": remainder, "spacing": spacing, "dot": dot}
+CORRECTIONS = _spelt("numpy", "corrected")
 FUNCTIONS.update({f.__name__: f for f in CORRECTIONS.values() if f.__name__ not in FUNCTIONS})
 #: Python builtins Numba computes wrongly for some arguments -> lanewise's, likewise.
-BUILTIN_CORRECTIONS = {"round": _integers.round_}
+BUILTIN_CORRECTIONS = _spelt("builtins", "corrected")
 
 #: ``numpy`` ufunc names (both spellings) -> lanemath implementations for scalars.
-NUMPY = {
-    "sin": sin, "cos": cos, "tan": tan, "exp": exp, "exp2": exp2, "expm1": expm1,
-    "log": log, "log2": log2, "log10": log10, "log1p": log1p, "power": power, "pow": power,
-    "sqrt": sqrt, "cbrt": cbrt, "hypot": hypot, "sinh": sinh, "cosh": cosh, "tanh": tanh,
-    "arcsinh": asinh, "asinh": asinh, "arccosh": acosh, "acosh": acosh,
-    "arctanh": atanh, "atanh": atanh, "arctan": atan, "atan": atan,
-    "arctan2": atan2, "atan2": atan2, "arcsin": asin, "asin": asin,
-    "arccos": acos, "acos": acos,
-}
-NUMPY = {**CORRECTIONS, **NUMPY}  # lanemath's own win: its power vectorises floats, corrects integers
+NUMPY = {**CORRECTIONS, **_spelt("numpy", "vector_math")}  # lanemath's own win: its power vectorises floats
 NUMPY = {k: v for k, v in NUMPY.items() if hasattr(_np, k)}
 
 

@@ -36,7 +36,6 @@ Example:
 from __future__ import annotations
 
 import itertools
-import math
 import operator
 
 import numpy as np
@@ -46,6 +45,8 @@ from numba.core import cgutils, types
 from numba.core.imputils import lower_cast
 from numba.core.typing.templates import Signature
 from numba.extending import intrinsic, models, register_model
+
+from .instructions import INSTRUCTIONS, literal_int, native, power_of_two, static_power
 
 _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
@@ -194,16 +195,12 @@ def _cast_scalar_vec(context, builder, fromty, toty, val):
 # ----------------------------------------------------------------------------- memory
 
 
-def _literal_int(t):
-    return t.literal_value if isinstance(t, types.IntegerLiteral) else None
-
-
 @intrinsic
 def stack_empty(typingctx, size, dtype):
     """A 1-D C array of ``size`` (a literal) elements of ``dtype`` in the caller's
     stack frame: no allocation, and LLVM may keep it in registers.  It must not
     outlive the function that creates it."""
-    n = _literal_int(size)
+    n = literal_int(size)
     dt = getattr(dtype, "dtype", None)
     if n is None or dt is None or not is_scalar(dt):
         return None
@@ -228,7 +225,7 @@ def stack_empty(typingctx, size, dtype):
 @intrinsic
 def vload(typingctx, arr, count):
     """Elements ``0 .. count-1`` of a 1-D contiguous array as a Vec."""
-    n = _literal_int(count)
+    n = literal_int(count)
     if n is None or not isinstance(arr, types.Array) or arr.ndim != 1 or not is_scalar(arr.dtype):
         return None
     vt = Vec(arr.dtype, n)
@@ -322,110 +319,6 @@ def _given(sig) -> list:
     return args
 
 
-#: Python operator -> (LLVM vector instruction for floats, for integers/booleans)
-_NATIVE = {
-    operator.add: ("fadd", "add"), operator.sub: ("fsub", "sub"), operator.mul: ("fmul", "mul"),
-    operator.truediv: ("fdiv", None),
-    operator.and_: (None, "and_"), operator.or_: (None, "or_"), operator.xor: (None, "xor"),
-}
-_CMP = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
-        operator.eq: "==", operator.ne: "!="}
-
-
-def _native(context, builder, fn, sig, vals):
-    """One vector instruction for ``fn`` on same-typed lanes, or None."""
-    dt = sig.args[0]
-    if any(a != dt for a in sig.args):
-        return None
-    if fn in _NATIVE and sig.return_type == dt:
-        fop, iop = _NATIVE[fn]
-        op = fop if isinstance(dt, types.Float) else iop
-        return None if op is None else getattr(builder, op)(*vals)
-    if fn in _CMP and isinstance(sig.return_type, types.Boolean):
-        if isinstance(dt, types.Float):  # Numba: ordered compares, unordered !=
-            return (builder.fcmp_unordered("!=", *vals) if fn is operator.ne
-                    else builder.fcmp_ordered(_CMP[fn], *vals))
-        if isinstance(dt, types.Integer):
-            cmp = builder.icmp_signed if dt.signed else builder.icmp_unsigned
-            return cmp(_CMP[fn], *vals)
-        if isinstance(dt, types.Boolean) and fn in (operator.eq, operator.ne):
-            return builder.icmp_unsigned(_CMP[fn], *vals)
-    if fn in (operator.floordiv, operator.mod) and isinstance(dt, types.Integer) and sig.return_type == dt:
-        return _int_divmod(builder, dt, *vals)[fn is operator.mod]
-    if fn is operator.neg and isinstance(dt, types.Float):
-        return builder.fsub(ir.Constant(vals[0].type, [ir.Constant(vals[0].type.element, -0.0)]
-                                        * vals[0].type.count), vals[0])
-    if fn is operator.neg and isinstance(dt, types.Integer):
-        return builder.neg(vals[0])
-    return None
-
-
-def _int_divmod(builder, dt, a, b):
-    """Numba's integer ``(a // b, a % b)`` on vectors: Python's floor semantics,
-    0 for a zero divisor and for ``MIN // -1`` (numba.cpython.numbers)."""
-    vt = a.type
-    count, width = vt.count, dt.bitwidth
-
-    def const(v):
-        return ir.Constant(vt, [ir.Constant(vt.element, v)] * count)
-
-    zero, one = const(0), const(1)
-    special = builder.icmp_unsigned("==", b, zero)
-    if dt.signed:
-        overflow = builder.and_(builder.icmp_signed("==", a, const(-(1 << (width - 1)))),
-                                builder.icmp_signed("==", b, const(-1)))
-        special = builder.or_(special, overflow)
-    b1 = builder.select(special, one, b)
-    if dt.signed:
-        q, r = builder.sdiv(a, b1), builder.srem(a, b1)
-        fix = builder.and_(builder.icmp_signed("!=", r, zero),
-                           builder.icmp_signed("<", builder.xor(b1, r), zero))
-        q = builder.sub(q, builder.zext(fix, vt))
-        r = builder.add(r, builder.select(fix, b1, zero))
-    else:
-        q, r = builder.udiv(a, b1), builder.urem(a, b1)
-    return builder.select(special, zero, q), builder.select(special, zero, r)
-
-
-def _power_of_two(builder, fn, sig, args, vals):
-    """``x // 2**k`` and ``x % 2**k`` for a literal divisor: an arithmetic shift and
-    a mask are exactly Python's floor division and modulo (negative x included)."""
-    if fn not in (operator.floordiv, operator.mod) or len(args) != 2:
-        return None
-    divisor = _literal_int(args[1])
-    dt = sig.return_type
-    if divisor is None or divisor <= 0 or divisor & (divisor - 1) or not isinstance(dt, types.Integer) \
-            or sig.args != (dt, dt):
-        return None
-    vt = vals[0].type
-    if fn is operator.mod:
-        return builder.and_(vals[0], ir.Constant(vt, [ir.Constant(vt.element, divisor - 1)] * vt.count))
-    shift = ir.Constant(vt, [ir.Constant(vt.element, divisor.bit_length() - 1)] * vt.count)
-    return builder.ashr(vals[0], shift) if dt.signed else builder.lshr(vals[0], shift)
-
-
-def _static_power(builder, fn, sig, args, vals):
-    """``x ** k`` for a literal ``0 <= k <= 64``: the multiplications Numba's scalar
-    ``static_power_impl`` unrolls, on whole vectors, so every lane gets the scalar
-    path's bits without a call per lane.  ``k < 0`` stays a call per lane: ``0.0 **
-    -2`` raises ZeroDivisionError in Python, and in the lanes."""
-    k = _literal_int(args[1]) if fn is operator.pow and len(args) == 2 else None
-    dt = sig.return_type
-    if k is None or not 0 <= k <= 64 or sig.args[0] != dt or not isinstance(dt, (types.Float, types.Integer)):
-        return None
-    mul = builder.fmul if isinstance(dt, types.Float) else builder.mul
-    val, res, e = vals[0], None, abs(k)
-    while e:
-        if e & 1:
-            res = val if res is None else mul(res, val)  # Numba's 1 * val folds to val
-        e >>= 1
-        val = mul(val, val)
-    vt = vals[0].type
-    if res is None:  # x ** 0
-        return ir.Constant(vt, [ir.Constant(vt.element, 1.0 if isinstance(dt, types.Float) else 1)] * vt.count)
-    return res
-
-
 def _lanewise(fn, nargs):
     """An intrinsic applying the scalar function ``fn`` lane by lane."""
 
@@ -452,12 +345,12 @@ def _lanewise(fn, nargs):
             targets = _targets(sig, nargs)
             if len(sig.args) == nargs:
                 vecs = [_as_vec(context, builder, v, a, b, count) for v, a, b in zip(vals, args, targets)]
-                res = _power_of_two(builder, fn, sig, args, vecs)
+                res = power_of_two(builder, fn, sig, args, vecs)
                 if res is None:
-                    res = _static_power(builder, fn, sig, args, vecs)
+                    res = static_power(builder, fn, sig, args, vecs)
                 if res is not None:
                     return res
-                res = _native(context, builder, fn, sig, vecs)
+                res = native(context, builder, fn, sig, vecs)
                 if res is not None:
                     return res
             lanes = [_per_lane(context, builder, a, v, b, count) for v, a, b in zip(vals, args, targets)]
@@ -549,11 +442,6 @@ def _loopable(sig, targets) -> bool:
             and all(isinstance(t, (types.Float, types.Integer)) for t in targets))
 
 
-#: math/NumPy functions Numba lowers to LLVM instructions, which vectorise.
-_INSTRUCTIONS = frozenset({math.sqrt, math.fabs, math.floor, math.ceil, math.trunc, math.copysign, np.sqrt,
-                           np.fabs, np.floor, np.ceil, np.trunc, np.copysign, np.absolute, np.negative})
-
-
 def _libm(fnty) -> bool:
     """Whether ``fnty`` is a math/NumPy function Numba compiles to a libm call (one
     lanemath does not replace): the loop vectoriser cannot widen it, and a loop
@@ -561,7 +449,7 @@ def _libm(fnty) -> bool:
     compile.  Such calls run lane by lane."""
     key = getattr(fnty, "typing_key", None)
     return (getattr(key, "__module__", None) in ("math", "cmath") or isinstance(key, np.ufunc)) \
-        and key not in _INSTRUCTIONS
+        and key not in INSTRUCTIONS
 
 
 _LOOP_IDS = itertools.count()
@@ -789,7 +677,7 @@ def v_range(typingctx, value, start, stop, step):
 @intrinsic
 def m_const(typingctx, value, count):
     """A mask of ``count`` lanes, all ``value`` (a literal bool)."""
-    n = _literal_int(count)
+    n = literal_int(count)
     if n is None or not isinstance(value, types.BooleanLiteral):
         return None
     vt = Vec(types.boolean, n)
@@ -828,7 +716,7 @@ def m_count(typingctx, mask):
 @intrinsic
 def m_from_bits(typingctx, bits, count):
     """The mask whose lane ``w`` is bit ``w`` of the integer ``bits``."""
-    n = _literal_int(count)
+    n = literal_int(count)
     if n is None or n > 64 or not isinstance(bits, types.Integer):
         return None
     vt = Vec(types.boolean, n)

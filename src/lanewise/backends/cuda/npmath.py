@@ -6,7 +6,8 @@ absolute, floor and others.  A CUDA lane's ``np`` (and names imported from
 NumPy) is therefore rebound (lanefn.jit_lane_cuda) to :data:`numpy_for_lanes`:
 NumPy itself, except these functions, which are stubs whose numba-cuda
 overloads call ``math``/``cmath`` (libdevice on the GPU) for scalar arguments,
-keeping NumPy's result dtypes (float32 stays float32).
+keeping NumPy's result dtypes (float32 stays float32).  Which functions, and how,
+is each primitive's ``"cuda"`` rule (:mod:`lanewise.primitives`).
 
 Only imported by the cuda backend for a real GPU or PTX compile (never under the
 simulator, which runs the lane as Python with the real NumPy).
@@ -14,13 +15,13 @@ simulator, which runs the lane as Python with the real NumPy).
 
 from __future__ import annotations
 
-import cmath
-import math
 import types as pytypes
 
 import numpy as np
 from numba.core import types
 from numba.cuda.extending import overload
+
+from ... import primitives
 
 _BIG = 4503599627370496.0  # 2**52: floats at least this large are integers
 
@@ -87,17 +88,20 @@ def _binary(name, impl):
     return stub
 
 
-def _abs_ov():
-    def absolute(x):
-        raise NotImplementedError("lanewise's CUDA np.absolute runs only inside kernels")
+def _number(name, impl):
+    """A unary function of any number, implemented by ``impl`` (compiled as is)."""
+    def stub(x):
+        raise NotImplementedError(f"lanewise's CUDA np.{name} runs only inside kernels")
 
-    @overload(absolute, inline="always")
+    stub.__name__ = stub.__qualname__ = name
+
+    @overload(stub, inline="always")
     def _ov(x):
         if isinstance(x, (types.Number, types.Boolean)):
-            return lambda x: abs(x)
+            return impl
         return None
 
-    return absolute
+    return stub
 
 
 def _predicate(name, fn, integer_result):
@@ -118,43 +122,30 @@ def _predicate(name, fn, integer_result):
     return stub
 
 
-def _square():
-    def square(x):
-        raise NotImplementedError("lanewise's CUDA np.square runs only inside kernels")
-
-    @overload(square, inline="always")
-    def _ov(x):
-        if isinstance(x, (types.Number, types.Boolean)):
-            return lambda x: x * x
-        return None
-
-    return square
+#: How each kind of :class:`lanewise.primitives.Cuda` rule becomes a device function.
+_BUILDERS = {
+    "unary": lambda name, rule: _unary(name, rule.impl, rule.complex_),
+    "rounding": lambda name, rule: _rounding(name, rule.impl),
+    "predicate": lambda name, rule: _predicate(name, rule.impl, rule.constant),
+    "binary": lambda name, rule: _binary(name, rule.impl),
+    "number": lambda name, rule: _number(name, rule.impl),
+}
 
 
-_absolute = _abs_ov()
+def _replacements() -> dict:
+    """NumPy name -> device version, for every primitive whose cuda rule is not numba-cuda's
+    own (one device function per primitive, under each of its NumPy names)."""
+    out = {}
+    for prim in primitives.with_rule("cuda"):
+        cuda = prim.rules["cuda"]
+        if cuda.kind != "native" and prim.numpy:
+            device = _BUILDERS[cuda.kind](prim.numpy[0], cuda)
+            out.update({name: device for name in prim.numpy if hasattr(np, name)})
+    return out
+
 
 #: NumPy names numba-cuda cannot lower, and their device versions.
-REPLACEMENTS = {
-    "exp": _unary("exp", math.exp, cmath.exp),
-    "expm1": _unary("expm1", math.expm1),
-    "log1p": _unary("log1p", math.log1p),
-    "sqrt": _unary("sqrt", math.sqrt, cmath.sqrt),
-    "absolute": _absolute,
-    "abs": _absolute,
-    "fabs": _unary("fabs", math.fabs),
-    "floor": _rounding("floor", math.floor),
-    "ceil": _rounding("ceil", math.ceil),
-    "trunc": _rounding("trunc", math.trunc),
-    "isinf": _predicate("isinf", math.isinf, False),
-    "isfinite": _predicate("isfinite", math.isfinite, True),
-    "square": _square(),
-    "power": _binary("power", lambda x, y: x ** y),
-    "copysign": _binary("copysign", lambda x, y: math.copysign(x, y)),
-    "fmod": _binary("fmod", lambda x, y: math.fmod(x, y)),
-    "add": _binary("add", lambda x, y: x + y),
-    "subtract": _binary("subtract", lambda x, y: x - y),
-    "multiply": _binary("multiply", lambda x, y: x * y),
-}
+REPLACEMENTS = _replacements()
 
 
 def _make_module() -> pytypes.ModuleType:
