@@ -1,0 +1,26 @@
+"""The version is written once, in ``src/lanewise/version.py``: pyproject.toml reads it
+(``dynamic = ["version"]``), and the installed package's metadata says the same."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import lanewise as lw
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def test_pyproject_reads_the_version_from_version_py():
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    setuptools_config = pytest.importorskip("setuptools.config.pyprojecttoml")
+    # what a build would write into the metadata, from this checkout's files
+    assert setuptools_config.read_configuration(PYPROJECT)["project"]["version"] == lw.__version__
+
+
+def test_installed_metadata_has_the_packages_version():
+    assert importlib.metadata.version("lanewise") == lw.__version__
