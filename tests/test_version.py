@@ -24,3 +24,15 @@ def test_pyproject_reads_the_version_from_version_py():
 
 def test_installed_metadata_has_the_packages_version():
     assert importlib.metadata.version("lanewise") == lw.__version__
+
+
+def test_the_installed_numba_is_in_the_range_pyproject_allows():
+    """lanewise uses Numba internals, so pyproject allows one Numba minor release (CI tests
+    its oldest and newest: .ci/run); a Numba outside it is an untested combination."""
+    from packaging.requirements import Requirement
+
+    dependencies = [Requirement(d) for d in tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]]
+    numba = next(d for d in dependencies if d.name == "numba")
+    bounds = {s.operator: s.version for s in numba.specifier}
+    assert set(bounds) == {">=", "<"}, numba  # both ends: .ci/run installs the lower one
+    assert importlib.metadata.version("numba") in numba.specifier
