@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -58,6 +59,7 @@ PLAN_LIMIT = 256
 #: not planned because the kernel has :data:`PLAN_LIMIT` plans.
 PLANNED, SKIPPED, FULL = 0, 1, 2
 _LOCK = threading.Lock()
+_BUILD_LOCK = threading.Lock()
 
 
 @functools.cache
@@ -67,7 +69,8 @@ def library() -> ctypes.CDLL | None:
     if not config.torch_native:
         return None
     try:
-        lib = _loaded()
+        with _BUILD_LOCK:  # threads of one process load one copy (its registry of operators)
+            lib = _loaded()
     except (OSError, RuntimeError, subprocess.SubprocessError) as e:  # cpp_extension raises RuntimeError
         warnings.warn(f"lanewise: lw.torch.op operators use a Python kernel (slower per call): the C++ kernel "
                       f"did not build ({_reason(e)}); set LANEWISE_TORCH_NATIVE=0 to skip it",
@@ -82,13 +85,16 @@ def library() -> ctypes.CDLL | None:
 
 
 def _reason(e: Exception) -> str:
-    """The error's first line, and the compiler's first error line if it printed one
-    (cpp_extension puts the whole build log in its message)."""
-    output = getattr(e, "stderr", None) or getattr(e, "output", None) or b""
-    lines = (output.decode(errors="replace") if isinstance(output, bytes) else str(e)).strip().splitlines()
-    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    errors = [line.strip() for line in lines if "error" in line.lower() and line.strip() != first]
-    return f"{first}; {errors[0]}" if errors else first
+    """The error's first line (cpp_extension's, before the build log it appends), and the
+    log's first line that says what failed (the compiler's error, a missing program)."""
+    output = getattr(e, "stderr", None) or getattr(e, "output", None)
+    text = output.decode(errors="replace") if isinstance(output, bytes) else str(e)
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    head = lines[0].split(": [", 1)[0]  # "Error building extension '...': [1/2] c++ ..."
+    detail = next((line for line in lines[1:] if "error" in line.lower() or "not found" in line.lower()), None)
+    return f"{head}; {detail}" if detail else head
 
 
 #: The flags beyond cpp_extension's own (which add PyTorch's headers and libraries,
@@ -136,10 +142,19 @@ def _build(folder: Path) -> str:
     from torch.utils import cpp_extension  # imports setuptools: only when a build is needed
 
     _find_ninja()
-    with warnings.catch_warnings():  # its notes on the compiler: the build's outcome says what matters
-        warnings.simplefilter("ignore")
-        return cpp_extension.load(name="lanewise_torch_native", sources=[str(SOURCE)], extra_cflags=_CFLAGS,
-                                  build_directory=str(folder), verbose=False, is_python_module=False)
+    # Its notes on the compiler (warnings, and a logged banner): the build's outcome says
+    # what matters, in library()'s one warning.
+    log = logging.getLogger(cpp_extension.__name__)
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return cpp_extension.load(name="lanewise_torch_native", sources=[str(SOURCE)],
+                                      extra_cflags=_CFLAGS,
+                                      build_directory=str(folder), verbose=False, is_python_module=False)
+    finally:
+        log.setLevel(level)
 
 
 def _find_ninja() -> None:
