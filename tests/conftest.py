@@ -84,6 +84,7 @@ SLOW_FILES = frozenset({
     "test_vector_width.py", "test_lanes_doc.py", "test_docs.py", "test_readme.py", "test_structure.py",
     "test_lanemath_accuracy.py", "test_lanemath_vectorised.py", "test_lanemath_specials.py", "test_jax_op.py",
     "test_torch_op.py", "test_spmd_random.py", "test_lint.py", "test_tutorial.py",
+    "test_round3_bridges.py",  # derivatives of row lanes through jax and torch: minutes, any four of them
 })
 #: Tests that took over 15 s each in the fast tier on 2 busy cores (3.11 and 3.12).
 SLOW_TESTS = frozenset({
@@ -122,7 +123,7 @@ SLOW_TESTS = frozenset({
     "test_vmapped_grad_matches_jax_vmap", "test_inside_vmapped_lanes_matches_jax",
     "test_gradient_with_respect_to_a_per_lane_array", "test_corpus_in_groups_without_streaming",
     "test_width_override", "test_grad_and_hessian_match_jax", "test_ordinary_path_still_correct",
-    "test_matches_jax_vmap_then_reduce",
+    "test_matches_jax_vmap_then_reduce", "test_jax_grad_of_a_row_lane_with_a_shared_row_used_whole",
 })
 #: Test functions per file in the fast tier (the first ones, in the file's order).
 FAST_PER_FILE = 4
