@@ -4,7 +4,8 @@
   process, its wall time from start to exit (the install is not in it);
 * ``--count``: the number of tests command 2 runs (``pytest --collect-only -q``);
 * ``--suite-log FILE``: the duration and counts of a full suite run, read from the
-  summary line of its pytest output (``2100 passed, 30 skipped in 1452.31s``).
+  summary line of its pytest output (``2100 passed, 30 skipped in 1452.31s``);
+* ``--fast-log FILE``: the same of a fast tier run (command 2b, ``-m "not slow"``).
 
 Each row keeps the machine, date and command of its own measurement; the rows of
 a run replace those of the same name and keep the others.  README.md quotes them
@@ -12,6 +13,7 @@ through ``benchmarks/quote.py`` (source ``commands``).
 
     python -m benchmarks.commands --demo --count
     python -m benchmarks.commands --suite-log suite.log --suite-command "python3 -m pytest -q -n logical"
+    python -m benchmarks.commands --fast-log fast.log
 
 Example:
     >>> suite_summary("== 2100 passed, 31 skipped, 2 xfailed in 1452.31s (0:24:12) ==")
@@ -87,10 +89,11 @@ def suite_summary(text: str) -> dict:
     return {**out, "wall": float(wall)}
 
 
-def suite_row(log: Path, command: str) -> dict:
+def suite_row(log: Path, command: str, workload: str = "suite") -> dict:
+    """The ``workload`` row (``suite``, or ``fast`` for the fast tier) of a run's pytest output."""
     summary = suite_summary(Path(log).read_text(errors="replace"))
     wall = summary.pop("wall")
-    return {"workload": "suite", **_stamp(command), **summary, "median_s": {"wall": wall}}
+    return {"workload": workload, **_stamp(command), **summary, "median_s": {"wall": wall}}
 
 
 def merged(rows: list[dict], path: Path = PATH) -> dict:
@@ -107,12 +110,17 @@ def main(argv=None) -> int:
     p.add_argument("--suite-log", type=Path, metavar="FILE", help="a full suite run's pytest output")
     p.add_argument("--suite-command", default="python3 -m pytest -q -n logical --maxprocesses 4",
                    help="the command that wrote --suite-log (recorded with it)")
+    p.add_argument("--fast-log", type=Path, metavar="FILE", help="a fast tier run's pytest output")
+    p.add_argument("--fast-command", default='python3 -m pytest -q -n logical --maxprocesses 4 -m "not slow"',
+                   help="the command that wrote --fast-log (recorded with it)")
     args = p.parse_args(argv)
     rows = ([time_demo()] if args.demo else []) + ([count_tests()] if args.count else [])
     if args.suite_log:
         rows.append(suite_row(args.suite_log, args.suite_command))
+    if args.fast_log:
+        rows.append(suite_row(args.fast_log, args.fast_command, "fast"))
     if not rows:
-        p.error("nothing to measure: pass --demo, --count or --suite-log FILE")
+        p.error("nothing to measure: pass --demo, --count, --suite-log FILE or --fast-log FILE")
     PATH.write_text(json.dumps(merged(rows), indent=1) + "\n")
     print(json.dumps(rows, indent=1), f"\nwrote {PATH.relative_to(ROOT)}")
     return 0

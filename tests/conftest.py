@@ -84,6 +84,7 @@ SLOW_FILES = frozenset({
     "test_vector_width.py", "test_lanes_doc.py", "test_docs.py", "test_readme.py", "test_structure.py",
     "test_lanemath_accuracy.py", "test_lanemath_vectorised.py", "test_lanemath_specials.py", "test_jax_op.py",
     "test_torch_op.py", "test_spmd_random.py", "test_lint.py", "test_tutorial.py",
+    "test_round3_bridges.py",  # derivatives of row lanes through jax and torch: minutes, any four of them
 })
 #: Tests that took over 15 s each in the fast tier on 2 busy cores (3.11 and 3.12).
 SLOW_TESTS = frozenset({
@@ -107,6 +108,22 @@ SLOW_TESTS = frozenset({
     "test_vmapped_jacrev_matches_forward_mode", "test_simulator_editing_the_lane_invalidates",
     "test_slow_path_compiles_only_when_an_argument_needs_it", "test_deleting_the_cache_is_safe",
     "test_corrupt_entry_is_rebuilt",
+    # stress runs in a subprocess (80 MB arrays, tracemalloc): minutes each on 2 busy cores
+    "test_segfault_results_handed_to_jax_are_released_on_a_python_thread",
+    "test_segfault_torch_results_are_released_on_a_python_thread",
+    # over 12 s each on 2 cores at load 6 (3.11, from a fresh cache), where each file keeps
+    # other tests in the fast tier; tests/test_cache.py keeps its second-process test
+    "test_jax_jvp_of_row_lanes_matches_lw_jvp_and_jax", "test_jax_grad_and_vjp_of_row_lanes_match_lw_jvp_and_jax",
+    "test_segfault_jax_results_are_shared_aligned_not_copied", "test_jax_jacobians_of_row_lanes_match_jax",
+    "test_methods_and_dtype_argument", "test_reduction_feeding_elementwise_code_is_a_second_pass",
+    "test_corrupt_numba_object_code_is_recompiled", "test_module_on_disk_without_object_code_compiles",
+    "test_editing_a_helper_invalidates", "test_lanes_calling_numpy_keep_the_spmd_path",
+    "test_auto_takes_block_reads_of_w6_and_keeps_light_loops_scalar",
+    "test_array_elements_and_several_outputs_match_jax", "test_the_spmd_path_computes_the_same",
+    "test_vmapped_grad_matches_jax_vmap", "test_inside_vmapped_lanes_matches_jax",
+    "test_gradient_with_respect_to_a_per_lane_array", "test_corpus_in_groups_without_streaming",
+    "test_width_override", "test_grad_and_hessian_match_jax", "test_ordinary_path_still_correct",
+    "test_matches_jax_vmap_then_reduce", "test_jax_grad_of_a_row_lane_with_a_shared_row_used_whole",
 })
 #: Test functions per file in the fast tier (the first ones, in the file's order).
 FAST_PER_FILE = 4

@@ -220,3 +220,21 @@ def test_without_the_disk_cache_the_library_is_built_in_a_temporary_folder(monke
         assert list(tmp_path.iterdir()) == []  # loaded, then deleted
     finally:
         native.library.cache_clear()
+
+
+def test_a_second_process_loads_the_built_library_without_building():
+    """The library is built once per machine: a new process (sharing this run's cache folder)
+    loads the file the first one published, and a build there would fail loudly."""
+    import os
+    import subprocess
+    import sys
+
+    native.library()  # built (or loaded) here: the cache folder has it
+    child = ("import lanewise.torch.native as native\n"
+             "def refused(folder): raise AssertionError('built again')\n"
+             "native._build = refused\n"
+             "print(native.library() is not None)\n")
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True"], done.stderr[-3000:]

@@ -2,8 +2,8 @@
 
 PyTorch's dispatcher calls a Python kernel with the GIL taken and every
 argument converted: 10-30 us a call, more than a small program runs.  So an
-operator's CPU kernel is C++ (``native.cpp``, compiled once per machine with
-the C++ compiler PyTorch's headers need, and kept in lanewise's cache folder),
+operator's CPU kernel is C++ (``native.cpp``, built once per machine by
+``torch.utils.cpp_extension`` and kept in lanewise's cache folder),
 which checks the tensors, allocates the outputs and calls the program's
 *handler*: a generated Numba ``cfunc`` running the compiled kernels on the
 tensors' memory (:mod:`lanewise.bridge.kernel`, as ``lw.jax.op``'s XLA handler
@@ -15,8 +15,8 @@ tensor, or a lane that raised -- runs the operator's Python twin, which runs the
 program as before and plans those sizes for the next call (or raises
 lanewise's error naming the lane).
 
-Without a compiler (or ``lw.config.torch_native = False``) operators keep the
-Python kernel.
+Without a compiler or ninja (or with ``lw.config.torch_native = False``)
+operators keep the Python kernel.
 
 Example:
     >>> import numpy as np, lanewise as lw
@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -58,6 +59,7 @@ PLAN_LIMIT = 256
 #: not planned because the kernel has :data:`PLAN_LIMIT` plans.
 PLANNED, SKIPPED, FULL = 0, 1, 2
 _LOCK = threading.Lock()
+_BUILD_LOCK = threading.Lock()
 
 
 @functools.cache
@@ -67,13 +69,9 @@ def library() -> ctypes.CDLL | None:
     if not config.torch_native:
         return None
     try:
-        path, temporary = _built()
-        try:
-            lib = ctypes.CDLL(str(path))
-        finally:
-            if temporary:  # loaded (or not): the file is not needed any more
-                shutil.rmtree(path.parent, ignore_errors=True)
-    except (OSError, subprocess.SubprocessError) as e:
+        with _BUILD_LOCK:  # threads of one process load one copy (its registry of operators)
+            lib = _loaded()
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:  # cpp_extension raises RuntimeError
         warnings.warn(f"lanewise: lw.torch.op operators use a Python kernel (slower per call): the C++ kernel "
                       f"did not build ({_reason(e)}); set LANEWISE_TORCH_NATIVE=0 to skip it",
                       RuntimeWarning, stacklevel=3)
@@ -87,42 +85,87 @@ def library() -> ctypes.CDLL | None:
 
 
 def _reason(e: Exception) -> str:
-    output = getattr(e, "stderr", None) or getattr(e, "output", None) or b""
-    lines = output.decode(errors="replace").strip().splitlines() if isinstance(output, bytes) else []
-    return f"{e}; {lines[0]}" if lines else str(e)
+    """The error's first line (cpp_extension's, before the build log it appends), and the
+    log's first line that says what failed (the compiler's error, a missing program)."""
+    output = getattr(e, "stderr", None) or getattr(e, "output", None)
+    text = output.decode(errors="replace") if isinstance(output, bytes) else str(e)
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    head = lines[0].split(": [", 1)[0]  # "Error building extension '...': [1/2] c++ ..."
+    detail = next((line for line in lines[1:] if "error" in line.lower() or "not found" in line.lower()), None)
+    return f"{head}; {detail}" if detail else head
 
 
-def _command(source: Path, target: Path) -> list[str]:
-    """The compiler's command line: PyTorch's headers and libraries, its C++ ABI."""
-    root = Path(torch.__file__).resolve().parent
-    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    return [os.environ.get("CXX", "c++"), "-O2", "-std=c++20", "-shared", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-            "-isystem", str(root / "include"), "-isystem", str(root / "include/torch/csrc/api/include"),
-            str(source), "-o", str(target), "-L", str(root / "lib"), "-lc10", "-ltorch_cpu",
-            f"-Wl,-rpath,{root / 'lib'}"]
+#: The flags beyond cpp_extension's own (which add PyTorch's headers and libraries,
+#: its C++ ABI, -fPIC and the C++ standard PyTorch's headers need).
+_CFLAGS = ["-O2"]
 
 
-def _built() -> tuple[Path, bool]:
-    """The shared library, and whether it is in a temporary folder: from lanewise's
-    cache folder, else compiled into it (or, with the disk cache off or the folder
-    not private, into a temporary folder)."""
-    text = SOURCE.read_bytes()
-    probe = _command(SOURCE, Path("x.so"))
-    tag = hashlib.sha256(text + repr((probe, torch.__version__, sys.version)).encode()).hexdigest()[:16]
+def _loaded() -> ctypes.CDLL:
+    """The shared library, loaded: from lanewise's cache folder, else built into it by
+    ``torch.utils.cpp_extension`` (or, with the disk cache off or the folder not private,
+    built in a temporary folder that is deleted once it is loaded)."""
+    tag = _tag()
     folder = cache.entry_dir()
-    temporary = not (config.disk_cache and cache.private_folder(folder))
-    if temporary:
-        folder = Path(tempfile.mkdtemp(prefix="lanewise-torch-"))
+    if not (config.disk_cache and cache.private_folder(folder)):
+        build = Path(tempfile.mkdtemp(prefix="lanewise-torch-"))
+        try:
+            return ctypes.CDLL(_build(build))  # loaded: the file is not needed any more
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
     path = folder / f"torch_native_{tag}.so"
     if not path.exists():
-        partial = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}"
+        # Each process builds in its own folder and publishes the library with an atomic
+        # rename: a concurrent process sees the whole file or none, and a build killed
+        # half-way leaves no lock behind (cpp_extension's own lock would wait on it forever).
+        build = Path(tempfile.mkdtemp(prefix=f".torch_native_{tag}.", dir=folder))
         try:
-            subprocess.run(_command(SOURCE, partial), check=True, capture_output=True, timeout=600)
-            os.replace(partial, path)  # atomic: a concurrent process sees the whole file or none
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True) if temporary else partial.unlink(missing_ok=True)
-            raise
-    return path, temporary
+            built = _build(build)
+            lib = ctypes.CDLL(built)  # cpp_extension loaded it from here: the same handle
+            os.replace(built, path)
+            return lib
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
+    return ctypes.CDLL(str(path))
+
+
+def _tag() -> str:
+    """What the built library depends on: its source, flags and compiler, PyTorch and Python."""
+    text = SOURCE.read_bytes()
+    return hashlib.sha256(text + repr((_CFLAGS, os.environ.get("CXX", "c++"), torch.__version__,
+                                       sys.version)).encode()).hexdigest()[:16]
+
+
+def _build(folder: Path) -> str:
+    """Build ``native.cpp`` in ``folder`` with ``torch.utils.cpp_extension``; the library's path."""
+    from torch.utils import cpp_extension  # imports setuptools: only when a build is needed
+
+    _find_ninja()
+    # Its notes on the compiler (warnings, and a logged banner): the build's outcome says
+    # what matters, in library()'s one warning.
+    log = logging.getLogger(cpp_extension.__name__)
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return cpp_extension.load(name="lanewise_torch_native", sources=[str(SOURCE)],
+                                      extra_cflags=_CFLAGS,
+                                      build_directory=str(folder), verbose=False, is_python_module=False)
+    finally:
+        log.setLevel(level)
+
+
+def _find_ninja() -> None:
+    """Put the ``ninja`` wheel's program on PATH (last) when PATH has none: cpp_extension
+    runs ``ninja``, and a virtual environment that is not activated has it off PATH."""
+    if shutil.which("ninja") is None:
+        try:
+            import ninja
+        except ImportError:
+            return  # cpp_extension says ninja is missing
+        os.environ["PATH"] = os.pathsep.join([os.environ.get("PATH", ""), str(ninja.BIN_DIR)])
 
 
 def define(qualname: str, twin: str, in_types, in_ranks, out_types, out_ranks) -> None:
