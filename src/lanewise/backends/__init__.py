@@ -1,4 +1,4 @@
-"""Layer 5, backends: each turns a call of a lane program into results.
+"""Layer 6, backends: each turns a call of a lane program into results.
 
 The registry below is the only place that knows backend names.  Each entry says
 where the backend lives, which pip extra it needs, whether it claims a call from

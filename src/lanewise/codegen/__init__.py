@@ -1,4 +1,4 @@
-"""Layer 4, renderers: a lane program (and its schedule) as the source of a generated module.
+"""Layer 5, renderers: a lane program (and its schedule) as the source of a generated module.
 
 :mod:`.common` holds what every target shares (names, argument and output
 expressions, headers); :mod:`.cpu` and :mod:`.cpu_reduce` render Numba modules

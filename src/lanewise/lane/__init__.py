@@ -1,4 +1,4 @@
-"""Layer 2, one lane: reading, transforming and compiling the user's lane function.
+"""Layer 3, one lane: reading, transforming and compiling the user's lane function.
 
 * :mod:`.analysis` — the lane's source and what its outputs depend on;
 * :mod:`.fingerprint` — a lane's fingerprint (the cache keys' part that hashes its code

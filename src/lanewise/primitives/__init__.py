@@ -1,4 +1,4 @@
-"""lanewise.primitives — one table of the primitives a lane may call, every rule side by side.
+"""Layer 2, primitives: one table of the primitives a lane may call, every rule side by side.
 
 Each primitive (operators, comparisons, conversions, ``math``/NumPy functions,
 row access) is registered once, with its reference meaning, dtype rule and one
