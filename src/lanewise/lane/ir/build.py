@@ -482,27 +482,19 @@ def assigned(stmts) -> set:
     out: set = set()
     for s in stmts:
         if isinstance(s, ir.Assign):
-            out |= _target_names(s.target)
+            out |= ir.target_names(s.target)
         elif isinstance(s, ir.Def):
             out.add(s.function.name)
         elif isinstance(s, ir.If):
             out |= assigned(s.then) | assigned(s.orelse)
         elif isinstance(s, ir.Loop):
-            out |= (_target_names(s.target) if s.target is not None else set()) | assigned(s.body) \
+            out |= (ir.target_names(s.target) if s.target is not None else set()) | assigned(s.body) \
                 | assigned(s.orelse)
         elif isinstance(s, ir.Try):
             out |= assigned(s.body) | assigned(s.orelse) | assigned(s.final)
             for h in s.handlers:
                 out |= assigned(h.body) | ({h.name} if h.name else set())
     return out
-
-
-def _target_names(t) -> set:
-    if isinstance(t, ir.Var):
-        return {t.name}
-    if isinstance(t, ir.Unpack):
-        return set().union(*(_target_names(i) for i in t.items))
-    return set()
 
 
 def _carry(stmts: tuple, defined: frozenset, around: frozenset) -> tuple:
@@ -514,7 +506,7 @@ def _carry(stmts: tuple, defined: frozenset, around: frozenset) -> tuple:
     for s in stmts:
         if isinstance(s, ir.Loop):
             inside = assigned(s.body)
-            own = _target_names(s.target) if s.target is not None else set()
+            own = ir.target_names(s.target) if s.target is not None else set()
             exposed = _exposed(s.body, frozenset(own))[0] | _reads((s.cond,))
             carried = tuple(sorted(inside & (defined | around | exposed)))  # the target alone is the loop's own
             s = replace(s, body=_carry(s.body, defined | own, around | inside | own),
@@ -543,7 +535,7 @@ def _exposed(stmts, bound: frozenset | None) -> tuple[set, frozenset | None]:
             exposed |= e1 | e2
             bound = b2 if b1 is None else b1 if b2 is None else b1 & b2
         elif isinstance(s, ir.Loop):  # its body may not run: nothing it binds is sure after it
-            own = _target_names(s.target) if s.target is not None else set()
+            own = ir.target_names(s.target) if s.target is not None else set()
             exposed |= _reads((s.iter, s.cond)) - bound
             exposed |= _exposed(s.body, bound | own)[0] | _exposed(s.orelse, bound)[0]
         elif isinstance(s, ir.Try):

@@ -279,3 +279,18 @@ class LaneModule:
 
     def functions(self) -> tuple:
         return (self.entry, *self.helpers)
+
+
+def target_names(t) -> set:
+    """The names an assignment target binds (``x``, or every name of ``a, (b, c)``; none
+    for an item or field store).
+
+    Example:
+        >>> sorted(target_names(Unpack((Var("a"), Var("b")))))
+        ['a', 'b']
+    """
+    if isinstance(t, Var):
+        return {t.name}
+    if isinstance(t, Unpack):
+        return set().union(*(target_names(i) for i in t.items))
+    return set()

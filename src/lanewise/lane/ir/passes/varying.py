@@ -65,11 +65,11 @@ def local_names(fn: ir.Function) -> set:
     names = {p.name for p in fn.params if p.kind in ("positional", "keyword")}
     for node in _walk_nodes(fn.body):
         if isinstance(node, ir.Assign):
-            names |= _target_names(node.target)
+            names |= ir.target_names(node.target)
         elif isinstance(node, ir.Loop) and node.target is not None:
-            names |= _target_names(node.target)
+            names |= ir.target_names(node.target)
         elif isinstance(node, ir.Generator):
-            names |= _target_names(node.target)
+            names |= ir.target_names(node.target)
         elif isinstance(node, ir.Prim) and node.op == "walrus":
             names.add(dict(node.params)["name"])
     return names
@@ -123,7 +123,7 @@ def _walk(stmts, plain: bool, names, local, rows, varying: set) -> None:
         if isinstance(s, ir.Assign):
             uniform = plain and isinstance(s.target, ir.Var) and is_uniform(s.value, names, local, rows)
             if not uniform:
-                varying.update(_target_names(s.target) | _read_names(s.target))
+                varying.update(ir.target_names(s.target) | _read_names(s.target))
         elif isinstance(s, ir.Do) and isinstance(s.expr, ir.Prim) and s.expr.op in ("setitem", "setattr"):
             varying.update(_read_names(s.expr.args[:-1]))  # as the AST analysis treats a store's target
         elif isinstance(s, ir.If):  # stores under a branch are selects: vectors
@@ -132,7 +132,7 @@ def _walk(stmts, plain: bool, names, local, rows, varying: set) -> None:
         elif isinstance(s, ir.Loop):
             together = plain and lockstep(s, names, local, rows)
             if s.target is not None and not together:
-                varying.update(_target_names(s.target))
+                varying.update(ir.target_names(s.target))
             _walk(s.body, together, names, local, rows, varying)
             _walk(s.orelse, False, names, local, rows, varying)
         elif isinstance(s, ir.Try):
@@ -151,14 +151,6 @@ def _leaves(stmts) -> bool:
         if isinstance(s, ir.If) and (_leaves(s.then) or _leaves(s.orelse)):
             return True
     return False
-
-
-def _target_names(t) -> set:
-    if isinstance(t, ir.Var):
-        return {t.name}
-    if isinstance(t, ir.Unpack):
-        return set().union(*(_target_names(i) for i in t.items))
-    return set()
 
 
 def _read_names(node) -> set:
