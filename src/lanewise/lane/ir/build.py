@@ -30,7 +30,9 @@ from __future__ import annotations
 import ast
 import builtins
 import sys
+import threading
 import types
+import weakref
 from dataclasses import replace
 
 from ...errors import LaneCompileError
@@ -64,20 +66,104 @@ def build(fn) -> ir.LaneModule:
         >>> build(lane).entry.body[1].carried
         ('s',)
     """
+    fn = _lane_python_function(fn)
+    return _memoised(_MODULES, fn, lambda reads: _module(fn, reads))
+
+
+def function_ir(fn) -> ir.Function:
+    """The IR of ``fn`` alone (its helpers appear as ``call:`` primitives, not built),
+    for passes that look at one function at a time; memoised like :func:`build`.
+
+    Example:
+        >>> def lane(x):
+        ...     return -x if x < 0.0 else x
+        >>> function_ir(lane).body[0].kind
+        'return'
+    """
+    fn = _lane_python_function(fn)
+    return _memoised(_FUNCTIONS, fn, lambda reads: _function(fn, _name_for(fn, {}), {}, [], reads))
+
+
+def _lane_python_function(fn):
     fn = _python_function(as_lane_function(fn))  # a ufunc or partial: the wrapper lw.vmap compiles
     if fn is None:
         raise TypeError("the lane IR is built from a Python function (a def, a lambda or a Numba dispatcher)")
+    return fn
+
+
+def _module(fn, reads: list) -> ir.LaneModule:
     names: dict = {}  # code object -> the name calls use
     todo, seen, done = [fn], {fn.__code__}, []
     while todo:  # breadth first: helpers in the order the lane reaches them
         called: list = []
         f = todo.pop(0)
-        done.append(_function(f, _name_for(f, names), names, called))
+        done.append(_function(f, _name_for(f, names), names, called, reads))
         for c in called:
             if c.__code__ not in seen:
                 seen.add(c.__code__)
                 todo.append(c)
     return ir.LaneModule(done[0], tuple(done[1:]))
+
+
+# A lane's IR is built once and read by several passes per compile (and again when a
+# kept lw.vmap recompiles for new types).  What the IR says depends on the code objects
+# and on every closure cell, global, builtin and module attribute the builder resolved,
+# so an entry is reused only while each of those still holds the very object it held
+# (``is``): a rebound helper or global gives a fresh build, never a stale one.
+_MODULES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_FUNCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_MEMO_LOCK = threading.Lock()
+
+
+def _memoised(table, fn, make):
+    with _MEMO_LOCK:
+        hit = table.get(fn)
+    if hit is not None and all(_still(*read) for read in hit[0]):
+        return hit[1]
+    reads: list = []
+    made = make(reads)
+    # Held weakly where they can be (functions, modules): an entry must not keep its own
+    # key alive (a lane that calls itself reads itself) nor what the user dropped.
+    held = tuple((kind, _hold(where), key, _hold(found)) for kind, where, key, found in reads)
+    with _MEMO_LOCK:
+        table[fn] = (held, made)
+    return made
+
+
+def _hold(obj):
+    """A callable giving ``obj`` back, through a weak reference where ``obj`` takes one
+    (once it is gone: ``_DEAD``, which nothing now bound is)."""
+    try:
+        ref = weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
+    return lambda: _DEAD if (alive := ref()) is None else alive
+
+
+def _still(kind, where, key, found) -> bool:
+    """Whether what the builder read is still there: ``kind`` "code" (``where``'s code),
+    "cell" (closure cell ``key`` of function ``where``), "global" (name ``key`` in function
+    ``where``'s globals), "builtin" or "attr" (attribute ``key`` of the module or class
+    ``where``); ``where`` and ``found`` as :func:`_hold` keeps them."""
+    where, found = where(), found()
+    if where is _DEAD:
+        return False  # the function or module it was read from is gone
+    if kind == "code":
+        return where.__code__ is found
+    if kind == "cell":
+        try:
+            return where.__closure__[key].cell_contents is found
+        except ValueError:  # an empty cell
+            return found is _EMPTY
+    if kind == "global":
+        return where.__globals__.get(key, _EMPTY) is found
+    if kind == "builtin":
+        return getattr(builtins, key, None) is found
+    return getattr(where, key, None) is found
+
+
+_EMPTY = object()
+_DEAD = object()  # what a weak reference gives once its object is gone: equal to nothing
 
 
 def _python_function(obj):
@@ -97,7 +183,8 @@ def _name_for(fn, names: dict) -> str:
     return names[fn.__code__]
 
 
-def _function(fn, name: str, names: dict, called: list) -> ir.Function:
+def _function(fn, name: str, names: dict, called: list, reads: list) -> ir.Function:
+    reads.append(("code", fn, None, fn.__code__))
     tree, source = definition(fn), "source"
     if tree is None:
         from numba.core.errors import UnsupportedBytecodeError
@@ -113,7 +200,7 @@ def _function(fn, name: str, names: dict, called: list) -> ir.Function:
             loc = ir.Loc(fn.__code__.co_filename, fn.__code__.co_firstlineno, 0)
             return ir.Function(name, _code_params(fn.__code__), (ir.Unsupported(str(err), loc),), loc, "bytecode")
     offset = fn.__code__.co_firstlineno - def_line(tree)
-    builder = _Builder(fn, fn.__code__.co_filename, offset, names, called)
+    builder = _Builder(fn, fn.__code__.co_filename, offset, names, called, reads)
     made = builder.function(tree, name)
     return replace(made, source=source)
 
@@ -145,8 +232,9 @@ def _bound(node) -> set:
 class _Builder:
     """AST -> IR for one function of the lane (and the functions nested in it)."""
 
-    def __init__(self, fn, file: str, offset: int, names: dict, called: list):
+    def __init__(self, fn, file: str, offset: int, names: dict, called: list, reads: list):
         self.fn, self.file, self.offset, self.names, self.called = fn, file, offset, names, called
+        self.reads = reads  # what names resolved to, for the memo's check (_still)
         self.scopes: list[set] = []  # locals of the function being built and of those around it
 
     def loc(self, node) -> ir.Loc:
@@ -373,13 +461,22 @@ class _Builder:
         """(kind, object) of a name the function does not bind: closure, global or builtin."""
         code = self.fn.__code__
         if name in code.co_freevars and self.fn.__closure__:
+            index = code.co_freevars.index(name)
             try:
-                return "closure", self.fn.__closure__[code.co_freevars.index(name)].cell_contents
+                found = self.fn.__closure__[index].cell_contents
             except ValueError:  # an empty cell
+                self.reads.append(("cell", self.fn, index, _EMPTY))
                 return "closure", None
+            self.reads.append(("cell", self.fn, index, found))
+            return "closure", found
         if name in self.fn.__globals__:
-            return "global", self.fn.__globals__[name]
-        return "builtin", getattr(builtins, name, None)
+            found = self.fn.__globals__[name]
+            self.reads.append(("global", self.fn, name, found))
+            return "global", found
+        found = getattr(builtins, name, None)
+        self.reads.append(("global", self.fn, name, _EMPTY))  # a global of that name would shadow it
+        self.reads.append(("builtin", None, name, found))
+        return "builtin", found
 
     def resolved(self, node):
         """(kind, object) of a name or attribute chain that is not a local's, else None."""
@@ -388,7 +485,9 @@ class _Builder:
         if isinstance(node, ast.Attribute):
             base = self.resolved(node.value)
             if base is not None and isinstance(base[1], (types.ModuleType, type)):
-                return base[0], getattr(base[1], node.attr, None)
+                found = getattr(base[1], node.attr, None)
+                self.reads.append(("attr", base[1], node.attr, found))
+                return base[0], found
         return None
 
     def module_path(self, node) -> str | None:
