@@ -6,6 +6,7 @@ generated modules (``lw_*.py`` in the cache) as texts, up to the tree's own path
 
     python -m benchmarks.same_code BEFORE_TREE             # every job
     python -m benchmarks.same_code BEFORE_TREE --only rw    # the real-world corpus only
+    python -m benchmarks.same_code BEFORE_TREE --jobs 6     # six jobs at once (many cores)
 
 ``BEFORE_TREE`` is a snapshot of an earlier commit (``git archive <commit> | tar -x -C
 ab_before``).  Prints one line per job and a unified diff of the first differing module;
@@ -20,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,32 +48,37 @@ def generated(tree: Path, command: list[str]) -> tuple[dict[str, str], str]:
     return texts, ("" if done.returncode == 0 or peers_only else done.stderr[-2000:])
 
 
-def compare(before: Path, after: Path, name: str, command: list[str]) -> bool:
-    """Print one job's verdict; True when both trees ran and generated the same modules."""
+def compare(before: Path, after: Path, name: str, command: list[str]) -> tuple[bool, str]:
+    """(whether both trees ran and generated the same modules, the job's report)."""
     (old, old_err), (new, new_err) = generated(before, command), generated(after, command)
     if old_err or new_err or not new:
-        print(f"{name}: FAILED to run (or generated nothing)\n{old_err or new_err}")
-        return False
+        return False, f"{name}: FAILED to run (or generated nothing)\n{old_err or new_err}"
     if sorted(old.values()) == sorted(new.values()):
-        print(f"{name}: identical ({len(new)} modules)")
-        return True
+        return True, f"{name}: identical ({len(new)} modules)"
     only_old = sorted(set(old.values()) - set(new.values()))
     only_new = sorted(set(new.values()) - set(old.values()))
-    print(f"{name}: DIFFERS ({len(only_old)} modules only before, {len(only_new)} only after)")
+    report = f"{name}: DIFFERS ({len(only_old)} modules only before, {len(only_new)} only after)\n"
     if only_old and only_new:
-        sys.stdout.writelines(difflib.unified_diff(only_old[0].splitlines(True), only_new[0].splitlines(True),
-                                                   "before", "after", n=2))
-    return False
+        report += "".join(difflib.unified_diff(only_old[0].splitlines(True), only_new[0].splitlines(True),
+                                               "before", "after", n=2))
+    return False, report
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("before", type=Path, help="the earlier tree (a snapshot folder)")
     ap.add_argument("--only", default="", help="comma list of job prefixes: rw, W, spmd, autodiff, rw:phys_spa...")
+    ap.add_argument("--jobs", type=int, default=1, help="jobs run at once (each in its own processes)")
     args = ap.parse_args(argv)
     wanted = [w for w in args.only.split(",") if w]
     jobs = {k: v for k, v in JOBS.items() if not wanted or any(k == w or k.startswith(w + ":") for w in wanted)}
-    results = [compare(args.before.resolve(), ROOT, name, command) for name, command in jobs.items()]
+    with ThreadPoolExecutor(args.jobs) as pool:  # threads only wait on the jobs' processes
+        runs = [pool.submit(compare, args.before.resolve(), ROOT, name, command) for name, command in jobs.items()]
+        results = []
+        for run in runs:
+            same, report = run.result()
+            print(report, flush=True)
+            results.append(same)
     print(f"{sum(results)} of {len(results)} jobs generate identical kernels")
     return 0 if all(results) else 1
 
