@@ -64,20 +64,36 @@ def build(fn) -> ir.LaneModule:
         >>> build(lane).entry.body[1].carried
         ('s',)
     """
+    return build_with_functions(fn)[0]
+
+
+def build_with_functions(fn) -> tuple[ir.LaneModule, dict]:
+    """:func:`build`'s module, and the Python function each of its functions was read
+    from, by IR name (what a caller needs to run text rendered from the IR: each
+    function's globals and closure, and the helper each ``call:<name>`` means).
+
+    Example:
+        >>> def lane(x):
+        ...     return abs(x)
+        >>> module, functions = build_with_functions(lane)
+        >>> functions[module.entry.name] is lane
+        True
+    """
     fn = _python_function(as_lane_function(fn))  # a ufunc or partial: the wrapper lw.vmap compiles
     if fn is None:
         raise TypeError("the lane IR is built from a Python function (a def, a lambda or a Numba dispatcher)")
     names: dict = {}  # code object -> the name calls use
-    todo, seen, done = [fn], {fn.__code__}, []
+    todo, seen, done, objects = [fn], {fn.__code__}, [], {}
     while todo:  # breadth first: helpers in the order the lane reaches them
         called: list = []
         f = todo.pop(0)
         done.append(_function(f, _name_for(f, names), names, called))
+        objects[done[-1].name] = f
         for c in called:
             if c.__code__ not in seen:
                 seen.add(c.__code__)
                 todo.append(c)
-    return ir.LaneModule(done[0], tuple(done[1:]))
+    return ir.LaneModule(done[0], tuple(done[1:])), objects
 
 
 def _python_function(obj):
