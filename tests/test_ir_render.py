@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import linecache
 import math
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -180,6 +182,42 @@ def test_every_realworld_kernel_and_its_helpers_render_to_code_that_behaves_the_
         _check_runs(lane, rendered, [args for fn, args in recorder.calls if fn is lane])
     for helper in set(getattr(kernel, "lanes", ())) - mapped:  # run above, as the mapped lane's helpers
         _check_fixed_point(helper)
+
+
+@pytest.mark.parametrize("name", ["corpus", "conformance", "many_lanes", "lanewise.lanemath",
+                                  "lanewise.random._lanes", "lanewise.random._core"])
+def test_every_function_of_lane_modules_renders_to_a_fixed_point_or_is_refused(name):
+    """Whatever those modules define (JAX's internals reached as helpers included): a fixed
+    point, or a refusal naming the construct the IR does not model.  lanewise's own lanes
+    are rendered alone: their helpers are Numba dispatchers, which the front end follows
+    as helpers only as dispatchers (a rendered helper is a plain function)."""
+    module = importlib.import_module(name)
+    functions = [getattr(obj, "py_func", obj) for obj in vars(module).values()]
+    functions = [f for f in functions if isinstance(f, types.FunctionType) and f.__module__ == module.__name__]
+    helpers = not name.startswith("lanewise")
+    rendered = 0
+    for fn in functions:
+        built = build(fn)
+        unsupported = [n for f in (built.functions() if helpers else (built.entry,)) for n in _nodes(f)
+                       if isinstance(n, ir.Unsupported)]
+        if unsupported:
+            with pytest.raises(LaneCompileError, match="cannot be rendered from the lane IR"):
+                load(fn, helpers)
+        else:
+            _check_fixed_point(fn, helpers)
+            rendered += 1
+    assert rendered
+
+
+def _nodes(fn):
+    todo = [fn.body]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (tuple, list)):
+            todo.extend(n)
+        elif dataclasses.is_dataclass(n) and not isinstance(n, ir.Loc):
+            yield n
+            todo.extend(getattr(n, f.name) for f in dataclasses.fields(n))
 
 
 # ----------------------------------------------------------------------------- Python's forms, kept
@@ -471,3 +509,13 @@ def test_only_the_front_end_reads_python_syntax():
     text = open(renderer.__file__).read()
     assert "import ast" not in text and "from ast" not in text
     assert sys.modules.get("lanewise.lane.ir.render") is renderer
+
+
+def test_a_rendered_lane_compiles_through_lanewise_and_agrees():
+    """The text is a lane like any other: lanewise compiles it (closure helpers and all)."""
+    import lanewise as lw
+
+    lane = next(e.lane for e in CORPUS if e.name == "closure")
+    rendered = load(lane)[build(lane).entry.name]
+    x = np.linspace(-2.0, 2.0, 9)
+    _same(lw.vmap(rendered)(x), lw.vmap(lane)(x))

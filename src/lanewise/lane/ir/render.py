@@ -144,8 +144,8 @@ def _compile(fn: ir.Function, original: types.FunctionType, originals: dict):
     """``fn`` rendered and compiled inside a factory whose arguments are the names the text
     reads beyond the original's globals; (the function, {helper: its still empty cell})."""
     text = render(fn)
-    helpers = sorted(_helpers(fn))
-    bound = _closure(fn, original, {python_name(h): originals[h] for h in helpers})
+    names = {h: _call_name(h, _locals(fn)) for h in sorted(_helpers(fn))}
+    bound = _closure(fn, original, {names[h]: originals[h] for h in names})
     free = sorted(bound)
     name = python_name(fn.name)
     source = "\n".join([f"def _lw_factory({', '.join(free)}):",
@@ -157,7 +157,7 @@ def _compile(fn: ir.Function, original: types.FunctionType, originals: dict):
     made = namespace["_lw_factory"](*(bound.get(n) for n in free))
     made.__name__, made.__qualname__, made.__doc__ = original.__name__, original.__qualname__, original.__doc__
     cells = dict(zip(made.__code__.co_freevars, made.__closure__ or (), strict=True))
-    return made, {h: cells[python_name(h)] for h in helpers if python_name(h) in cells}
+    return made, {h: cells[name] for h, name in names.items() if name in cells}
 
 
 def _closure(fn: ir.Function, original: types.FunctionType, helpers: dict) -> dict:
@@ -167,7 +167,8 @@ def _closure(fn: ir.Function, original: types.FunctionType, helpers: dict) -> di
     code = original.__code__
     closure = {name: cell.cell_contents for name, cell in zip(code.co_freevars, original.__closure__ or (),
                                                               strict=True) if _full(cell)}
-    glob, bound = original.__globals__, {**closure, **helpers}
+    glob = original.__globals__
+    bound = {**closure, **{name: _held(helper, closure, glob) for name, helper in helpers.items()}}
     for root in sorted(_roots(fn) - set(helpers)):
         module = sys.modules.get(_MODULES.get(root, root))
         current = closure[root] if root in closure else glob.get(root)
@@ -181,6 +182,22 @@ def _closure(fn: ir.Function, original: types.FunctionType, helpers: dict) -> di
         if "." not in g.name and g.name in bound and bound[g.name] is not meant:
             raise _refusal(fn, fn.loc, f"the name {g.name!r} would mean both {meant!r} and {bound[g.name]!r}")
     return bound
+
+
+def _held(helper, closure: dict, glob: dict):
+    """The Numba dispatcher of ``helper`` the original reaches (kept as it was: the
+    front end reads a dispatcher's ``py_func``), else the helper."""
+    from numba.core.dispatcher import Dispatcher
+
+    return next((held for held in (*closure.values(), *glob.values())
+                 if isinstance(held, Dispatcher) and held.py_func is helper), helper)
+
+
+def _call_name(helper: str, local_names: set) -> str:
+    """The name a function calls ``helper`` by: its :func:`python_name`, or one made from
+    it where the function binds that name (``dtypes.dtype(x)`` beside a local ``dtype``)."""
+    name = python_name(helper)
+    return name if name not in local_names else python_name(helper + "#call")
 
 
 def _full(cell) -> bool:
@@ -470,8 +487,7 @@ class _Renderer:
         if op == "call":
             return f"{self.receiver(args[0])}({self.arguments(args[1:], e.keywords)})"
         if op.startswith("call:"):
-            name = python_name(op.removeprefix("call:"))
-            self.free(name, e.loc)
+            name = _call_name(op.removeprefix("call:"), self.locals)
             return f"{name}({self.arguments(args, e.keywords)})"
         if "." in op:
             self.free(op.split(".")[0], e.loc)
@@ -531,6 +547,9 @@ class _Renderer:
     def star(self, e: ir.Prim) -> str:
         self.refuse(e.loc, "a starred value outside a call or a display")
 
+    def field(self, e: ir.Prim) -> str:
+        self.refuse(e.loc, "an f-string field outside an f-string")
+
     def fstring(self, e: ir.Prim) -> str:
         fields: list = []
         body = self.fparts(e.args, fields)
@@ -579,7 +598,7 @@ _PRIMS = {"tuple": _Renderer.literal, "list": _Renderer.literal, "set": _Rendere
           "and": _Renderer.and_or, "or": _Renderer.and_or, "ifexp": _Renderer.ifexp, "attr": _Renderer.attr,
           "getitem": _Renderer.getitem, "slice": _Renderer.slice_, "walrus": _Renderer.walrus,
           "star": _Renderer.star, "star2": _Renderer.star, "fstring": _Renderer.fstring,
-          "format": _Renderer.star}
+          "format": _Renderer.field}
 _OPERATORS = set(_BINARY) | set(_UNARY) | set(_COMPARE) | {"and", "or", "ifexp"}
 _SPECIAL = set(_PRIMS) | set(_BINARY) | set(_UNARY) | set(_COMPARE) | {"setitem", "setattr"}
 
