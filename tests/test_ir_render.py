@@ -519,3 +519,18 @@ def test_a_rendered_lane_compiles_through_lanewise_and_agrees():
     rendered = load(lane)[build(lane).entry.name]
     x = np.linspace(-2.0, 2.0, 9)
     _same(lw.vmap(rendered)(x), lw.vmap(lane)(x))
+
+
+_BUILTINS = '''\
+def builtin_calls(x, row):
+    return (row[slice(2)], row[slice(1, None)], pow(x, 2), pow(int(x), 3, 5), tuple(row), list((x, x)),
+            format(x, ">8.3f"), f"{format(x, '.1f')!r:>{int(x) + 8}} {x!s} {'q'}", dict(a=x), set(row[:1]))
+'''
+
+
+def test_calls_of_builtins_named_as_primitives_keep_their_meaning():
+    """``slice(2)``, ``pow(a, b, m)``, ``tuple(x)``, ``format(x, s)``: calls, not the syntax
+    whose primitive has the same name (a slice ``x[:2]``, ``**``, a display, an f-string field)."""
+    lane = _cell(_BUILTINS, "<render builtins>")["builtin_calls"]
+    rendered = _check_fixed_point(lane)
+    _check_runs(lane, rendered, [(2.5, np.arange(4.0)), (-1.0, np.arange(3))])

@@ -16,7 +16,8 @@ function and :func:`load` runs the text as the user's code.
   ``1e999``, a negative number or ``-0.0`` is parenthesised, NaN is ``float('nan')``.
 * **Names**: a global, closure or builtin prints as its name and a module's
   attribute as its dotted path (``np.exp``: the front end's short names), a
-  ``call:<helper>`` as the helper's Python name (:func:`python_name`).  The text
+  ``call:<helper>`` as the helper's Python name (:func:`python_name`; another
+  made from it where the function has a local of that name).  The text
   runs in the original function's globals with those names bound:
   :func:`load` does it (each function's closure values, the helpers and the
   modules the paths start at become the closure of the rendered function).
@@ -501,7 +502,7 @@ class _Renderer:
 
     def index(self, e) -> str:
         """A subscript: slices as ``a:b:c``, a tuple of them without parentheses."""
-        if _is(e, "slice") and _is_syntax(e):
+        if _is(e, "slice") and _is_syntax(e) and len(e.args) == 3:  # slice(a) alone is slice(None, a, None)
             return ":".join("" if _is_none(p) else self.operand(p) for p in e.args).removesuffix(":")
         if _is(e, "tuple") and _is_syntax(e) and e.args:
             items = [self.index(a) if not _is(a, "star") else "*" + self.operand(a.args[0]) for a in e.args]
