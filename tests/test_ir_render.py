@@ -28,7 +28,7 @@ from corpus import axpy, poly3, ntlane  # noqa: I001 - the corpus' lanes outside
 from lanewise.errors import LaneCompileError
 from lanewise.lane.ir import nodes as ir
 from lanewise.lane.ir.build import build, build_with_functions
-from lanewise.lane.ir.render import load, python_name, render, render_module
+from lanewise.lane.ir.render import load, load_function, python_name, render, render_module
 
 # ----------------------------------------------------------------------------- comparing runs
 
@@ -534,3 +534,17 @@ def test_calls_of_builtins_named_as_primitives_keep_their_meaning():
     lane = _cell(_BUILTINS, "<render builtins>")["builtin_calls"]
     rendered = _check_fixed_point(lane)
     _check_runs(lane, rendered, [(2.5, np.arange(4.0)), (-1.0, np.arange(3))])
+
+
+def test_a_rewritten_function_is_loaded_as_the_original_code():
+    """What a rewrite pass does: change nodes, render, run in the lane's namespace (its
+    closure values and helpers as the original has them)."""
+    lane = next(e.lane for e in CORPUS if e.name == "closure")  # inner(x) * scale + shift
+    module, functions = build_with_functions(lane)
+    (ret,) = module.entry.body
+    product = ret.value.args[0]
+    swapped = dataclasses.replace(ret.value, args=(dataclasses.replace(product, op="truediv"), ret.value.args[1]))
+    rewritten = load_function(dataclasses.replace(module.entry, body=(dataclasses.replace(ret, value=swapped),)),
+                              functions[module.entry.name], functions)
+    for x in (-1.5, 0.5, 3.0):
+        assert rewritten(x) == (x * x) / 2.5 + -1.0

@@ -141,6 +141,26 @@ def load(lane, helpers: bool = True) -> dict:
     return rendered
 
 
+def load_function(fn: ir.Function, original: types.FunctionType, functions: dict) -> types.FunctionType:
+    """``fn`` (a function of the IR, rewritten or not) rendered and compiled as
+    ``original``'s code: in its globals, with its closure values; ``functions`` (as
+    :func:`~lanewise.lane.ir.build.build_with_functions` gives them) says which Python
+    function each ``call:<name>`` calls.  What a pass that rewrites a lane returns.
+
+    Example:
+        >>> from dataclasses import replace
+        >>> from lanewise.lane.ir.build import build_with_functions
+        >>> def lane(x):
+        ...     return x * 3
+        >>> module, functions = build_with_functions(lane)
+        >>> ret = module.entry.body[0]
+        >>> tripled = replace(ret, value=replace(ret.value, op="add"))  # a rewrite: x + 3
+        >>> load_function(replace(module.entry, body=(tripled,)), lane, functions)(2)
+        5
+    """
+    return _compile(fn, original, functions)[0]
+
+
 def _compile(fn: ir.Function, original: types.FunctionType, originals: dict):
     """``fn`` rendered and compiled inside a factory whose arguments are the names the text
     reads beyond the original's globals; (the function, {helper: its still empty cell})."""
