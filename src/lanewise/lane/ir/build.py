@@ -181,7 +181,7 @@ class _Builder:
         finally:
             self.scopes.pop()
         return ir.Function(name, params, _carry(body, frozenset(p.name for p in params), frozenset()),
-                           self.loc(node))
+                           self.loc(node), posonly=len(node.args.posonlyargs))
 
     def params(self, a: ast.arguments) -> tuple:
         positional = a.posonlyargs + a.args
