@@ -325,6 +325,10 @@ def defaults(x, *rest, scale=2.0, **extra):
     return inner(x), f(x), rest, sorted(extra.items()), root(abs(x)), math.pi
 
 
+def posonly(a, b=2, /, c=3, **kw):
+    return a, b, c, sorted(kw.items())
+
+
 def slices(row):
     return row[:2], row[1:], row[::-1], row[1:-1:2], row[None, :2], row[...]
 '''
@@ -339,6 +343,7 @@ _FORM_CALLS = {
     "precedence": [(1, 2, 3), (3, 2, 1), (0, 1, 0), (2, 0, 5), (-1, 2, 2)],
     "defaults": [(2.0,), (-3.0, 1, 2), (1.5,)],
     "slices": [(np.arange(6.0),)],
+    "posonly": [(1,), (1, 4), (1, 4, 5)],
 }
 
 
@@ -353,6 +358,17 @@ def test_extra_calls_of_keyword_parameters_behave_the_same():
     lane = _cell(_FORMS, "<render forms>")["defaults"]
     rendered = load(lane)["defaults"]
     assert rendered(1.0, 4, scale=3.0, z=1, a=2) == lane(1.0, 4, scale=3.0, z=1, a=2)
+
+
+def test_positional_only_parameters_stay_positional_only():
+    lane = _cell(_FORMS, "<render forms>")["posonly"]
+    assert render(build(lane).entry).startswith("def posonly(a, b=2, /, c=3, **kw):")
+    rendered = load(lane)["posonly"]
+    assert rendered(1, a=5, b=6) == lane(1, a=5, b=6) == (1, 2, 3, [("a", 5), ("b", 6)])
+    only = _cell("def only(a, /):\n    return a\n", "<render only>")["only"]
+    assert render(build(only).entry) == "def only(a, /):\n    return a\n"
+    with pytest.raises(TypeError):
+        load(only)["only"](a=1)
 
 
 def test_augmented_assignments_stay_in_place_and_evaluate_the_index_once():

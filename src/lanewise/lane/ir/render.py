@@ -301,17 +301,21 @@ class _Renderer:
         raise _refusal(self.fn, loc or self.fn.loc, what)
 
     def function(self, fn: ir.Function, name: str, depth: int, out: list) -> None:
-        out.append(f"{_INDENT * depth}def {name}({self.params(fn.params)}):")
+        out.append(f"{_INDENT * depth}def {name}({self.params(fn)}):")
         self.block(fn.body, depth + 1, out)
 
-    def params(self, params) -> str:
+    def params(self, fn: ir.Function) -> str:
         items, starred = [], False
-        for p in params:
+        for k, p in enumerate(fn.params):
+            if k == fn.posonly and k:
+                items.append("/")  # the parameters before it are positional-only
             if p.kind == "keyword" and not starred:
                 items.append("*")  # keyword-only parameters after a bare star
             starred = starred or p.kind in ("vararg", "keyword")
             text = {"vararg": "*", "kwarg": "**"}.get(p.kind, "") + p.name
             items.append(text if p.default is None else f"{text}={self.operand(p.default)}")
+        if fn.posonly == len(fn.params) and fn.posonly:
+            items.append("/")
         return ", ".join(items)
 
     def block(self, stmts, depth: int, out: list) -> None:
@@ -602,7 +606,7 @@ class _Renderer:
         body = fn.body
         if len(body) != 1 or not isinstance(body[0], ir.Exit) or body[0].kind != "return" or body[0].value is None:
             self.refuse(fn.loc, "a lambda whose body is not one returned expression")
-        params = self.params(fn.params)
+        params = self.params(fn)
         return f"(lambda{' ' if params else ''}{params}: {self.expr(body[0].value)})"
 
     def comp(self, e: ir.Comp) -> str:
