@@ -564,3 +564,41 @@ def test_a_rewritten_function_is_loaded_as_the_original_code():
                               functions[module.entry.name], functions)
     for x in (-1.5, 0.5, 3.0):
         assert rewritten(x) == (x * x) / 2.5 + -1.0
+
+
+def _code_lines(code) -> set:
+    found = {line for _, _, line in code.co_lines() if line is not None}
+    return found.union(*(_code_lines(c) for c in code.co_consts if isinstance(c, types.CodeType)))
+
+
+def _divides(x, y):
+    s = x + 1.0
+    if y > 0:
+        s = s / 2.0
+    t = x / y  # the line a ZeroDivisionError names
+    return s + t
+
+
+@pytest.mark.parametrize("lane", [e.lane for e in CORPUS] + [_divides]
+                         + [lane for m in modules() for lane in m.lanes], ids=lambda f: f.__name__)
+def test_loaded_at_the_users_lines_the_code_runs_at_them(lane):
+    """``lines=True``: the user's file and lines (a statement's own; an expression that
+    spans lines is on its statement's first)."""
+    module, functions = build_with_functions(lane)
+    original = functions[module.entry.name]
+    rendered = load_function(module.entry, original, functions, lines=True)
+    assert rendered.__code__.co_filename == original.__code__.co_filename
+    assert rendered.__code__.co_firstlineno == original.__code__.co_firstlineno
+    assert _code_lines(rendered.__code__) <= _code_lines(original.__code__)
+    if lane in [e.lane for e in CORPUS]:
+        assert _code_lines(rendered.__code__) == _code_lines(original.__code__)
+
+
+def test_an_error_of_a_lane_loaded_at_the_users_lines_names_the_users_line():
+    module, functions = build_with_functions(_divides)
+    rendered = load_function(module.entry, _divides, functions, lines=True)
+    with pytest.raises(ZeroDivisionError) as got:
+        rendered(1.0, 0.0)
+    frame = got.traceback[-1]
+    assert (str(frame.path), frame.lineno + 1) == (__file__, _divides.__code__.co_firstlineno + 4)
+    assert "t = x / y" in str(frame.statement)

@@ -69,9 +69,11 @@ _CONVERSIONS = {-1: "", 115: "!s", 114: "!r", 97: "!a"}
 _MODULES = {"np": "numpy", "lw": "lanewise"}
 
 
-def render(fn: ir.Function) -> str:
+def render(fn: ir.Function, lines: bool = False) -> str:
     """The source of ``fn``: a ``def`` (named :func:`python_name` of ``fn.name``) that
     behaves as the code the IR was built from, run as :func:`load` runs it.
+    ``lines=True``: blank lines put each statement as many lines below the ``def`` as
+    the user's is (or, where two shared a line, on the next line).
 
     Example:
         >>> from lanewise.lane.ir.build import build
@@ -80,7 +82,7 @@ def render(fn: ir.Function) -> str:
             return (a - (b - 1)) < a < b
     """
     out: list[str] = []
-    _Renderer(fn).function(fn, python_name(fn.name), 0, out)
+    _Renderer(fn, lines).function(fn, python_name(fn.name), 0, out)
     return "\n".join(out) + "\n"
 
 
@@ -141,11 +143,15 @@ def load(lane, helpers: bool = True) -> dict:
     return rendered
 
 
-def load_function(fn: ir.Function, original: types.FunctionType, functions: dict) -> types.FunctionType:
+def load_function(fn: ir.Function, original: types.FunctionType, functions: dict,
+                  lines: bool = False) -> types.FunctionType:
     """``fn`` (a function of the IR, rewritten or not) rendered and compiled as
     ``original``'s code: in its globals, with its closure values; ``functions`` (as
     :func:`~lanewise.lane.ir.build.build_with_functions` gives them) says which Python
     function each ``call:<name>`` calls.  What a pass that rewrites a lane returns.
+    ``lines=True``: compiled in the user's file at the user's lines (tracebacks and
+    Numba's errors name them), as the AST passes compile (``lane.source.compile_like``);
+    its text is then nowhere to be read again, as theirs is not.
 
     Example:
         >>> from dataclasses import replace
@@ -158,27 +164,37 @@ def load_function(fn: ir.Function, original: types.FunctionType, functions: dict
         >>> load_function(replace(module.entry, body=(tripled,)), lane, functions)(2)
         5
     """
-    return _compile(fn, original, functions)[0]
+    return _compile(fn, original, functions, lines)[0]
 
 
-def _compile(fn: ir.Function, original: types.FunctionType, originals: dict):
+def _compile(fn: ir.Function, original: types.FunctionType, originals: dict, lines: bool = False):
     """``fn`` rendered and compiled inside a factory whose arguments are the names the text
     reads beyond the original's globals; (the function, {helper: its still empty cell})."""
-    text = render(fn)
+    text = render(fn, lines)
     names = {h: _call_name(h, _locals(fn)) for h in sorted(_helpers(fn))}
     bound = _closure(fn, original, {names[h]: originals[h] for h in names})
     free = sorted(bound)
     name = python_name(fn.name)
     source = "\n".join([f"def _lw_factory({', '.join(free)}):",
                         *(_INDENT + line for line in text.splitlines()), f"{_INDENT}return {name}"]) + "\n"
-    filename = f"<lanewise render {fn.name} {zlib.crc32(source.encode()):08x}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {}
-    exec(compile(source, filename, "exec"), original.__globals__, namespace)  # noqa: S102 - the lane's text
+    if lines:  # the def is the text's second line: moved to the user's
+        code = _moved(compile(source, original.__code__.co_filename, "exec"), fn.loc.line - 2)
+    else:
+        filename = f"<lanewise render {fn.name} {zlib.crc32(source.encode()):08x}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        code = compile(source, filename, "exec")
+    namespace: dict = {}
+    exec(code, original.__globals__, namespace)  # noqa: S102 - the lane's text
     made = namespace["_lw_factory"](*(bound.get(n) for n in free))
     made.__name__, made.__qualname__, made.__doc__ = original.__name__, original.__qualname__, original.__doc__
     cells = dict(zip(made.__code__.co_freevars, made.__closure__ or (), strict=True))
     return made, {h: cells[name] for h, name in names.items() if name in cells}
+
+
+def _moved(code: types.CodeType, delta: int) -> types.CodeType:
+    """``code`` (and the code nested in it) ``delta`` lines further down its file."""
+    consts = tuple(_moved(c, delta) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_firstlineno=max(code.co_firstlineno + delta, 1), co_consts=consts)
 
 
 def _closure(fn: ir.Function, original: types.FunctionType, helpers: dict) -> dict:
@@ -293,15 +309,23 @@ def _refusal(fn: ir.Function, loc: ir.Loc, what: str) -> LaneCompileError:
 class _Renderer:
     """Text of one function of the IR (and of the functions nested in it)."""
 
-    def __init__(self, fn: ir.Function):
+    def __init__(self, fn: ir.Function, lines: bool = False):
         self.fn = fn
         self.locals = _locals(fn)
+        self.first = fn.loc.line if lines else None  # lines=True: the def's line is the text's first
+
+    def emit(self, out: list, depth: int, text: str, loc=None) -> None:
+        """One line of text; with ``lines``, on its statement's line (counted from the
+        def's) when the lines before leave room, else on the next."""
+        if self.first is not None and loc is not None:
+            out.extend([""] * (loc.line - self.first - len(out)))
+        out.append(_INDENT * depth + text)
 
     def refuse(self, loc, what: str):
         raise _refusal(self.fn, loc or self.fn.loc, what)
 
     def function(self, fn: ir.Function, name: str, depth: int, out: list) -> None:
-        out.append(f"{_INDENT * depth}def {name}({self.params(fn)}):")
+        self.emit(out, depth, f"def {name}({self.params(fn)}):", fn.loc)
         self.block(fn.body, depth + 1, out)
 
     def params(self, fn: ir.Function) -> str:
@@ -320,7 +344,7 @@ class _Renderer:
 
     def block(self, stmts, depth: int, out: list) -> None:
         if not stmts:
-            out.append(_INDENT * depth + "pass")
+            self.emit(out, depth, "pass")
         k = 0
         while k < len(stmts):
             group = [stmts[k]]
@@ -329,17 +353,15 @@ class _Renderer:
                 group.append(stmts[k + len(group)])  # a = b = v: one value, one evaluation
             if len(group) > 1:
                 targets = " = ".join(self.store_target(s) for s in group)
-                out.append(f"{_INDENT * depth}{targets} = {self.expr(value)}")
+                self.emit(out, depth, f"{targets} = {self.expr(value)}", group[0].loc)
             else:
                 self.stmt(stmts[k], depth, out)
             k += len(group)
 
     def stmt(self, s, depth: int, out: list) -> None:
-        pad = _INDENT * depth
-        method = getattr(self, "stmt_" + type(s).__name__)
-        line = method(s, depth, out)
-        if line is not None:
-            out.append(pad + line)
+        line = getattr(self, "stmt_" + type(s).__name__)(s, depth, out)
+        if line is not None:  # a simple statement; a compound one wrote its lines
+            self.emit(out, depth, line, s.loc)
 
     def stmt_Assign(self, s, depth, out):
         augmented = self.augmented(s)
@@ -354,9 +376,9 @@ class _Renderer:
         return self.expr(s.expr)
 
     def stmt_If(self, s, depth, out):
-        pad, word = _INDENT * depth, "if"
+        word = "if"
         while True:
-            out.append(f"{pad}{word} {self.expr(s.cond)}:")
+            self.emit(out, depth, f"{word} {self.expr(s.cond)}:", s.loc)
             self.block(s.then, depth + 1, out)
             if len(s.orelse) == 1 and isinstance(s.orelse[0], ir.If):
                 s, word = s.orelse[0], "elif"
@@ -367,7 +389,7 @@ class _Renderer:
     def stmt_Loop(self, s, depth, out):
         head = f"while {self.expr(s.cond)}" if s.kind == "while" else \
             f"for {self.target(s.target)} in {self.expr(s.iter)}"
-        out.append(f"{_INDENT * depth}{head}:")
+        self.emit(out, depth, f"{head}:", s.loc)
         self.block(s.body, depth + 1, out)
         self.part("else", s.orelse, depth, out)
 
@@ -382,11 +404,11 @@ class _Renderer:
         return f"assert {self.expr(s.test)}{'' if s.msg is None else ', ' + self.expr(s.msg)}"
 
     def stmt_Try(self, s, depth, out):
-        out.append(f"{_INDENT * depth}try:")
+        self.emit(out, depth, "try:", s.loc)
         self.block(s.body, depth + 1, out)
         for h in s.handlers:
             caught = "" if h.type is None else " " + self.expr(h.type)
-            out.append(f"{_INDENT * depth}except{caught}{'' if h.name is None else ' as ' + h.name}:")
+            self.emit(out, depth, f"except{caught}{'' if h.name is None else ' as ' + h.name}:", h.loc)
             self.block(h.body, depth + 1, out)
         self.part("else", s.orelse, depth, out)
         self.part("finally", s.final, depth, out)
@@ -399,7 +421,7 @@ class _Renderer:
 
     def part(self, word: str, stmts, depth: int, out: list) -> None:
         if stmts:
-            out.append(f"{_INDENT * depth}{word}:")
+            self.emit(out, depth, f"{word}:")
             self.block(stmts, depth + 1, out)
 
     def augmented(self, s) -> str | None:
