@@ -586,3 +586,25 @@ def test_an_error_of_a_lane_loaded_at_the_users_lines_names_the_users_line():
     frame = got.traceback[-1]
     assert (str(frame.path), frame.lineno + 1) == (__file__, _divides.__code__.co_firstlineno + 4)
     assert "t = x / y" in str(frame.statement)
+
+
+_SOURCELESS = '''\
+import math
+def nowhere(x, n):
+    s = 0.0
+    for k in range(n):
+        if x > k:
+            s += math.sin(x) * k
+    return s
+pair = lambda x, y: (x * y, x + y)
+'''
+
+
+def test_a_function_rebuilt_from_its_bytecode_renders_and_behaves_the_same():
+    namespace: dict = {}
+    exec(compile(_SOURCELESS, "<string>", "exec"), namespace)  # noqa: S102 - no text kept
+    for name, calls in [("nowhere", [(2.5, 4), (0.5, 0), (-1.0, 3)]), ("pair", [(2, 3), (1.5, -2.0)])]:
+        assert build(namespace[name]).entry.source == "bytecode"
+        rendered = _check_fixed_point(namespace[name])
+        assert build(rendered).entry.source == "source"  # the rendered text is read from then on
+        _check_runs(namespace[name], rendered, calls)
