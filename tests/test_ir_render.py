@@ -417,7 +417,7 @@ def _expressions(draw, depth=4):
     if kind == "unary":
         return f"({draw(st.sampled_from(['-', '+', '~']))}{left})"
     if kind == "compare":
-        ops = draw(st.lists(st.sampled_from(["<", "<=", "==", "!=", ">", "is not"]), min_size=1, max_size=3))
+        ops = draw(st.lists(st.sampled_from(["<", "<=", "==", "!=", ">"]), min_size=1, max_size=3))
         return "(" + left + "".join(f" {op} {draw(sub)}" for op in ops) + ")"
     if kind == "bool":
         return f"({left} {draw(st.sampled_from(['and', 'or']))} {right})"
@@ -431,6 +431,45 @@ def _expressions(draw, depth=4):
 def test_random_expressions_evaluate_as_written(source, values):
     name = f"<render expression {abs(hash(source))}>"
     lane = _cell(f"def lane(a, b, c, d, e):\n    return {source}\n", name)["lane"]
+    rendered = _check_fixed_point(lane)
+    _check_runs(lane, rendered, [tuple(values), tuple(reversed(values)), (0, 1, 2, -1, -2)])
+
+
+@st.composite
+def _programs(draw, depth=2, loops=0):
+    """Lines of a random block over a..e: assignments, augmented ones, if/else, bounded
+    for and while loops with break/continue, try/except (``//`` and ``%`` may divide by zero)."""
+    lines = []
+    for _ in range(draw(st.integers(1, 3))):
+        kinds = ["assign", "aug", "if", "for", "while", "try", "exit"] if depth else ["assign", "aug"]
+        kind = draw(st.sampled_from(kinds))
+        var = draw(st.sampled_from("abcde"))
+        value = draw(_expressions(depth=2)).replace("**", "+").replace("<<", "|").replace(">>", "&")
+        inner = _programs(depth=depth - 1, loops=loops + (kind in ("for", "while")))
+        if kind == "assign":
+            lines.append(f"{var} = {value}")
+        elif kind == "aug":
+            lines.append(f"{var} {draw(st.sampled_from(['+', '-', '^', '|', '&', '//', '%']))}= {value}")
+        elif kind == "if":
+            lines += [f"if {value}:", *("    " + x for x in draw(inner)), "else:", *("    " + x for x in draw(inner))]
+        elif kind == "for":
+            lines += [f"for i{depth} in range({draw(st.integers(0, 3))}):", *("    " + x for x in draw(inner))]
+            lines += ["else:", f"    {var} = {var} + 1"] if draw(st.booleans()) else []
+        elif kind == "while":
+            lines += [f"w{depth} = 0", f"while ({value}) and w{depth} < 3:", f"    w{depth} += 1",
+                      *("    " + x for x in draw(inner))]
+        elif kind == "try":
+            lines += ["try:", *("    " + x for x in draw(inner)), "except ZeroDivisionError:", f"    {var} = -7"]
+        else:
+            lines.append(draw(st.sampled_from(["break", "continue"])) if loops else f"return {value}")
+    return lines
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(_programs(), st.lists(st.integers(-3, 3), min_size=5, max_size=5))
+def test_random_programs_run_as_written(lines, values):
+    text = "def lane(a, b, c, d, e):\n" + "".join(f"    {x}\n" for x in lines) + "    return a, b, c, d, e\n"
+    lane = _cell(text, f"<render program {abs(hash(text))}>")["lane"]
     rendered = _check_fixed_point(lane)
     _check_runs(lane, rendered, [tuple(values), tuple(reversed(values)), (0, 1, 2, -1, -2)])
 
