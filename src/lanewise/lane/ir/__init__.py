@@ -4,5 +4,6 @@
   loops with their loop-carried names, explicit exits, source locations;
 * :mod:`.build` — the front end (the only module of the IR that reads Python's ``ast``);
 * :mod:`.printer` — the IR as deterministic text (``lw.explain``'s "lane IR:" section);
+* :mod:`.render` — the IR back to Python source that behaves as the lane (for passes that rewrite it);
 * :mod:`.passes` — analyses over the IR (:mod:`.passes.varying`: which values differ between lanes).
 """

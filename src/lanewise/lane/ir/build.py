@@ -66,8 +66,24 @@ def build(fn) -> ir.LaneModule:
         >>> build(lane).entry.body[1].carried
         ('s',)
     """
+    return build_with_functions(fn)[0]
+
+
+def build_with_functions(fn) -> tuple[ir.LaneModule, dict]:
+    """:func:`build`'s module, and the Python function each of its functions was read
+    from, by IR name (what a caller needs to run text rendered from the IR: each
+    function's globals and closure, and the helper each ``call:<name>`` means).
+
+    Example:
+        >>> def lane(x):
+        ...     return abs(x)
+        >>> module, functions = build_with_functions(lane)
+        >>> functions[module.entry.name] is lane
+        True
+    """
     fn = _lane_python_function(fn)
-    return _memoised(_MODULES, fn, lambda reads: _module(fn, reads))
+    module, held = _memoised(_MODULES, fn, lambda reads: _module(fn, reads))
+    return module, {name: hold() for name, hold in held.items()}
 
 
 def function_ir(fn) -> ir.Function:
@@ -91,18 +107,19 @@ def _lane_python_function(fn):
     return fn
 
 
-def _module(fn, reads: list) -> ir.LaneModule:
+def _module(fn, reads: list) -> tuple[ir.LaneModule, dict]:
     names: dict = {}  # code object -> the name calls use
-    todo, seen, done = [fn], {fn.__code__}, []
+    todo, seen, done, objects = [fn], {fn.__code__}, [], {}
     while todo:  # breadth first: helpers in the order the lane reaches them
         called: list = []
         f = todo.pop(0)
         done.append(_function(f, _name_for(f, names), names, called, reads))
+        objects[done[-1].name] = _hold(f)  # weakly: the memo must not keep the lane alive
         for c in called:
             if c.__code__ not in seen:
                 seen.add(c.__code__)
                 todo.append(c)
-    return ir.LaneModule(done[0], tuple(done[1:]))
+    return ir.LaneModule(done[0], tuple(done[1:])), objects
 
 
 # A lane's IR is built once and read by several passes per compile (and again when a
@@ -253,7 +270,7 @@ class _Builder:
         finally:
             self.scopes.pop()
         return ir.Function(name, params, _carry(body, frozenset(p.name for p in params), frozenset()),
-                           self.loc(node))
+                           self.loc(node), posonly=len(node.args.posonlyargs))
 
     def params(self, a: ast.arguments) -> tuple:
         positional = a.posonlyargs + a.args

@@ -261,13 +261,16 @@ class Param:
 class Function:
     """``name``: the key other functions call it by (``call:<name>``); ``source``: "source"
     when read from its text, "bytecode" when rebuilt from its code object
-    (:mod:`lanewise.lane.fromcode`), whose structure is a block dispatch loop."""
+    (:mod:`lanewise.lane.fromcode`), whose structure is a block dispatch loop;
+    ``posonly``: how many of the first "positional" parameters are positional-only
+    (written before a ``/``)."""
 
     name: str
     params: tuple
     body: tuple
     loc: Loc
     source: str = "source"
+    posonly: int = 0
 
 
 @dataclass(frozen=True, slots=True)
