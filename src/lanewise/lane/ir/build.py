@@ -111,11 +111,12 @@ def _function(fn, name: str, names: dict, called: list) -> ir.Function:
         # which fromcode lets through): the IR says why, where
         except (LaneCompileError, UnsupportedBytecodeError) as err:
             loc = ir.Loc(fn.__code__.co_filename, fn.__code__.co_firstlineno, 0)
-            return ir.Function(name, _code_params(fn.__code__), (ir.Unsupported(str(err), loc),), loc, "bytecode")
+            return ir.Function(name, _code_params(fn.__code__), (ir.Unsupported(str(err), loc),), loc, "bytecode",
+                               fn)
     offset = fn.__code__.co_firstlineno - def_line(tree)
     builder = _Builder(fn, fn.__code__.co_filename, offset, names, called)
     made = builder.function(tree, name)
-    return replace(made, source=source)
+    return replace(made, source=source, origin=fn)
 
 
 def _code_params(code) -> tuple:

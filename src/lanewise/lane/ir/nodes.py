@@ -26,7 +26,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 
@@ -261,13 +261,17 @@ class Param:
 class Function:
     """``name``: the key other functions call it by (``call:<name>``); ``source``: "source"
     when read from its text, "bytecode" when rebuilt from its code object
-    (:mod:`lanewise.lane.fromcode`), whose structure is a block dispatch loop."""
+    (:mod:`lanewise.lane.fromcode`), whose structure is a block dispatch loop; ``origin``:
+    the Python function it was built from (the lane and its helpers; None for a nested
+    ``def`` or ``lambda``), whose globals and closure cells give a :class:`Global` its value
+    (left out of comparisons and of the printed IR)."""
 
     name: str
     params: tuple
     body: tuple
     loc: Loc
     source: str = "source"
+    origin: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
