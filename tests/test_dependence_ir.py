@@ -21,6 +21,7 @@ from lanewise.lane import dependence as by_ast
 from lanewise.lane.ir import nodes as ir
 from lanewise.lane.ir.build import build
 from lanewise.lane.ir.passes import dependence as by_ir
+from lanewise.lane.ir.passes.walk import walk
 
 from corpus import CORPUS
 
@@ -65,7 +66,7 @@ def _functions() -> list:
 def _unmodelled(fn) -> bool:
     """Whether ``fn``'s IR (or a helper's) holds a construct the IR does not model."""
     module = build(fn)
-    return any(isinstance(n, ir.Unsupported) for n in by_ir._walk(tuple(f.body for f in module.functions())))
+    return any(isinstance(n, ir.Unsupported) for n in walk(tuple(f.body for f in module.functions())))
 
 
 @pytest.mark.parametrize("fn", _functions())

@@ -47,6 +47,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .. import nodes as ir
+from .walk import (base_name, call_args, calls, display, fields, has_exit, inplace, is_call, is_store, own,
+                   same_code, store_names, store_target, stored, target_read, view_sources, walk, written)
 
 Deps = frozenset
 
@@ -57,11 +59,6 @@ MAX_PASSES = 100
 #: as writes into those operands) and whose results depend on their arguments only.
 _PURE_MODULES = ("math", "cmath", "numpy", "lanewise.random", "lanewise.lanemath")
 _CARRY, _X = "\0carry", "\0x"  # the step's parameters while its scan is analysed
-#: Primitives that are operators, not calls (``pow`` is also a builtin: calling it changes nothing).
-_OPERATORS = frozenset({
-    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "bitor", "bitand", "bitxor",
-    "matmul", "neg", "pos", "not", "invert", "eq", "ne", "lt", "le", "gt", "ge", "is", "isnot", "in", "notin",
-    "and", "or", "ifexp", "getitem", "attr", "slice", "star", "star2", "walrus", "fstring", "setitem"})
 #: Short module names the IR writes (nodes.Prim), longest first.
 _ALIASES = (("lw.random", "lanewise.random"), ("lw", "lanewise"), ("np", "numpy"))
 
@@ -119,165 +116,6 @@ def _unit(fn: types.FunctionType):
     return known[1:] if known[1].source == "source" else None
 
 
-# ----------------------------------------------------------------------------- walking the IR
-
-
-def _fields(node) -> tuple:
-    """The parts of an IR node (its expressions, statements, targets), not its place."""
-    return tuple(getattr(node, f) for f in node.__dataclass_fields__ if f not in ("loc", "origin"))
-
-
-def _walk(node, opaque: tuple = ()):
-    """Every IR node in ``node`` (a node or a tuple of them); the insides of ``opaque``
-    kinds are not visited (the nodes themselves are)."""
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (tuple, list)):
-            todo.extend(reversed(n))
-        elif hasattr(n, "__dataclass_fields__") and not isinstance(n, ir.Loc):
-            yield n
-            if not isinstance(n, opaque):
-                todo.extend(reversed(_fields(n)))
-
-
-def _own(body):
-    """The nodes of a function's own body: not inside nested functions (comprehensions are)."""
-    return _walk(body, (ir.Def, ir.Lambda))
-
-
-def _shape(n):
-    """``n`` without its places: equal for the same code written twice."""
-    if isinstance(n, (tuple, list)):
-        return tuple(map(_shape, n))
-    if hasattr(n, "__dataclass_fields__") and not isinstance(n, ir.Loc):
-        return (type(n).__name__, *map(_shape, _fields(n)))
-    return n
-
-
-def _same(a: tuple, b: tuple) -> bool:
-    """Whether two statement lists (or expressions) are the same code."""
-    return len(a) == len(b) and bool(a) and _shape(a) == _shape(b)
-
-
-def _is_store(p) -> bool:
-    """``x[i] = v`` / ``x.name = v`` (a ``setattr`` call has no ``name`` parameter)."""
-    return isinstance(p, ir.Prim) and (p.op == "setitem" or (p.op == "setattr" and bool(p.params)))
-
-
-def _is_call(p: ir.Prim) -> bool:
-    if p.op in _OPERATORS or _is_store(p):
-        return False
-    if p.op in ("tuple", "list", "set", "dict") and p.type is not None:  # a display
-        return False
-    return not (p.op == "format" and p.params)  # an f-string's field
-
-
-def _dict_items(node) -> set:
-    """ids of the (key, value) pairs of dict displays in ``node``: parts of a display, not calls."""
-    return {id(i) for n in _walk(node) if isinstance(n, ir.Prim) and n.op == "dict" and n.type for i in n.args}
-
-
-def _calls(node):
-    """The calls in ``node`` (nested functions' included)."""
-    items = _dict_items(node)
-    return [n for n in _walk(node) if isinstance(n, ir.Prim) and id(n) not in items and _is_call(n)]
-
-
-def _call_args(p: ir.Prim) -> tuple:
-    """(the positional arguments of call ``p``, the object a method is called on or None)."""
-    if p.op.startswith("method."):
-        return p.args[1:], p.args[0]
-    return (p.args[1:] if p.op == "call" else p.args), None
-
-
-def _base_name(v) -> str | None:
-    """The name under ``a[i]``, ``a.T``, ``*a`` (a module path's first name)."""
-    while isinstance(v, ir.Prim) and v.op in ("getitem", "attr", "star"):
-        v = v.args[0]
-    if isinstance(v, ir.Var):
-        return v.name
-    return v.name.split(".")[0] if isinstance(v, ir.Global) else None
-
-
-def _call_operands(p: ir.Prim) -> list[str]:
-    """Names of the objects a call could write into: its arguments (positional,
-    starred, keyword; the array under ``a[1:]`` or ``a.T``) and the object a
-    method is called on (or the module a function is reached through)."""
-    argv, obj = _call_args(p)
-    values = [*argv, *(v for _, v in p.keywords)]
-    names = [n for n in map(_base_name, values) if n is not None]
-    if obj is not None and _base_name(obj) is not None:
-        names.append(_base_name(obj))
-    elif "." in p.op and not p.op.startswith(("call:", "method.")):
-        names.append(p.op.split(".")[0])
-    return names
-
-
-def _target_names(t) -> list[str]:
-    """The names a target assigns (``a, b``) or writes into (``a[i]``, ``a.x``: ``a``)."""
-    if isinstance(t, ir.Var):
-        return [t.name]
-    if isinstance(t, ir.Unpack):
-        return [n for i in t.items for n in _target_names(i)]
-    name = _base_name(t.base) if isinstance(t, (ir.Item, ir.Field)) else None
-    return [name] if name is not None else []
-
-
-def _target_read(t, loc) -> ir.Prim:
-    """An item or field target as the expression that reads it."""
-    if isinstance(t, ir.Item):
-        return ir.Prim("getitem", (t.base, t.index), loc)
-    return ir.Prim("attr", (t.base,), loc, params=(("name", t.name),))
-
-
-def _store_target(p: ir.Prim):
-    """The target of a ``setitem``/``setattr`` store."""
-    if p.op == "setitem":
-        return ir.Item(p.args[0], p.args[1])
-    return ir.Field(p.args[0], dict(p.params)["name"])
-
-
-def _stored(nodes, defs: bool) -> set:
-    """Names bound in ``nodes``: assignment, loop and comprehension targets, walruses
-    (and nested ``def`` names when ``defs``)."""
-    out: set = set()
-    for n in nodes:
-        if isinstance(n, (ir.Assign, ir.Generator)) or (isinstance(n, ir.Loop) and n.target is not None):
-            out |= ir.target_names(n.target)
-        elif isinstance(n, ir.Prim) and n.op == "walrus":
-            out.add(dict(n.params)["name"])
-        elif defs and isinstance(n, ir.Def):
-            out.add(n.function.name)
-    return out
-
-
-def _written(node) -> list[str]:
-    """Names whose memory ``node`` may write: stores under them, call operands."""
-    names = []
-    for n in _walk(node):
-        if isinstance(n, ir.Do) and _is_store(n.expr):
-            names += _target_names(_store_target(n.expr))
-        elif isinstance(n, (ir.Item, ir.Field)):
-            names += _target_names(n)
-    return names + [name for c in _calls(node) for name in _call_operands(c)]
-
-
-def _has_exit(node) -> bool:
-    """A ``break``, ``continue`` or ``return`` anywhere in ``node`` (a lambda's value is none)."""
-    return any(isinstance(n, ir.Exit) for n in _walk(node, (ir.Lambda,)))
-
-
-def _inplace(v) -> bool:
-    return isinstance(v, ir.Prim) and ("inplace", True) in v.params
-
-
-def _display(v) -> bool:
-    """A tuple or list display without ``*`` (whose sizes the analysis cannot count)."""
-    return isinstance(v, ir.Prim) and v.op in ("tuple", "list") and v.type is not None and not any(
-        isinstance(a, ir.Prim) and a.op == "star" for a in v.args)
-
-
 # ----------------------------------------------------------------------------- the analysis
 
 
@@ -287,8 +125,8 @@ class _Taint:
         self.fn, self.module, self.namespace, self.seen = fn, module, namespace, seen
         self.params = [p.name for p in fn.params]
         self.env: dict[str, Deps] = {p: Deps({p}) for p in self.params} if env is None else dict(env)
-        self.locals = _stored(_own(fn.body), defs=True) | set(self.params)  # the lane's own names
-        self.functions = {n.function.name for n in _own(fn.body) if isinstance(n, ir.Def)}
+        self.locals = stored(own(fn.body), defs=True) | set(self.params)  # the lane's own names
+        self.functions = {n.function.name for n in own(fn.body) if isinstance(n, ir.Def)}
         self.helpers = {f.name: f for f in module.functions()}
         self.nested_writes = self._nested_writes()
         self.returns: list[list[Deps]] = []  # one entry per return statement
@@ -327,12 +165,12 @@ class _Taint:
         where a nested function holds what the IR does not model: ``nonlocal``...)."""
         names: set = set()
         params = [p.default for p in self.fn.params]
-        for n in _own((self.fn.body, params)):
+        for n in own((self.fn.body, params)):
             if isinstance(n, (ir.Def, ir.Lambda)):
                 inside = n.function
-                if any(isinstance(u, ir.Unsupported) for u in _walk(inside)):
+                if any(isinstance(u, ir.Unsupported) for u in walk(inside)):
                     return set(self.locals)
-                names.update(_written(inside))
+                names.update(written(inside))
         return names & self.locals
 
     # -- statements -------------------------------------------------------------
@@ -349,12 +187,12 @@ class _Taint:
     def s_Try(self, s, ctl):
         # Not followed: anything in it may change, under everything.
         everything = ctl | self.all_taint()
-        for name in sorted(_stored(_walk(s), defs=False)) + _written(s):
+        for name in sorted(stored(walk(s), defs=False)) + written(s):
             self.write(name, everything)
         self.effect(everything)
         # A return or raise inside it is a path the analysis does not follow: it
         # cannot say what the outputs depend on.
-        self.unsure |= any(isinstance(n, (ir.Exit, ir.Raise, ir.Unsupported)) for n in _own(s))
+        self.unsure |= any(isinstance(n, (ir.Exit, ir.Raise, ir.Unsupported)) for n in own(s))
 
     def s_Exit(self, s, ctl):
         if s.kind != "return":
@@ -367,17 +205,17 @@ class _Taint:
         self.sticky |= ctl
 
     def s_Assign(self, s, ctl):
-        if _inplace(s.value):  # x += v
+        if inplace(s.value):  # x += v
             self.bind(s.target, self.expr(s.value.args[1]) | self.expr(s.value.args[0]) | ctl, s.loc)
         else:
             self.target(s.target, s.value, ctl, s.loc)
 
     def s_Do(self, s, ctl):
-        if not _is_store(s.expr):
+        if not is_store(s.expr):
             self.expr(s.expr, ctl)
             return
-        target, value = _store_target(s.expr), s.expr.args[-1]
-        if _inplace(value):  # x[i] += v
+        target, value = store_target(s.expr), s.expr.args[-1]
+        if inplace(value):  # x[i] += v
             self.bind(target, self.expr(value.args[1]) | self.expr(value.args[0]) | ctl, s.loc)
         else:
             self.target(target, value, ctl, s.loc)
@@ -386,7 +224,7 @@ class _Taint:
         test = self.expr(s.cond, ctl)
         # Both branches the same code: which one runs changes nothing (JAX's
         # ``y if x < 0 else y`` under out_axes=None).
-        inner = ctl if _same(s.then, s.orelse) else ctl | test
+        inner = ctl if same_code(s.then, s.orelse) else ctl | test
         self.block(s.then, inner)
         self.block(s.orelse, inner)
 
@@ -407,8 +245,8 @@ class _Taint:
 
     def exit_taint(self, body) -> Deps:
         taint = Deps()
-        for n in _walk(body, (ir.Lambda,)):
-            if (isinstance(n, ir.If) or (isinstance(n, ir.Loop) and n.kind == "while")) and _has_exit(n):
+        for n in walk(body, (ir.Lambda,)):
+            if (isinstance(n, ir.If) or (isinstance(n, ir.Loop) and n.kind == "while")) and has_exit(n):
                 taint |= self.read(n.cond)
         return taint
 
@@ -431,7 +269,7 @@ class _Taint:
         parts = self.parts(value)
         if isinstance(target, ir.Unpack) and target.star is None and parts is not None \
                 and len(parts) == len(target.items):
-            values = value.args if _display(value) else [None] * len(parts)
+            values = value.args if display(value) else [None] * len(parts)
             for t, v, p in zip(target.items, values, parts, strict=True):
                 if v is not None:
                     self.target(t, v, ctl, loc)
@@ -439,7 +277,7 @@ class _Taint:
                     self.bind(t, p | ctl, loc)
             return
         if isinstance(target, ir.Var):
-            for source in _view_sources(value):
+            for source in view_sources(value):
                 if source in self.locals or source in self.env or not _immutable(self.namespace.get(source)):
                     self.share(target.name, source)
         self.bind(target, self.expr(value, ctl) | ctl, loc)
@@ -447,7 +285,7 @@ class _Taint:
     def parts(self, value) -> list[Deps] | None:
         """The taints of the elements of a tuple ``value`` where the analysis knows them:
         a tuple display without ``*`` (whose sizes it cannot count), an ``lw.scan``."""
-        if _display(value):
+        if display(value):
             return [self.expr(e) for e in value.args]
         if self.is_scan(value):
             return self.scan(value)
@@ -455,11 +293,11 @@ class _Taint:
 
     def bind(self, target, taint: Deps, loc) -> None:
         if isinstance(target, (ir.Item, ir.Field)):
-            taint = taint | self.expr(_target_read(target, loc))  # a[i] = v taints a by i and v
-            for name in _target_names(target):
+            taint = taint | self.expr(target_read(target, loc))  # a[i] = v taints a by i and v
+            for name in store_names(target):
                 self.write(name, taint)
             return
-        for name in _target_names(target):
+        for name in store_names(target):
             self.assign(name, taint)
 
     def share(self, a: str, b: str) -> None:
@@ -502,10 +340,10 @@ class _Taint:
         if e is None:
             return Deps()
         taint = self.read(e)
-        for n in _walk(e):
+        for n in walk(e):
             if isinstance(n, ir.Prim) and n.op == "walrus":  # (y := f(x)) binds y inside an expression
                 self.assign(dict(n.params)["name"], taint | ctl)
-        for call in _calls(e):
+        for call in calls(e):
             self.call(call, taint | ctl)
         return taint
 
@@ -513,12 +351,12 @@ class _Taint:
         """The effects of a call: writes into its operands, and whatever its callee does."""
         # A callee may write into the arrays it is given, or (a method: a.fill(x),
         # a.sort()) into the object it is called on.
-        argv, obj = _call_args(p)
-        operands = [_base_name(v) for v in (*argv, *(v for _, v in p.keywords))]
+        argv, obj = call_args(p)
+        operands = [base_name(v) for v in (*argv, *(v for _, v in p.keywords))]
         if not self.writes_operands(p, argv):
             operands = []
         if obj is not None and p.op[len("method."):] not in _READ_ONLY_METHODS:
-            operands.append(_base_name(obj))
+            operands.append(base_name(obj))
         for name in operands:
             if name is not None and (name in self.locals or name in self.env
                                      or not _immutable(self.namespace.get(name))):
@@ -539,7 +377,7 @@ class _Taint:
         """Whether the callee may write into the arrays passed to it."""
         if any(k == "out" for k, _ in p.keywords):
             return True
-        if p.op.startswith("method.") and _base_name(p.args[0]) in self.locals:
+        if p.op.startswith("method.") and base_name(p.args[0]) in self.locals:
             return False  # a method of a lane value (a.fill(x), t.append(v)) writes its object only
         value = self.resolve_call(p)
         if value is None:
@@ -556,14 +394,14 @@ class _Taint:
         """Whether call ``p`` changes nothing outside its operands: a method of a lane
         value (its object is written), a pure library function, or a Python
         function that the analysis finds has no effects."""
-        if p.op.startswith("method.") and _base_name(p.args[0]) in self.locals:
+        if p.op.startswith("method.") and base_name(p.args[0]) in self.locals:
             return True
         value = self.resolve_call(p)
         return value is not None and _summary(value, self.seen).pure
 
     def known_value(self, e) -> bool:
         """:meth:`known_callee` for a function given as a value (a scan's step)."""
-        if isinstance(e, ir.Prim) and e.op == "attr" and _base_name(e) in self.locals:
+        if isinstance(e, ir.Prim) and e.op == "attr" and base_name(e) in self.locals:
             return True
         value = self.resolve_value(e)
         return value is not None and _summary(value, self.seen).pure
@@ -650,14 +488,14 @@ class _Taint:
         if isinstance(e, ir.Comp):
             return self.reads(*e.element, *(part for g in e.generators for part in (g.target, g.iter, *g.conds)))
         if isinstance(e, (ir.Unpack, ir.Item, ir.Field)):  # a comprehension's target
-            return self.reads(*_fields(e)[:2]) if not isinstance(e, ir.Unpack) else self.reads(*e.items)
+            return self.reads(*fields(e)[:2]) if not isinstance(e, ir.Unpack) else self.reads(*e.items)
         return self.read_prim(e)
 
     def reads(self, *parts) -> Deps:
         return Deps().union(*(self.read(p) for p in parts if not isinstance(p, str)))
 
     def read_prim(self, e: ir.Prim) -> Deps:
-        if e.op == "ifexp" and _same((e.args[1],), (e.args[2],)):
+        if e.op == "ifexp" and same_code((e.args[1],), (e.args[2],)):
             return self.read(e.args[1])
         if e.op == "ifexp" and self.values_only:
             return self.read(e.args[1]) | self.read(e.args[2])
@@ -673,11 +511,11 @@ class _Taint:
         if e.op == "dict" and e.type:
             return self.reads(*(a for item in e.args for a in item.args))
         out = self.reads(*e.args, *(v for _, v in e.keywords))
-        return out | self.callee(e) if _is_call(e) else out
+        return out | self.callee(e) if is_call(e) else out
 
     # -- lw.scan ------------------------------------------------------------------
     def is_scan(self, p) -> bool:
-        return isinstance(p, ir.Prim) and _is_call(p) and self.resolve_call(p) is _scan()
+        return isinstance(p, ir.Prim) and is_call(p) and self.resolve_call(p) is _scan()
 
     def scan(self, call: ir.Prim) -> list[Deps]:
         """Taints of ``(carry, ys)`` of an ``lw.scan`` call."""
@@ -715,7 +553,7 @@ class _Taint:
         if xs is None or (isinstance(xs, ir.Const) and xs.value is None):
             return True
         if isinstance(xs, ir.Var):
-            return xs.name in self.params and xs.name not in _stored(_own(self.fn.body), defs=False)
+            return xs.name in self.params and xs.name not in stored(own(self.fn.body), defs=False)
         if isinstance(xs, ir.Prim) and xs.op in ("tuple", "list") and xs.type is not None:
             return all(self.fixed_shape(e) for e in xs.args)
         return False
@@ -730,25 +568,6 @@ def _attribute(value, name: str):
         return None
 
 
-def _view_sources(value) -> list[str]:
-    """Names whose memory the value of ``value`` may share: the array itself (``a``),
-    under an index or attribute (``a[0:1]``, ``a.T``), or a call's operands
-    (``a.reshape(2)``, ``np.asarray(a)``); arithmetic makes new arrays."""
-    if isinstance(value, ir.Var):
-        return [value.name]
-    if isinstance(value, ir.Global):
-        return [value.name.split(".")[0]]
-    if not isinstance(value, ir.Prim):
-        return []
-    if value.op in ("getitem", "attr", "star", "walrus"):
-        return _view_sources(value.args[0])
-    if value.op == "ifexp":
-        return _view_sources(value.args[1]) + _view_sources(value.args[2])
-    if value.op in ("tuple", "list", "set") and value.type is not None:
-        return [n for e in value.args for n in _view_sources(e)]
-    if value.op == "dict" and value.type is not None:
-        return [n for item in value.args for n in _view_sources(item.args[-1])]
-    return _call_operands(value) if _is_call(value) else []
 
 
 def _substitute(deps: Deps, carry: Deps, xs: Deps) -> Deps:
@@ -760,8 +579,8 @@ def _substitute(deps: Deps, carry: Deps, xs: Deps) -> Deps:
 def _passes_carry_through(fn: ir.Function) -> bool:
     """Whether every return of the step gives its carry parameter back, unassigned."""
     carry = fn.params[0].name
-    returns = [n for n in _own(fn.body) if isinstance(n, ir.Exit) and n.kind == "return"]
-    assigned = carry in _stored(_walk(fn.body), defs=False)
+    returns = [n for n in own(fn.body) if isinstance(n, ir.Exit) and n.kind == "return"]
+    assigned = carry in stored(walk(fn.body), defs=False)
     return bool(returns) and not assigned and all(
         isinstance(r.value, ir.Prim) and r.value.op == "tuple" and r.value.type is not None
         and len(r.value.args) == 2 and r.value.args[0] == ir.Var(carry) for r in returns)
