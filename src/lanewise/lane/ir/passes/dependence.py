@@ -139,6 +139,14 @@ class _Taint:
         # Names that may share memory (b = a, a[0:1], a.T, a.reshape(2)): a write
         # through one taints them all.  Groups only grow (conservative).
         self.groups: dict[str, set[str]] = {}
+        self.memo: dict = {}  # id(node) -> (node, what the passes re-ask of it): the IR does not change
+
+    def once(self, kind: str, node, find):
+        """``find(node)``, computed once per node (each pass asks again)."""
+        key = (kind, id(node))
+        if key not in self.memo:
+            self.memo[key] = (node, find(node))  # the node is kept: its id is not reused
+        return self.memo[key][1]
 
     def run(self) -> bool:
         """Analyse; False when the analysis gave up (every output depends)."""
@@ -224,7 +232,7 @@ class _Taint:
         test = self.expr(s.cond, ctl)
         # Both branches the same code: which one runs changes nothing (JAX's
         # ``y if x < 0 else y`` under out_axes=None).
-        inner = ctl if same_code(s.then, s.orelse) else ctl | test
+        inner = ctl if self.once("same", s, lambda s: same_code(s.then, s.orelse)) else ctl | test
         self.block(s.then, inner)
         self.block(s.orelse, inner)
 
@@ -244,11 +252,7 @@ class _Taint:
         self.block(s.orelse, ctl | exits)
 
     def exit_taint(self, body) -> Deps:
-        taint = Deps()
-        for n in walk(body, (ir.Lambda,)):
-            if (isinstance(n, ir.If) or (isinstance(n, ir.Loop) and n.kind == "while")) and has_exit(n):
-                taint |= self.read(n.cond)
-        return taint
+        return self.reads(*self.once("exits", body, _exit_tests))
 
     def s_Def(self, s, ctl):
         # A nested function may read any variable when called (late binding), and
@@ -340,10 +344,9 @@ class _Taint:
         if e is None:
             return Deps()
         taint = self.read(e)
-        for n in walk(e):
-            if isinstance(n, ir.Prim) and n.op == "walrus":  # (y := f(x)) binds y inside an expression
-                self.assign(dict(n.params)["name"], taint | ctl)
-        for call in calls(e):
+        for name in self.once("walrus", e, _walrus_names):  # (y := f(x)) binds y inside an expression
+            self.assign(name, taint | ctl)
+        for call in self.once("calls", e, calls):
             self.call(call, taint | ctl)
         return taint
 
@@ -495,7 +498,7 @@ class _Taint:
         return Deps().union(*(self.read(p) for p in parts if not isinstance(p, str)))
 
     def read_prim(self, e: ir.Prim) -> Deps:
-        if e.op == "ifexp" and same_code((e.args[1],), (e.args[2],)):
+        if e.op == "ifexp" and self.once("same", e, lambda e: same_code((e.args[1],), (e.args[2],))):
             return self.read(e.args[1])
         if e.op == "ifexp" and self.values_only:
             return self.read(e.args[1]) | self.read(e.args[2])
@@ -557,6 +560,17 @@ class _Taint:
         if isinstance(xs, ir.Prim) and xs.op in ("tuple", "list") and xs.type is not None:
             return all(self.fixed_shape(e) for e in xs.args)
         return False
+
+
+def _walrus_names(e) -> list[str]:
+    return [dict(n.params)["name"] for n in walk(e) if isinstance(n, ir.Prim) and n.op == "walrus"]
+
+
+def _exit_tests(body) -> list:
+    """The tests of the ``if``s and ``while``s in ``body`` that hold an exit: when one
+    is tainted, so is every later value of the loop."""
+    return [n.cond for n in walk(body, (ir.Lambda,))
+            if (isinstance(n, ir.If) or (isinstance(n, ir.Loop) and n.kind == "while")) and has_exit(n)]
 
 
 def _attribute(value, name: str):
