@@ -207,7 +207,8 @@ class _Builder:
             return ir.Raise(self.opt(s.exc), self.opt(s.cause), loc)
         if isinstance(s, ast.Assert):
             return ir.Assert(self.expr(s.test), self.opt(s.msg), loc)
-        return ir.Unsupported(_DESCRIBED.get(type(s), type(s).__name__), loc)
+        names = tuple(s.names) if isinstance(s, (ast.Global, ast.Nonlocal)) else ()
+        return ir.Unsupported(_DESCRIBED.get(type(s), type(s).__name__), loc, names)
 
     def stmt_Assign(self, s, loc):
         value = self.expr(s.value)

@@ -110,10 +110,12 @@ class Comp:
 @dataclass(frozen=True, slots=True)
 class Unsupported:
     """A construct the IR does not model (``with``, ``yield``...): as a statement or an
-    expression, it names what and where, so a pass can refuse it with the user's line."""
+    expression, it names what and where, so a pass can refuse it with the user's line.
+    ``names``: the names a ``global`` or ``nonlocal`` statement declares."""
 
     what: str
     loc: Loc
+    names: tuple = ()
 
 
 Expr = Union[Var, Const, Global, Prim, Lambda, Comp, Unsupported]
