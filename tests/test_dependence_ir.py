@@ -25,6 +25,7 @@ from corpus import CORPUS
 F = frozenset
 STASH = np.zeros(1)
 SCALE = 3.0
+LAST = 0.0
 
 
 def two_outputs(x, y):
@@ -154,10 +155,26 @@ def early(x, y):
         return y
 
 
+def declares_a_global(x, y):
+    global LAST
+    LAST = 2.0
+    return y * LAST
+
+
+def nonlocal_write(x, y):
+    r = y
+
+    def g():
+        nonlocal r
+        r = x
+    g()
+    return r
+
+
 def unmodelled(x, y):
-    global SCALE
-    SCALE = 2.0
-    return y
+    with np.errstate(all="ignore"):
+        r = y
+    return r
 
 
 #: lane -> (values: per output the params it is computed from; all: with control dependence); None: everything.
@@ -179,6 +196,8 @@ EXPECTED = {
     tuple_round_trip: ((F("y"), F("z")), (F("y"), F("z"))),
     starred: (F({"x", "y"}), F({"x", "y"})),
     scans: ((F("k"), F({"row", "k"}), F({"k", "n"})), (F("k"), F({"row", "k"}), F({"k", "n"}))),
+    declares_a_global: (F("y"), F("y")),  # LAST is the world's: written under no parameter
+    nonlocal_write: (F({"x", "y"}), F({"x", "y"})),
     early: (None, None),
     unmodelled: (None, None),
 }
@@ -203,6 +222,7 @@ def test_unused_parameters_are_those_an_output_is_not_computed_from():
     (ident, Summary(True, False)), (put_first, Summary(False, True)), (stash, Summary(False, False)),
     (math.sin, Summary(True, False)), (np.copyto, Summary(True, True)), (np.random.normal, Summary(False, True)),
     (unmodelled, Summary(False, True)), (effect_then_global, Summary(False, False)),
+    (declares_a_global, Summary(False, False)),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_what_a_call_may_change(fn, want):
     assert _summary(fn) == want

@@ -125,7 +125,8 @@ class _Taint:
         self.fn, self.module, self.namespace, self.seen = fn, module, namespace, seen
         self.params = [p.name for p in fn.params]
         self.env: dict[str, Deps] = {p: Deps({p}) for p in self.params} if env is None else dict(env)
-        self.locals = stored(own(fn.body), defs=True) | set(self.params)  # the lane's own names
+        declared = {name for n in own(fn.body) if isinstance(n, ir.Unsupported) for name in n.names}
+        self.locals = (stored(own(fn.body), defs=True) | set(self.params)) - declared  # the lane's own names
         self.functions = {n.function.name for n in own(fn.body) if isinstance(n, ir.Def)}
         self.helpers = {f.name: f for f in module.functions()}
         self.nested_writes = self._nested_writes()
@@ -170,15 +171,16 @@ class _Taint:
 
     def _nested_writes(self) -> set[str]:
         """The lane's names its nested functions may change when they run (all of them
-        where a nested function holds what the IR does not model: ``nonlocal``...)."""
+        where a nested function holds what the IR does not model: ``with``...)."""
         names: set = set()
         params = [p.default for p in self.fn.params]
         for n in own((self.fn.body, params)):
             if isinstance(n, (ir.Def, ir.Lambda)):
                 inside = n.function
-                if any(isinstance(u, ir.Unsupported) for u in walk(inside)):
+                unsupported = [u for u in walk(inside) if isinstance(u, ir.Unsupported)]
+                if any(not _declares(u) for u in unsupported):
                     return set(self.locals)
-                names.update(written(inside))
+                names.update(written(inside), *(u.names for u in unsupported if u.what == _NONLOCAL))
         return names & self.locals
 
     # -- statements -------------------------------------------------------------
@@ -190,7 +192,10 @@ class _Taint:
         getattr(self, "s_" + type(s).__name__)(s, ctl)
 
     def s_Unsupported(self, s, ctl):
-        self.unsure = True
+        if _declares(s):  # global/nonlocal: the names are the world's (self.locals leaves them out)
+            self.effects = True
+        else:
+            self.unsure = True
 
     def s_Try(self, s, ctl):
         # Not followed: anything in it may change, under everything.
@@ -200,7 +205,8 @@ class _Taint:
         self.effect(everything)
         # A return or raise inside it is a path the analysis does not follow: it
         # cannot say what the outputs depend on.
-        self.unsure |= any(isinstance(n, (ir.Exit, ir.Raise, ir.Unsupported)) for n in own(s))
+        self.unsure |= any(isinstance(n, (ir.Exit, ir.Raise)) or (isinstance(n, ir.Unsupported) and not _declares(n))
+                           for n in own(s))
 
     def s_Exit(self, s, ctl):
         if s.kind != "return":
@@ -560,6 +566,14 @@ class _Taint:
         if isinstance(xs, ir.Prim) and xs.op in ("tuple", "list") and xs.type is not None:
             return all(self.fixed_shape(e) for e in xs.args)
         return False
+
+
+_NONLOCAL = "a nonlocal statement"
+
+
+def _declares(u: ir.Unsupported) -> bool:
+    """A ``global`` or ``nonlocal`` statement (modelled: its names are not the function's)."""
+    return bool(u.names)
 
 
 def _walrus_names(e) -> list[str]:
