@@ -75,10 +75,11 @@ def output_dependencies(fn: Callable, values_only: bool = False) -> tuple[Deps, 
         frozenset({'a'})
     """
     code, fn = getattr(fn, "__code__", None), getattr(fn, "py_func", fn)
-    unit = _unit(fn) if isinstance(code, types.CodeType) and isinstance(fn, types.FunctionType) else None
+    units: dict = {}  # this analysis's IR: built once per function, let go after
+    unit = _unit(fn, units) if isinstance(code, types.CodeType) and isinstance(fn, types.FunctionType) else None
     if unit is None:
         return None
-    taint = _Taint(*unit, namespace_of(fn))
+    taint = _Taint(*unit, namespace_of(fn), units=units)
     taint.values_only = values_only
     return taint.outputs() if taint.run() else None
 
@@ -97,23 +98,20 @@ def namespace_of(fn) -> dict:
     return names
 
 
-#: Python function -> (its code, its ir.Function, the LaneModule its ``call:`` names refer to).
-_UNITS: "weakref.WeakKeyDictionary[types.FunctionType, tuple]" = weakref.WeakKeyDictionary()
-
-
-def _unit(fn: types.FunctionType):
-    """(``fn``'s IR, the module it was built in), or None when there is no source text to
-    read (a function rebuilt from bytecode is a dispatch loop, not the code the user wrote)."""
-    known = _UNITS.get(fn)
-    if known is None or known[0] is not fn.__code__:
+def _unit(fn: types.FunctionType, units: dict):
+    """(``fn``'s IR, the module it was built in: its ``call:`` names), or None when there
+    is no source text to read (a function rebuilt from bytecode is a dispatch loop, not
+    the code the user wrote).  ``units``: those built so far (a helper's comes with the
+    lane's build)."""
+    if fn not in units:
         from ..build import build
 
         module = build(fn)
-        for f in module.helpers:  # each helper once: its callees are named in this module
-            if isinstance(f.origin, types.FunctionType) and f.origin not in _UNITS:
-                _UNITS[f.origin] = (f.origin.__code__, f, module)
-        known = _UNITS[fn] = (fn.__code__, module.entry, module)
-    return known[1:] if known[1].source == "source" else None
+        for f in module.helpers:
+            if isinstance(f.origin, types.FunctionType):
+                units.setdefault(f.origin, (f, module))
+        units[fn] = (module.entry, module)
+    return units[fn] if units[fn][0].source == "source" else None
 
 
 # ----------------------------------------------------------------------------- the analysis
@@ -121,8 +119,9 @@ def _unit(fn: types.FunctionType):
 
 class _Taint:
     def __init__(self, fn: ir.Function, module: ir.LaneModule, namespace: dict, env: dict | None = None,
-                 world: Deps = Deps(), seen: frozenset = frozenset()):
+                 world: Deps = Deps(), seen: frozenset = frozenset(), units: dict | None = None):
         self.fn, self.module, self.namespace, self.seen = fn, module, namespace, seen
+        self.units = {} if units is None else units  # the IR of the functions it reaches (:func:`_unit`)
         self.params = [p.name for p in fn.params]
         self.env: dict[str, Deps] = {p: Deps({p}) for p in self.params} if env is None else dict(env)
         declared = {name for n in own(fn.body) if isinstance(n, ir.Unsupported) for name in n.names}
@@ -397,7 +396,7 @@ class _Taint:
         module = getattr(getattr(value, "py_func", value), "__module__", None) or ""
         if module.startswith("numpy") or isinstance(value, types.BuiltinFunctionType) or isinstance(value, type):
             return name in _NUMPY_WRITERS
-        return _summary(value, self.seen).writes_params
+        return _summary(value, self.seen, self.units).writes_params
 
     def known_callee(self, p: ir.Prim) -> bool:
         """Whether call ``p`` changes nothing outside its operands: a method of a lane
@@ -406,14 +405,14 @@ class _Taint:
         if p.op.startswith("method.") and base_name(p.args[0]) in self.locals:
             return True
         value = self.resolve_call(p)
-        return value is not None and _summary(value, self.seen).pure
+        return value is not None and _summary(value, self.seen, self.units).pure
 
     def known_value(self, e) -> bool:
         """:meth:`known_callee` for a function given as a value (a scan's step)."""
         if isinstance(e, ir.Prim) and e.op == "attr" and base_name(e) in self.locals:
             return True
         value = self.resolve_value(e)
-        return value is not None and _summary(value, self.seen).pure
+        return value is not None and _summary(value, self.seen, self.units).pure
 
     # -- names --------------------------------------------------------------------
     def name(self, name: str) -> Deps:
@@ -532,7 +531,7 @@ class _Taint:
         args.update({k: v for k, v in call.keywords if k != "**"})
         everything = self.reads(*call.args, *(v for _, v in call.keywords))
         step = self.resolve_value(args["f"]) if "f" in args else None
-        unit = _unit(step) if isinstance(step, types.FunctionType) else None
+        unit = _unit(step, self.units) if isinstance(step, types.FunctionType) else None
         if unit is None or len(unit[0].params) != 2 or any(k == "**" for k, _ in call.keywords):
             return [everything, everything]
         node = unit[0]
@@ -541,7 +540,7 @@ class _Taint:
         length = self.read(args.get("length")) | (Deps() if self.fixed_shape(args.get("xs")) else xs)
         inner = _Taint(*unit, namespace_of(step), {p.name: Deps({t}) for p, t in zip(node.params, (_CARRY, _X),
                                                                                      strict=True)},
-                       self.world, self.seen | {step.__code__})
+                       self.world, self.seen | {step.__code__}, self.units)
         if not inner.run() or inner.effects:
             self.effect(everything)
             return [everything, everything]
@@ -643,7 +642,7 @@ _READ_ONLY_METHODS = frozenset({
 _PURE, _UNKNOWN = Summary(True, False), Summary(False, True)
 
 
-def _summary(value, seen: frozenset = frozenset()) -> Summary:
+def _summary(value, seen: frozenset = frozenset(), units: dict | None = None) -> Summary:
     """What calling ``value`` may do: library functions by table, Python functions
     by analysing their IR (``seen``: the functions being analysed)."""
     if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in (
@@ -651,7 +650,7 @@ def _summary(value, seen: frozenset = frozenset()) -> Summary:
         return _PURE if value.__name__ not in _IMPURE_BUILTINS else _UNKNOWN
     if isinstance(value, type):  # a constructor: builtin types, namedtuples, classes without __init__
         init = value.__init__
-        return _summary(init, seen) if isinstance(init, types.FunctionType) else _PURE
+        return _summary(init, seen, units) if isinstance(init, types.FunctionType) else _PURE
     if isinstance(value, np.ufunc) or value is _scan():
         return _PURE  # a scan's step is analysed where the scan is called
     fn = getattr(value, "py_func", value)  # a Numba dispatcher: its Python function
@@ -666,8 +665,9 @@ def _summary(value, seen: frozenset = frozenset()) -> Summary:
         return _PURE
     known = _summaries.get(fn)
     if known is None or known[0] is not fn.__code__:
-        unit = _unit(fn)
-        taint = None if unit is None else _Taint(*unit, namespace_of(fn), seen=seen | {fn.__code__})
+        units = {} if units is None else units
+        unit = _unit(fn, units)
+        taint = None if unit is None else _Taint(*unit, namespace_of(fn), seen=seen | {fn.__code__}, units=units)
         found = _UNKNOWN if taint is None or not taint.run() else Summary(not taint.effects, taint.param_writes)
         known = _summaries[fn] = (fn.__code__, found)
     return known[1]
