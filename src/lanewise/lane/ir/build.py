@@ -215,11 +215,12 @@ def _function(fn, name: str, names: dict, called: list, reads: list) -> ir.Funct
         # which fromcode lets through): the IR says why, where
         except (LaneCompileError, UnsupportedBytecodeError) as err:
             loc = ir.Loc(fn.__code__.co_filename, fn.__code__.co_firstlineno, 0)
-            return ir.Function(name, _code_params(fn.__code__), (ir.Unsupported(str(err), loc),), loc, "bytecode")
+            return ir.Function(name, _code_params(fn.__code__), (ir.Unsupported(str(err), loc),), loc, "bytecode",
+                               origin=weakref.ref(fn))
     offset = fn.__code__.co_firstlineno - def_line(tree)
     builder = _Builder(fn, fn.__code__.co_filename, offset, names, called, reads)
     made = builder.function(tree, name)
-    return replace(made, source=source)
+    return replace(made, source=source, origin=weakref.ref(fn))
 
 
 def _code_params(code) -> tuple:
@@ -311,7 +312,8 @@ class _Builder:
             return ir.Raise(self.opt(s.exc), self.opt(s.cause), loc)
         if isinstance(s, ast.Assert):
             return ir.Assert(self.expr(s.test), self.opt(s.msg), loc)
-        return ir.Unsupported(_DESCRIBED.get(type(s), type(s).__name__), loc)
+        names = tuple(s.names) if isinstance(s, (ast.Global, ast.Nonlocal)) else ()
+        return ir.Unsupported(_DESCRIBED.get(type(s), type(s).__name__), loc, names)
 
     def stmt_Assign(self, s, loc):
         value = self.expr(s.value)

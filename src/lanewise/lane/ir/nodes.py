@@ -26,7 +26,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 
@@ -110,10 +110,12 @@ class Comp:
 @dataclass(frozen=True, slots=True)
 class Unsupported:
     """A construct the IR does not model (``with``, ``yield``...): as a statement or an
-    expression, it names what and where, so a pass can refuse it with the user's line."""
+    expression, it names what and where, so a pass can refuse it with the user's line.
+    ``names``: the names a ``global`` or ``nonlocal`` statement declares."""
 
     what: str
     loc: Loc
+    names: tuple = ()
 
 
 Expr = Union[Var, Const, Global, Prim, Lambda, Comp, Unsupported]
@@ -263,7 +265,10 @@ class Function:
     when read from its text, "bytecode" when rebuilt from its code object
     (:mod:`lanewise.lane.fromcode`), whose structure is a block dispatch loop;
     ``posonly``: how many of the first "positional" parameters are positional-only
-    (written before a ``/``)."""
+    (written before a ``/``); ``origin``: a weak reference to the Python function it was
+    built from (the lane and its helpers; None for a nested ``def`` or ``lambda``), whose
+    globals and closure cells give a :class:`Global` its value (left out of comparisons
+    and of the printed IR; weak, so that a kept IR never keeps its lane alive)."""
 
     name: str
     params: tuple
@@ -271,6 +276,11 @@ class Function:
     loc: Loc
     source: str = "source"
     posonly: int = 0
+    origin: object = field(default=None, compare=False, repr=False)
+
+    def python_function(self):
+        """The Python function this was built from (:attr:`origin`), or None."""
+        return None if self.origin is None else self.origin()
 
 
 @dataclass(frozen=True, slots=True)
