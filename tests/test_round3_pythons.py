@@ -217,6 +217,22 @@ def test_transforms_of_code_with_no_source_use_its_bytecode(backend):
     np.testing.assert_allclose(lw.vmap(namespace["nowhere"], backend=backend)(X, n), X * s, rtol=1e-13, atol=1e-14)
 
 
+def test_code_with_no_source_written_back_keeps_in_place_updates():
+    """``a += x`` updates an array in place, so every other name for it sees the change;
+    the def rebuilt from bytecode wrote ``a = a + x`` (a new array), and ``b`` kept zeros."""
+    from lanewise.lane.fromcode import function_def
+    text = ("def shared(x):\n    a = np.zeros(3)\n    b = a\n    a += x\n    v = a[1:]\n    v *= x\n"
+            "    s = 1.0\n    t = s\n    s += x\n    return b.sum() + s + t\n")
+    namespace: dict = {"np": np}
+    exec(compile(text, "<string>", "exec"), namespace)  # noqa: S102
+    rebuilt = function_def(namespace["shared"])
+    assert any(isinstance(n, ast.AugAssign) for n in ast.walk(rebuilt))
+    again: dict = {"np": np}
+    exec(compile(ast.unparse(rebuilt), "<rebuilt>", "exec"), again)  # noqa: S102
+    for x in (0.5, 2.0, -3.0):
+        assert again[rebuilt.name](x) == namespace["shared"](x) == x + 2 * x * x + 1.0 + x + 1.0
+
+
 def test_code_with_no_source_that_cannot_be_written_back_is_refused_naming_it():
     namespace: dict = {}
     exec(compile(_SOURCELESS, "<string>", "exec"), namespace)  # noqa: S102

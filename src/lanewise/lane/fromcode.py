@@ -245,6 +245,14 @@ class _Writer:
         if op == "call" and self._calls_builtin(expr, "range"):
             self.calls[target] = self.value_expression(expr, loc)  # becomes a counter at getiter
             return []
+        if op == "inplace_binop":
+            # ``x += e`` updates a mutable x (an array) in place, which every alias of it
+            # sees: written as Python does it, never as ``x = x + e`` (a new array)
+            if expr.immutable_fn not in _BINARY:
+                raise _refused(self.fn, loc, f"it uses the operator {expr.immutable_fn}")
+            return [self._store(target, self.load(expr.lhs.name)),
+                    ast.AugAssign(ast.Name(_name(target), ast.Store()), _BINARY[expr.immutable_fn](),
+                                  self.load(expr.rhs.name))]
         if op == "call" and target.endswith("pred") and self._calls_builtin(expr, "bool") and len(expr.args) == 1:
             return [self._store(target, self.load(expr.args[0].name))]  # Numba's bool() of a branch condition
         return [self._store(target, self.value_expression(expr, loc))]
@@ -257,11 +265,10 @@ class _Writer:
         op = expr.op
         if op == "binop" and expr.fn in _COMPARE:
             return ast.Compare(self.load(expr.lhs.name), [_COMPARE[expr.fn]()], [self.load(expr.rhs.name)])
-        if op in ("binop", "inplace_binop"):
-            fn = expr.fn if op == "binop" else expr.immutable_fn
-            if fn not in _BINARY:
-                raise _refused(self.fn, loc, f"it uses the operator {fn}")
-            return ast.BinOp(self.load(expr.lhs.name), _BINARY[fn](), self.load(expr.rhs.name))
+        if op == "binop":
+            if expr.fn not in _BINARY:
+                raise _refused(self.fn, loc, f"it uses the operator {expr.fn}")
+            return ast.BinOp(self.load(expr.lhs.name), _BINARY[expr.fn](), self.load(expr.rhs.name))
         if op == "unary" and expr.fn in _UNARY:
             return ast.UnaryOp(_UNARY[expr.fn](), self.load(expr.value.name))
         if op == "call":
