@@ -27,10 +27,13 @@ import lanewise as lw
 from benchmarks.realworld import modules
 from lanewise.lane.ir import nodes as ir
 from lanewise.lane.ir.build import build
-from lanewise.lane.ir.passes.varying import uniform_names, varying_names
+from lanewise.lane.ir.passes.varying import analyse, uniform_names, uniform_reads, varying_names
 from lanewise.lane.ir.printer import pretty
 from lanewise.spmd.syntax import Desugar, Unsupported, function_ast
-from lanewise.spmd.uniform import uniform_names as ast_uniform_names
+from lanewise.spmd.syntax import local_names as ast_local_names
+from lanewise.spmd.uniform_ast import lockstep_loop as ast_lockstep_loop
+from lanewise.spmd.uniform_ast import uniform_names as ast_uniform_names
+from lanewise.spmd.uniform_ast import uniform_reads as ast_uniform_reads
 
 from corpus import BY_NAME, CORPUS
 
@@ -432,9 +435,11 @@ def _cases():
 @pytest.mark.parametrize("lane", _cases())
 def test_varying_pass_agrees_with_the_spmd_analysis(lane):
     """Every parameter marked varying, uniform or a row (each combination, up to five
-    parameters): the same uniform locals as lanewise.spmd.uniform, which reads the
-    desugared AST.  The one difference by design: stores inside ``try`` (which the SPMD
-    path refuses, and the AST analysis does not look into) are varying here."""
+    parameters): the same uniform locals, the same lockstep loops (by line and column:
+    a desugared ``for`` keeps its place) and the same answer on block reads as the AST
+    analysis (spmd/uniform_ast.py), which reads the desugared AST.  The one difference
+    by design: stores inside ``try`` (which the SPMD path refuses, and the AST analysis
+    does not look into) are varying here, so the IR answers are a subset there."""
     by_name = {f.name: f for f in build(lane).functions()}
     compared = 0
     for fn in _python_functions(lane):
@@ -451,9 +456,18 @@ def test_varying_pass_agrees_with_the_spmd_analysis(lane):
         for kind in kinds:
             uniform = {p for p, k in zip(params, kind, strict=True) if k == "u"}
             rows = {p for p, k in zip(params, kind, strict=True) if k == "r"}
-            want = {n for n in ast_uniform_names(fdef, uniform, rows) if not n.startswith("_lw_")}
-            got = set(uniform_names(function, uniform, rows))
+            names = ast_uniform_names(fdef, uniform, rows)
+            want = {n for n in names if not n.startswith("_lw_")}
+            found = analyse(function, uniform, rows)
+            got = set(found.names)
             assert got <= want if has_try else got == want, (fn.__qualname__, kind)
+            want_loops = {(w.lineno, w.col_offset) for w in ast.walk(fdef) if isinstance(w, ast.While)
+                          and ast_lockstep_loop(w, names, ast_local_names(fdef), rows)}
+            shift = function.loc.line - fdef.lineno
+            got_loops = {(loc.line - shift, loc.col) for loc in found.lockstep}
+            assert got_loops <= want_loops if has_try else got_loops == want_loops, (fn.__qualname__, kind)
+            want_reads, got_reads = ast_uniform_reads(fdef, uniform, rows), uniform_reads(function, uniform, rows)
+            assert want_reads or not got_reads if has_try else got_reads == want_reads, (fn.__qualname__, kind)
             compared += 1
     assert compared
 
