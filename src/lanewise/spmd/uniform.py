@@ -24,7 +24,8 @@ Example:
     ...         s = s + x
     ...         k = k + 1
     ...     return s
-    >>> sorted(lockstep_loops(f, function_ast(f), {"n"}, set())), sorted(lockstep_loops(f, function_ast(f), set(), set()))
+    >>> fdef = function_ast(f)
+    >>> sorted(lockstep_loops(f, fdef, {"n"}, set())), sorted(lockstep_loops(f, fdef, set(), set()))
     ([(4, 4)], [])
 """
 
