@@ -2,7 +2,8 @@
 
 Structural facts are checked against the lane's source (where a loop is, which
 names it carries, which helpers it calls); the uniform/varying pass is checked
-against the SPMD path's own analysis (lanewise.spmd.uniform) lane by lane.
+against hand-worked answers, and on every lane for the one fact the SPMD emitter
+relies on to ask it: the IR's loops are where the desugared AST's are.
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ import lanewise as lw
 from benchmarks.realworld import modules
 from lanewise.lane.ir import nodes as ir
 from lanewise.lane.ir.build import build
-from lanewise.lane.ir.passes.varying import uniform_names, varying_names
+from lanewise.lane.ir.passes.varying import analyse, uniform_names, uniform_reads, varying_names
 from lanewise.lane.ir.printer import pretty
 from lanewise.spmd.syntax import Desugar, Unsupported, function_ast
-from lanewise.spmd.uniform import uniform_names as ast_uniform_names
 
 from corpus import BY_NAME, CORPUS
 
@@ -430,32 +430,143 @@ def _cases():
 
 
 @pytest.mark.parametrize("lane", _cases())
-def test_varying_pass_agrees_with_the_spmd_analysis(lane):
-    """Every parameter marked varying, uniform or a row (each combination, up to five
-    parameters): the same uniform locals as lanewise.spmd.uniform, which reads the
-    desugared AST.  The one difference by design: stores inside ``try`` (which the SPMD
-    path refuses, and the AST analysis does not look into) are varying here."""
+def test_loops_are_where_the_desugared_ast_has_them(lane):
+    """The SPMD emitter asks the pass about its desugared AST's ``while`` loops by line
+    and column (a ``for`` over ``range`` becomes a ``while`` at the ``for``'s place):
+    every function it could emit has its IR loops exactly there, and the pass runs on
+    it for every choice of uniform, varying and row parameters."""
     by_name = {f.name: f for f in build(lane).functions()}
     compared = 0
     for fn in _python_functions(lane):
-        fdef = copy.deepcopy(function_ast(fn))
         try:
-            fdef = Desugar(fn).visit(fdef)
+            fdef = Desugar(fn).visit(copy.deepcopy(function_ast(fn)))
         except Unsupported:
-            continue  # the SPMD path refuses it: no analysis to compare with
+            continue  # the SPMD path refuses it: it never asks
         function = by_name[fn.__qualname__]
-        has_try = any(isinstance(n, ast.Try) for n in ast.walk(fdef))
+        shift = function.loc.line - fdef.lineno
+        loops = [n for n, _ in _walk(function.body) if isinstance(n, ir.Loop) and not _in_def(function, n)]
+        assert sorted((loop.loc.line - shift, loop.loc.col) for loop in loops) == sorted(
+            (w.lineno, w.col_offset) for w in ast.walk(fdef) if isinstance(w, ast.While)), fn.__qualname__
         params = [p.arg for p in fdef.args.args]
-        kinds = itertools.product("vur", repeat=len(params)) if len(params) <= 5 else [
-            "v" * len(params), "u" * len(params), "r" * len(params)]
-        for kind in kinds:
+        for kind in itertools.product("vur", repeat=len(params)) if len(params) <= 5 else ["v" * len(params)]:
             uniform = {p for p, k in zip(params, kind, strict=True) if k == "u"}
             rows = {p for p, k in zip(params, kind, strict=True) if k == "r"}
-            want = {n for n in ast_uniform_names(fdef, uniform, rows) if not n.startswith("_lw_")}
-            got = set(uniform_names(function, uniform, rows))
-            assert got <= want if has_try else got == want, (fn.__qualname__, kind)
+            found = analyse(function, uniform, rows)
+            assert found.lockstep <= {loop.loc for loop in loops}
+            assert found.names <= uniform | {p for p in _stored(function)} and not found.names & rows
             compared += 1
     assert compared
+
+
+def _in_def(function, node) -> bool:
+    """Whether ``node`` is inside a function nested in ``function`` (its own IR function)."""
+    return any(node is n for d, _ in _walk(function.body) if isinstance(d, (ir.Def, ir.Lambda))
+               for n, _ in _walk(d.function.body))
+
+
+def _stored(function) -> set:
+    return {name for n, _ in _walk(function.body) for name in (
+        ir.target_names(n.target) if isinstance(n, ir.Assign) or (isinstance(n, ir.Loop) and n.target) else ())}
+
+
+def _u_counter(x, n):
+    s = 0.0
+    k = 0
+    while k < n:
+        s = s + x
+        k = k + 1
+    return s
+
+
+def _u_leaves(x, n):
+    k = 0
+    while k < n:
+        k = k + 1
+        if x > k:
+            break
+    for i in range(n):
+        if x > i:
+            continue
+    return x
+
+
+def _u_places(x, n):
+    k = 0
+    while k < n:
+        for j in range(n):
+            x = x + j
+        k = k + 1
+    if x > 0:
+        while n > 2:
+            return x
+        for i in range(n):
+            x = x + i
+    return x
+
+
+def _u_try(x, n):
+    a = 1
+    b = 2
+    try:
+        b = n + 1
+    except ValueError:
+        pass
+    for i in range(n):
+        try:
+            if x > i:
+                break
+        finally:
+            a = a
+    return a + b + x
+
+
+def _u_store(out, n):
+    k = 0
+    out[k] = 1.0
+    m = n * 2
+    return m
+
+
+def _u_rows(row, tab, x, n):
+    s = 0.0
+    for i in range(len(row)):
+        s = s + row[i] * tab[int(x)]
+    return s + tab[n] + row[row.shape[0] - 1] + row.size
+
+
+@pytest.mark.parametrize("fn, params, rows, names, loops", [
+    (_u_counter, {"n"}, set(), {"k", "n"}, ["while k < n"]),
+    (_u_counter, set(), set(), set(), []),  # n varying: k too (stored in a loop lanes leave apart)
+    (_u_leaves, {"n"}, set(), {"n"}, []),  # a break, a continue: lanes leave apart
+    # the while under the branch: its test is uniform, its place the emitter's to judge;
+    # the range loop under it: its counter is stored under the branch (a vector)
+    (_u_places, {"n"}, set(), {"k", "j", "n"}, ["while k < n", "for j in", "while n > 2"]),
+    (_u_places, set(), set(), set(), []),
+    # stores inside try are varying (b, and a, stored in a finally); a break inside try leaves the loop
+    (_u_try, {"n"}, set(), {"n"}, []),
+    (_u_store, {"n"}, {"out"}, {"m", "n"}, []),  # out[k] = ...: k varying, as the AST analysis had it
+    (_u_rows, {"n"}, {"row", "tab"}, {"i", "n"}, ["for i in"]),
+    (_u_rows, {"n", "x"}, {"row", "tab"}, {"i", "n", "x"}, ["for i in"]),
+    (_u_rows, {"n"}, set(), {"n"}, []),  # len(row) of a value that is not a row: varying
+], ids=lambda v: v.__name__ if callable(v) else None)
+def test_uniform_names_and_lockstep_loops(fn, params, rows, names, loops):
+    found = analyse(build(fn).entry, params, rows)
+    assert found.names == names
+    assert sorted(loc.line for loc in found.lockstep) == sorted(_line_of(fn, text) for text in loops)
+    assert uniform_names(build(fn).entry, params, rows) == found.names
+
+
+def test_uniform_reads():
+    """Block reads: every read (and store) of the rows asked about at a uniform index."""
+    fn = build(_u_rows).entry
+    rows = {"row", "tab"}
+    assert uniform_reads(fn, {"n"}, rows, {"row"})  # row[i] in a lockstep loop, row[row.shape[0] - 1]
+    assert not uniform_reads(fn, {"n"}, rows, {"tab"})  # tab[int(x)], x varying
+    assert not uniform_reads(fn, {"n"}, rows)
+    assert uniform_reads(fn, {"n", "x"}, rows)
+    assert not uniform_reads(fn, {"x"}, rows, {"tab"})  # tab[n], n varying
+    store = build(_u_store).entry
+    assert not uniform_reads(store, {"n"}, {"out"})  # out[k]: k varying (a store reads its index)
 
 
 def test_varying_names_of_a_lane():

@@ -5,13 +5,15 @@
   and indices that differ between lanes gather.  Every layout and dtype must give
   the scalar path's results bit for bit.
 * A loop whose test is uniform and which no break/continue leaves runs its body in
-  every live lane (:mod:`lanewise.spmd.uniform`): its stores need no select.  A
+  every live lane (:mod:`lanewise.spmd.uniform`, which asks the lane IR's
+  :mod:`lanewise.lane.ir.passes.varying`): its stores need no select.  A
   wrong judgement must cost the SPMD path, never a result.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import importlib
 
 import numpy as np
@@ -20,7 +22,10 @@ import pytest
 import lanewise as lw
 from lanewise import spmd
 from lanewise.spmd.transform import transform
-from lanewise.spmd.uniform import lockstep_loop, uniform_names
+from lanewise.lane.ir.build import build
+from lanewise.lane.ir.passes.varying import uniform_names
+from lanewise.spmd.syntax import Desugar, function_ast
+from lanewise.spmd.uniform import lockstep_loops
 from corpus import benchmark_function
 from test_spmd import _compiled, _row_pointers, _walks, assert_bitwise, collatz, lane_path
 
@@ -175,49 +180,46 @@ def test_auto_takes_block_reads_of_w6_and_keeps_light_loops_scalar():
 # ---------------------------------------------------------------------------- uniformity
 
 
-def _desugared(source: str) -> ast.FunctionDef:
-    from lanewise.spmd.syntax import Desugar
-
-    fdef = ast.parse(source).body[0]
-    return ast.fix_missing_locations(Desugar(first_pass).visit(fdef))
+def _uniform_lane(row, n, x):
+    m = len(row) - 1
+    t = 0.0
+    for i in range(m):
+        for j in range(i, n):
+            t = t + row[j]
+        if x > t:
+            c = 1  # noqa: F841 - a store under a branch
+    while x > 0:
+        x = x - 1
+        q = 2  # noqa: F841 - a store in a varying loop
+    return t
 
 
 def test_uniform_names():
-    fdef = _desugared(
-        "def f(row, n, x):\n"
-        "    m = len(row) - 1\n"
-        "    t = 0.0\n"
-        "    for i in range(m):\n"
-        "        for j in range(i, n):\n"
-        "            t = t + row[j]\n"
-        "        if x > t:\n"
-        "            c = 1\n"
-        "    while x > 0:\n"
-        "        x = x - 1\n"
-        "        q = 2\n"
-        "    return t\n")
-    names = uniform_names(fdef, {"n"}, {"row"})
-    assert {"m", "i", "j", "n"} <= names
-    assert not {"t", "x", "c", "q", "row"} & names  # a row read, a branch, a varying loop
+    names = uniform_names(build(_uniform_lane).entry, {"n"}, {"row"})
+    assert names == {"m", "i", "j", "n"}  # not t (a row read), c (a branch), x, q (a varying loop), row
+
+
+def _three_loops(row, n):
+    for i in range(n):
+        if row[i] > 0:
+            return i
+    for i in range(n):
+        if row[i] > 1:
+            break
+    k = 0
+    while row[k] < 2:
+        k = k + 1
+    return -1
 
 
 def test_lockstep_loops():
-    fdef = _desugared(
-        "def f(row, n):\n"
-        "    for i in range(n):\n"
-        "        if row[i] > 0:\n"
-        "            return i\n"
-        "    for i in range(n):\n"
-        "        if row[i] > 1:\n"
-        "            break\n"
-        "    k = 0\n"
-        "    while row[k] < 2:\n"
-        "        k = k + 1\n"
-        "    return -1\n")
-    names = uniform_names(fdef, {"n"}, {"row"})
-    loops = [s for s in fdef.body if isinstance(s, ast.While)]
-    local = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | {"n", "row"}
-    assert [lockstep_loop(w, names, local, {"row"}) for w in loops] == [True, False, False]
+    """The emitter's question, by (line, column) of its desugared AST: the first loop
+    only returns (lockstep), the second breaks, the third's test reads a row."""
+    fdef = Desugar(_three_loops).visit(copy.deepcopy(function_ast(_three_loops)))
+    loops = [(w.lineno, w.col_offset) for w in fdef.body if isinstance(w, ast.While)]
+    assert len(loops) == 3
+    assert lockstep_loops(_three_loops, fdef, {"n"}, {"row"}) == {loops[0]}
+    assert lockstep_loops(_three_loops, fdef, set(), {"row"}) == set()  # n varying: no loop in step
 
 
 def test_a_wrong_lockstep_judgement_costs_the_path_not_the_result(monkeypatch, restore_config, tmp_path):
@@ -226,7 +228,9 @@ def test_a_wrong_lockstep_judgement_costs_the_path_not_the_result(monkeypatch, r
     restore_config.spmd = True
     restore_config.cache_dir = str(tmp_path)  # built here, not loaded from another test's entry
     emitter = importlib.import_module("lanewise.spmd.transform")  # the module (spmd.transform is the function)
-    monkeypatch.setattr(emitter, "lockstep_loop", lambda *a: True)
+    every_loop = lambda fn, fdef, *a: {(w.lineno, w.col_offset) for w in ast.walk(fdef)  # noqa: E731
+                                       if isinstance(w, ast.While)}
+    monkeypatch.setattr(emitter, "lockstep_loops", every_loop)
     monkeypatch.setattr(spmd.settings, "STREAMING", False)
     n = np.arange(1, 60)
     f = lw.vmap(collatz)

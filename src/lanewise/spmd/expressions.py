@@ -28,7 +28,7 @@ from .arrays import RowsAndScans, is_scan
 from .frames import Ctx, Frame
 from .syntax import (Tup, Unsupported, bind_arguments, first_in_helpers, function_ast, helper_function, rebuild,
                      source_line)
-from .uniform import uniform_names
+from .uniform import lockstep_loops
 
 _MAX_INLINE_DEPTH = 8
 
@@ -331,7 +331,7 @@ class Expressions(RowsAndScans):
         alive = f"_lw_h{self.n_helpers}_alive"
         self.emit(f"{alive} = {ctx.mask}")
         frame = self.new_frame(fn, fdef, prefix, alive, len(ctx.chain))
-        frame.uniform = uniform_names(fdef, set(), set())  # its parameters: varying, for all it knows
+        frame.lockstep = lockstep_loops(fn, fdef, set(), set())  # its parameters: varying, for all it knows
         for p in params:
             if p in bound:
                 v = bound[p]

@@ -25,7 +25,7 @@ class Frame:
     tuples: dict = field(default_factory=dict)  # local -> Tup of variables (a tuple bound to a name)
     nones: set = field(default_factory=set)  # result slots some return sets to None
     valued: set = field(default_factory=set)  # result slots some return sets to a value
-    uniform: frozenset = frozenset()  # locals that hold one scalar for all lanes (.uniform)
+    lockstep: frozenset = frozenset()  # (line, column) of the loops every live lane runs together (.uniform)
 
     def name(self, local: str) -> str:
         return self.prefix + local

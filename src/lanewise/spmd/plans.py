@@ -8,7 +8,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +16,7 @@ from . import settings
 from .expressions import TWIN_MODULES
 from .settings import width_for
 from .stream import transform_stream
-from .syntax import Desugar, Unsupported, function_ast
+from .syntax import Unsupported, function_ast
 from .transform import transform
 from .uniform import uniform_reads
 
@@ -166,11 +165,10 @@ def block_reads(lane, kinds) -> bool:
 def _uniform_reads_of(lane, kinds, kind: str) -> bool:
     """Whether the lane reads its parameters of ``kind`` ("row" or "table") only at
     uniform indices."""
-    fdef = Desugar(lane).visit(copy.deepcopy(function_ast(lane)))
-    names = [a.arg for a in fdef.args.args]
+    names = [a.arg for a in function_ast(lane).args.args]  # as make_plan counts them
     pick = {n for n, k in zip(names, kinds) if k in ("uniform", "default")}
     arrays = {n for n, k in zip(names, kinds) if k in ("row", "table")}
-    return uniform_reads(fdef, pick, arrays, {n for n, k in zip(names, kinds) if k == kind})
+    return uniform_reads(lane, pick, arrays, {n for n, k in zip(names, kinds) if k == kind})
 
 
 def refill(width: int) -> int:

@@ -51,7 +51,7 @@ from .expressions import Expressions
 from .frames import Ctx, Frame
 from .syntax import (Desugar, Tup, Unsupported, block_temps, cheap_branch, flat_branch, function_ast, leaf_paths,
                      leaves_of, local_names, result_shape, shape_of, source_line)
-from .uniform import lockstep_loop, uniform_names
+from .uniform import lockstep_loops
 
 
 #: Name of the generated function.
@@ -269,7 +269,7 @@ class _Emitter(Expressions):
         loop_ctx = Ctx(ctx.chain + (lmask,), False, frozenset(), ctx.loop, frame)
         test = self.value(stmt.test, loop_ctx)  # helper calls in the test run under the loop mask
         lockstep = ((ctx.plain or ctx.whole) and ctx.renames is None
-                    and lockstep_loop(stmt, frame.uniform, frame.locals, set(frame.rows)))
+                    and (stmt.lineno, stmt.col_offset) in frame.lockstep)
         if lockstep:  # every live lane passes the test or none: a branch, no mask
             # m_uniform: typing fails (the SPMD path is refused) if the test is a vector after all
             self.emit(f"if not m_uniform({test}) or not m_any({lmask}):")
@@ -417,8 +417,8 @@ def transform(fn, params, results, width: int, vector_math: bool | None = None, 
             args += items
             frame.tuples[name] = Tup(items)
     head += defaults(em, fn, fdef, names, params, frame)
-    frame.uniform = uniform_names(fdef, {n for n, k in zip(names, params) if k in ("uniform", "default")},
-                                  set(frame.rows))
+    frame.lockstep = lockstep_loops(fn, fdef, {n for n, k in zip(names, params) if k in ("uniform", "default")},
+                                    set(frame.rows))
     em.block(fdef.body, Ctx(("_lw_alive",), True, frozenset(), None, frame))
     slots, inits, decls = finish(frame, results, names)
     outs = [f"_lw_o{j}" for j in range(len(results))]

@@ -8,12 +8,15 @@ live lane runs together — and stores a uniform value: constants, globals,
 uniform parameters, ``len(row)``, ``row.shape[0]``, ``row.size``, and
 arithmetic, comparisons and scalar builtins of uniform values.  A loop runs in
 lockstep when its test (a ``while``'s condition, a ``range``'s bounds) is
-uniform and no ``break`` or ``continue`` of its own leaves it.  The greatest
-fixed point is taken, so a counter ``k = k + 1`` stays uniform.
+uniform and no ``break`` or ``continue`` of its own leaves it (a ``range`` loop
+also needs a plain place: its counter is a store).  The greatest fixed point is
+taken, so a counter ``k = k + 1`` stays uniform.
 
-Stores the AST analysis does not look at are varying here (conservative): those
-in a ``try``, a walrus, a ``for`` loop over anything but ``range`` (the SPMD
-path refuses the last two before it asks).
+The SPMD emitter asks :func:`analyse` for its lockstep loops (by location) and
+:func:`uniform_reads` whether a row's reads are block reads.  Where the AST
+analysis this replaced did not look, this pass is conservative: stores in a
+``try``, a walrus or a ``for`` loop over anything but ``range`` are varying, a
+``break`` inside a ``try`` leaves its loop (the SPMD path refuses all three).
 
 Example:
     >>> from lanewise.lane.ir.build import build
@@ -30,6 +33,8 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import nodes as ir
 
 #: Builtins whose result is uniform when their arguments are.
@@ -40,18 +45,45 @@ OPERATORS = frozenset({"add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
                        "ge", "is", "isnot", "in", "notin", "and", "or", "ifexp"})
 
 
-def uniform_names(fn: ir.Function, params: set, rows: set) -> frozenset:
-    """Locals of ``fn`` (and the ``params`` given as uniform) that hold one scalar for all
-    lanes; ``rows``: array parameters (each lane's row has the same length)."""
+@dataclass(frozen=True)
+class Uniformity:
+    """What :func:`analyse` finds in one function: ``names``, the uniform locals;
+    ``lockstep``, the :class:`~lanewise.lane.ir.nodes.Loc` of each loop whose body every live lane
+    runs together (a uniform test, no ``break``/``continue`` of its own)."""
+
+    names: frozenset
+    lockstep: frozenset
+
+
+def analyse(fn: ir.Function, params: set, rows: set) -> Uniformity:
+    """The uniform locals and lockstep loops of ``fn``; ``params``: the parameters
+    given as uniform; ``rows``: array parameters (each lane's row has the same length).
+
+    Example:
+        >>> from lanewise.lane.ir.build import build
+        >>> def f(x, n):
+        ...     for k in range(n):
+        ...         x = x + k
+        ...     return x
+        >>> [loc.line for loc in analyse(build(f).entry, {"n"}, set()).lockstep] == [f.__code__.co_firstlineno + 1]
+        True
+    """
     local = local_names(fn)
     positional = {p.name for p in fn.params if p.kind == "positional"}
     names = set(params) | (local - positional)
     while True:
         varying: set = set()
-        _walk(fn.body, True, names, local, rows, varying)
-        if not varying & names:
-            return frozenset(names)
+        lockstep: set = set()
+        _walk(fn.body, True, (names, local, rows), varying, lockstep)
+        if not varying & names:  # this walk read the final names: its loop answers stand
+            return Uniformity(frozenset(names), frozenset(lockstep))
         names -= varying
+
+
+def uniform_names(fn: ir.Function, params: set, rows: set) -> frozenset:
+    """Locals of ``fn`` (and the ``params`` given as uniform) that hold one scalar for all
+    lanes; ``rows``: array parameters (each lane's row has the same length)."""
+    return analyse(fn, params, rows).names
 
 
 def varying_names(fn: ir.Function, params: set, rows: set) -> frozenset:
@@ -118,26 +150,32 @@ def _attribute(e: ir.Prim, local, rows) -> bool:
     return base.name not in local
 
 
-def _walk(stmts, plain: bool, names, local, rows, varying: set) -> None:
+def _walk(stmts, plain: bool, env: tuple, varying: set, steps: set) -> None:
+    """Mark the names ``stmts`` store other than plainly and uniformly ``varying``; add the
+    loops that run in lockstep to ``steps``.  ``env``: (uniform names, locals, rows)."""
     for s in stmts:
         if isinstance(s, ir.Assign):
-            uniform = plain and isinstance(s.target, ir.Var) and is_uniform(s.value, names, local, rows)
+            uniform = plain and isinstance(s.target, ir.Var) and is_uniform(s.value, *env)
             if not uniform:
                 varying.update(ir.target_names(s.target) | _read_names(s.target))
         elif isinstance(s, ir.Do) and isinstance(s.expr, ir.Prim) and s.expr.op in ("setitem", "setattr"):
             varying.update(_read_names(s.expr.args[:-1]))  # as the AST analysis treats a store's target
         elif isinstance(s, ir.If):  # stores under a branch are selects: vectors
-            _walk(s.then, False, names, local, rows, varying)
-            _walk(s.orelse, False, names, local, rows, varying)
+            _walk(s.then, False, env, varying, steps)
+            _walk(s.orelse, False, env, varying, steps)
         elif isinstance(s, ir.Loop):
-            together = plain and lockstep(s, names, local, rows)
+            together = plain and lockstep(s, *env)
+            # a while loop's answer does not depend on where it is (the emitter judges the place);
+            # a range loop's does: its counter is a store, a vector outside a plain place
+            if together or (s.kind == "while" and lockstep(s, *env)):
+                steps.add(s.loc)
             if s.target is not None and not together:
                 varying.update(ir.target_names(s.target))
-            _walk(s.body, together, names, local, rows, varying)
-            _walk(s.orelse, False, names, local, rows, varying)
+            _walk(s.body, together, env, varying, steps)
+            _walk(s.orelse, False, env, varying, steps)
         elif isinstance(s, ir.Try):
             for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
-                _walk(part, False, names, local, rows, varying)
+                _walk(part, False, env, varying, steps)
             varying.update(h.name for h in s.handlers if h.name)
         if not isinstance(s, (ir.Def, ir.Unsupported)):
             varying.update(_walrus_names(s))
@@ -150,7 +188,43 @@ def _leaves(stmts) -> bool:
             return True
         if isinstance(s, ir.If) and (_leaves(s.then) or _leaves(s.orelse)):
             return True
+        if isinstance(s, ir.Try) and any(_leaves(part) for part in (s.body, s.orelse, s.final,
+                                                                    *(h.body for h in s.handlers))):
+            return True
     return False
+
+
+def uniform_reads(fn: ir.Function, params: set, rows: set, checked: set | None = None) -> bool:
+    """Whether every ``row[i]`` in ``fn`` (read or stored, nested functions included) has a
+    uniform index: a block read of a contiguous row rather than a gather.  ``rows``: every
+    array parameter (rows and tables, whose lengths are uniform); ``checked``: those whose
+    reads are asked about (default: all of ``rows``).
+
+    Example:
+        >>> from lanewise.lane.ir.build import build
+        >>> def f(row, x):
+        ...     return row[0] + row[int(x)]
+        >>> uniform_reads(build(f).entry, set(), {"row"}), uniform_reads(build(f).entry, {"x"}, {"row"})
+        (False, True)
+    """
+    names, local = uniform_names(fn, params, rows), local_names(fn)
+    checked = rows if checked is None else checked
+    return all(is_uniform(index, names, local, rows) for index in _indices(fn.body, checked))
+
+
+def _indices(body, checked) -> list:
+    """The index of every read or store of an item of a ``checked`` parameter in ``body``."""
+    out = []
+    for n in _walk_nodes(body):
+        if isinstance(n, ir.Prim) and n.op in ("getitem", "setitem"):
+            base, index = n.args[0], n.args[1]
+        elif isinstance(n, ir.Item):
+            base, index = n.base, n.index
+        else:
+            continue
+        if isinstance(base, ir.Var) and base.name in checked:
+            out.append(index)
+    return out
 
 
 def _read_names(node) -> set:
