@@ -206,7 +206,22 @@ class _Builder:
             return ir.Raise(self.opt(s.exc), self.opt(s.cause), loc)
         if isinstance(s, ast.Assert):
             return ir.Assert(self.expr(s.test), self.opt(s.msg), loc)
-        return ir.Unsupported(_DESCRIBED.get(type(s), type(s).__name__), loc)
+        return ir.Unsupported(_DESCRIBED.get(type(s), type(s).__name__), loc, self.parts(s))
+
+    def parts(self, node) -> tuple:
+        """The statements and expressions written inside ``node`` (a construct the IR does
+        not model), as IR, in the order written (through ``with`` items, ``case`` clauses
+        and the like)."""
+        out: list = []
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                made = self.stmt(child)
+                out += made if isinstance(made, list) else [made]
+            elif isinstance(child, ast.expr):
+                out.append(self.expr(child))
+            else:
+                out += self.parts(child)
+        return tuple(out)
 
     def stmt_Assign(self, s, loc):
         value = self.expr(s.value)
@@ -262,7 +277,8 @@ class _Builder:
 
     def stmt_FunctionDef(self, s, loc):
         if s.decorator_list:
-            return ir.Unsupported("a decorated nested def", loc)
+            return ir.Unsupported("a decorated nested def", loc,
+                                  (*self.exprs(s.decorator_list), ir.Def(self.function(s, s.name), loc)))
         return ir.Def(self.function(s, s.name), loc)
 
     # ------------------------------------------------------------------ expressions
@@ -277,7 +293,7 @@ class _Builder:
         method = getattr(self, "expr_" + type(e).__name__, None)
         if method is not None:
             return method(e, self.loc(e))
-        return ir.Unsupported(_DESCRIBED.get(type(e), type(e).__name__), self.loc(e))
+        return ir.Unsupported(_DESCRIBED.get(type(e), type(e).__name__), self.loc(e), self.parts(e))
 
     def expr_Constant(self, e, loc):
         return ir.Const(e.value, _kind(e.value))

@@ -110,10 +110,14 @@ class Comp:
 @dataclass(frozen=True, slots=True)
 class Unsupported:
     """A construct the IR does not model (``with``, ``yield``...): as a statement or an
-    expression, it names what and where, so a pass can refuse it with the user's line."""
+    expression, it names what and where, so a pass can refuse it with the user's line.
+    ``parts``: the statements and expressions written inside it, as IR (a ``with``
+    statement's items and body), for passes that look for a construct anywhere the
+    user wrote it."""
 
     what: str
     loc: Loc
+    parts: tuple = ()
 
 
 Expr = Union[Var, Const, Global, Prim, Lambda, Comp, Unsupported]
