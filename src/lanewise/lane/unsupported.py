@@ -33,11 +33,15 @@ Example:
 from __future__ import annotations
 
 import ast
+import re
 import types
 
 import numpy as np
 
-from .refusals import def_line, lane_error
+from .ir import nodes as ir
+from .ir.unparse import call_args, callee_text, is_call, python_text
+from .refusals import def_line, lane_error, walk
+from .source import source_text
 
 _EXCEPT_AS_HINT = ("a compiled lane can catch an exception (`except Exception:` or a bare `except:`) but cannot "
                    "bind it to a name: Numba has no exception objects. Drop `as {name}`{named}; where the "
@@ -72,6 +76,97 @@ def check(fn: types.FunctionType, tree: ast.AST | None) -> None:
         found = _construct(fn, node, parents)
         if found is not None:
             raise lane_error(fn, node.lineno + offset, *found)
+
+
+def check_ir(fn: types.FunctionType, lane: ir.Function) -> None:
+    """Raise :class:`lanewise.LaneCompileError` naming the first construct of ``fn``
+    that a compiled lane cannot say, its line and what to write instead (``lane``:
+    the lane IR of ``fn``, :class:`lanewise.lane.ir.nodes.Function`)."""
+    if lane.source == "bytecode":  # no trustworthy source: generator expressions show in the bytecode
+        for code in _nested_codes(fn.__code__):
+            if code.co_name == "<genexpr>":
+                raise lane_error(fn, code.co_firstlineno, "uses a generator expression", _GENERATOR_HINT)
+        return
+    for node, parent in walk(lane):
+        found = _construct_ir(fn, node, parent)
+        if found is not None:
+            raise lane_error(fn, node.loc.line, *found)
+
+
+def _construct_ir(fn, node, parent) -> tuple[str, str] | None:
+    """(what, hint) when IR ``node`` is a construct compiled lanes cannot say, else None."""
+    if isinstance(node, ir.Handler):
+        return _handler_ir(node)
+    if isinstance(node, ir.Comp) and node.kind == "genexp":
+        called = is_call(parent) and any(a is node for a in call_args(parent))
+        return (f"uses a generator expression ({_written_callee(fn, parent) + '(... for ...)' if called else python_text(node)})",
+                _GENERATOR_HINT)
+    if isinstance(node, ir.Prim) and node.op == "mod" and not is_call(node) and _is_string_ir(node.args[0]):
+        return f"formats a string with % ({python_text(node)})", _PERCENT_HINT
+    if isinstance(node, ir.Prim) and node.op in ("np.array", "np.asarray") and is_call(node) and node.args:
+        lengths = _ragged_ir(node.args[0])
+        if lengths is not None:
+            return f"builds an array from a ragged list ({lengths}: {python_text(node.args[0])})", _RAGGED_HINT
+    return None
+
+
+def _handler_ir(node: ir.Handler) -> tuple[str, str] | None:
+    caught = python_text(node.type) if node.type is not None else ""
+    named = caught not in ("", "Exception")
+    if node.name is not None:
+        also = f" and catch `Exception` (a named class such as {caught} cannot be caught)" if named else ""
+        return (f"binds the exception it catches to a name (except {caught or 'Exception'} as {node.name})",
+                _EXCEPT_AS_HINT.format(name=node.name, named=also))
+    if named:
+        return f"catches a named exception class (except {caught})", _NAMED_CLASS_HINT
+    return None
+
+
+def _is_string_ir(e) -> bool:
+    return (isinstance(e, ir.Prim) and e.op == "fstring") or (isinstance(e, ir.Const) and isinstance(e.value, str))
+
+
+#: A callee written as a (dotted) name, then the call's parenthesis.
+_DOTTED_CALL = re.compile(r"([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*\(")
+
+
+def _written_callee(fn, call: ir.Prim) -> str:
+    """What ``call`` calls, as the lane's line writes it (``numpy.sum``, ``total``: a name
+    the IR resolves to ``np.sum`` or ``call:helper``), else as the IR names it."""
+    head = call.args[0] if call.op == "call" or call.op.startswith("method.") else None
+    if head is None or _is_name_chain(head):
+        text = source_text(fn)
+        lines = text.splitlines() if text is not None else []
+        if 0 < call.loc.line <= len(lines):
+            written = lines[call.loc.line - 1].encode()[call.loc.col:].decode(errors="replace")  # col: bytes
+            match = _DOTTED_CALL.match(written)
+            if match is not None:
+                return re.sub(r"\s", "", match.group(1))
+    return callee_text(call)
+
+
+def _is_name_chain(e) -> bool:
+    """A name (``r``) or a field chain on one (``self.rows``)."""
+    while isinstance(e, ir.Prim) and e.op == "attr":
+        e = e.args[0]
+    return isinstance(e, (ir.Var, ir.Global))
+
+
+def _ragged_ir(e) -> str | None:
+    """:func:`_ragged` of an IR list/tuple literal."""
+    if not _is_row(e):
+        return None
+    lengths = [len(v.args) for v in e.args if _is_row(v)]
+    numbers = len(lengths) < len(e.args)
+    if lengths and (numbers or len(set(lengths)) > 1):
+        shown = [str(n) for n in dict.fromkeys(lengths)]
+        rows = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1]
+        return f"a number beside rows of length {rows}" if numbers else f"rows of lengths {rows}"
+    return next((inner for v in e.args if (inner := _ragged_ir(v)) is not None), None)
+
+
+def _is_row(e) -> bool:
+    return isinstance(e, ir.Prim) and e.op in ("list", "tuple") and not is_call(e)
 
 
 def _construct(fn, node, parents) -> tuple[str, str] | None:
