@@ -15,16 +15,16 @@ Numba compiles some things a lane can say with other meanings than Python's:
   lane's exception from a Python run of that lane, with the right text.
 
 Each is a table row (what to look for, why, what to use instead); the checks
-read the lane's bytecode, and its source where it is available (to tell a
-``raise`` message from other strings).  Every function compiled for a lane —
+read the lane's bytecode, and its lane IR (:mod:`lanewise.lane.ir`) where it was
+read from source (to tell a ``raise`` message from other strings).  Every function compiled for a lane —
 the lane and each helper — is checked, and the error names its file and line.
 
 Example:
     >>> def lane(x):
     ...     return len(str(x))
-    >>> from lanewise.lane.source import definition
+    >>> from lanewise.lane.ir.build import build
     >>> try:
-    ...     check(lane, definition(lane))
+    ...     check(lane, build(lane).entry)
     ... except Exception as e:
     ...     print(type(e).__name__)
     LaneCompileError
@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import dis
 import heapq
 import itertools
@@ -58,20 +57,6 @@ _FORMAT_HINT = ("compiled lanes cannot format numbers as text (Numba gives '<obj
 
 _WIDE_INT_HINT = ("compiled lanes compute integers in 64 bits, and Numba wraps a wider constant modulo 2**64 "
                   "(2**70 became 0); use a float (2.0**70) or keep the arithmetic outside the lane")
-
-
-def check(fn: types.FunctionType, tree: ast.AST | None) -> None:
-    """Raise :class:`lanewise.LaneCompileError` if ``fn`` uses Python that compiles wrong
-    (``tree``: :func:`lanewise.lane.source.definition` of ``fn``)."""
-    code = fn.__code__
-    for instr, line in _instructions(code):
-        what = _random_use(fn, instr)
-        if what is not None:
-            raise lane_error(fn, line, f"calls {what}", _RANDOM_HINT)
-    for text, line in _wide_constants(code):
-        raise lane_error(fn, line, f"uses the integer constant {text}, wider than 64 bits", _WIDE_INT_HINT)
-    for what, line in _formatting(fn, tree):
-        raise lane_error(fn, line, f"formats a value as text ({what})", _FORMAT_HINT)
 
 
 def _instructions(code):
@@ -132,30 +117,7 @@ def _random_use(fn, pair) -> str | None:
     return None
 
 
-def _formatting(fn, tree):
-    """(what, line) of each formatting of a value outside a ``raise`` message."""
-    if tree is None:  # no trustworthy source: the bytecode alone (any formatting)
-        for (instr, _), line in _instructions(fn.__code__):
-            if instr.opname == "FORMAT_VALUE":
-                yield "an f-string", line
-            elif instr.opname == "LOAD_GLOBAL" and _formatter(fn, instr.argval):
-                yield f"{instr.argval}()", line
-        return
-    allowed = {id(n) for r in ast.walk(tree) if isinstance(r, ast.Raise) for n in ast.walk(r)}
-    offset = fn.__code__.co_firstlineno - def_line(tree)
-    for node in ast.walk(tree):
-        if id(node) in allowed:
-            continue
-        if isinstance(node, ast.JoinedStr) and any(isinstance(v, ast.FormattedValue) for v in node.values):
-            yield "an f-string", node.lineno + offset
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and _formatter(fn, node.func.id):
-            yield f"{node.func.id}()", node.lineno + offset
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
-                and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str):
-            yield "str.format()", node.lineno + offset
-
-
-def check_ir(fn: types.FunctionType, lane: ir.Function) -> None:
+def check(fn: types.FunctionType, lane: ir.Function) -> None:
     """Raise :class:`lanewise.LaneCompileError` if ``fn`` uses Python that compiles wrong
     (``lane``: the lane IR of ``fn``, :class:`lanewise.lane.ir.nodes.Function`)."""
     code = fn.__code__
@@ -165,11 +127,11 @@ def check_ir(fn: types.FunctionType, lane: ir.Function) -> None:
             raise lane_error(fn, line, f"calls {what}", _RANDOM_HINT)
     for text, line in _wide_constants(code):
         raise lane_error(fn, line, f"uses the integer constant {text}, wider than 64 bits", _WIDE_INT_HINT)
-    for what, line in _formatting_ir(fn, lane):
+    for what, line in _formatting(fn, lane):
         raise lane_error(fn, line, f"formats a value as text ({what})", _FORMAT_HINT)
 
 
-def _formatting_ir(fn, lane: ir.Function):
+def _formatting(fn, lane: ir.Function):
     """(what, line) of each formatting of a value outside a ``raise`` message."""
     if lane.source == "bytecode":  # no trustworthy source: the bytecode alone (any formatting)
         yield from _bytecode_formatting(fn)

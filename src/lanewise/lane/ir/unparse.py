@@ -171,14 +171,14 @@ def _slice(e: ir.Prim) -> str:
     return f"{lower}:{upper}" + (f":{step}" if step else "")
 
 
-def _fstring(e: ir.Prim) -> str:
+def _fstring(e) -> str:
     """The text inside an f-string's quotes."""
+    if isinstance(e, ir.Const):
+        return str(e.value).replace("{", "{{").replace("}", "}}")
     if e.op == "format":
         conversion = {-1: "", 115: "!s", 114: "!r", 97: "!a"}[dict(e.params)["conversion"]]
         spec = f":{_fstring(e.args[1])}" if len(e.args) > 1 else ""
         return "{" + _text(e.args[0], _TEST + 1) + conversion + spec + "}"
-    if isinstance(e, ir.Const):
-        return str(e.value).replace("{", "{{").replace("}", "}}")
     return "".join(_fstring(v) for v in e.args)
 
 
