@@ -1,7 +1,8 @@
-"""The refusals and unsupported-construct checks as passes over the lane IR (issue 43).
+"""The refusals, the unsupported-construct checks and may_raise as passes over the lane IR (issue 43).
 
-lanewise.lane.unsupported (Python Numba cannot compile) and lanewise.lane.refusals
-(Python that compiles to a wrong result) read the lane IR.  Each lane here is
+lanewise.lane.unsupported (Python Numba cannot compile), lanewise.lane.refusals
+(Python that compiles to a wrong result) and lanewise.lane.lanefn.may_raise (is
+the lane inlined into the kernel?) read the lane IR.  Each lane here is
 checked against what a reader of its source expects by hand: refused or not, at
 which line (found in this file's text), naming which construct, quoted as
 ``ast.unparse`` writes it (the reference for the quoting is ``ast.unparse`` itself).
@@ -13,12 +14,16 @@ import ast
 import inspect
 import textwrap
 
+import numba
 import numpy
 import numpy as np
 import pytest
 
+import lanewise as lw
+
 from lanewise.errors import LaneCompileError
 from lanewise.lane import refusals, unsupported
+from lanewise.lane.lanefn import may_raise
 from lanewise.lane.ir.build import build
 from lanewise.lane.ir.unparse import python_text
 
@@ -230,3 +235,62 @@ def _function_of(text: str):
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102
     return namespace["quoted"]
+
+
+# ----------------------------------------------------------------------------- may raise
+
+
+def raiser(x):
+    if x < 0.0:
+        raise ValueError("negative")
+    return x
+
+
+@numba.njit
+def jitted(x):
+    return x * 3.0
+
+
+def calls_raiser(x):
+    return raiser(x) + 1.0
+
+
+def asserts(x):
+    assert x > 0.0
+    return x
+
+
+def raises_in_a_with(x):
+    with np.errstate(all="ignore"):
+        if x < 0.0:
+            raise ValueError("negative")
+    return x
+
+
+def shadows_raiser(x):
+    raiser = 2.0  # noqa: F841 - the global of this name may raise: counted, as a reader of the name would
+    return x
+
+
+def math_only(x):
+    return np.sqrt(x) + numpy.pi * abs(x)
+
+
+def scans(xs):
+    return lw.scan(lambda c, v: (c + v, c), 0.0, xs)
+
+
+@pytest.mark.parametrize("fn, expected", [
+    (raiser, True), (asserts, True), (calls_raiser, True), (raises_in_a_with, True), (shadows_raiser, True),
+    (jitted, True),  # @numba.njit names numba's Python, which raises (as before: not inlined)
+    (lambda x: jitted(x) - 1.0, True), (scans, True), (math_only, False), (lambda x: x * 2.0, False),
+    (even_rows, True),  # np.array: a function of NumPy's C code (its errors are not known)
+], ids=lambda v: getattr(v, "__name__", "") if callable(v) else "")
+def test_may_raise(fn, expected):
+    assert may_raise(fn) is expected
+
+
+def test_a_function_with_no_source_may_raise():
+    namespace: dict = {}
+    exec(compile("def double(x):\n    return 2.0 * x\n", "<nowhere>", "exec"), namespace)  # noqa: S102
+    assert may_raise(namespace["double"])
