@@ -472,7 +472,7 @@ def _referenced(fn) -> list:
     the source would look them up), from its code and the code nested in it."""
     scope = _scope(fn)
     found = []
-    for code in (fn.__code__, *_nested_codes(fn.__code__)):
+    for code in (fn.__code__, *refusals.nested_codes(fn.__code__)):
         names = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
         value = None  # the value an attribute chain has reached
         for instr in dis.get_instructions(code):
@@ -529,13 +529,6 @@ def _decorators_referenced(fn, lane: ir.Function) -> list:
                 value = getattr(value, attr, None)
             found.append(value)
     return found
-
-
-def _nested_codes(code: types.CodeType):
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield const
-            yield from _nested_codes(const)
 
 
 _SAFE_MODULES = ("math", "cmath")

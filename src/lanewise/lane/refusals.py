@@ -219,6 +219,23 @@ def _nodes(v) -> list:
     return [v] if hasattr(v, "__dataclass_fields__") and not isinstance(v, ir.Loc) else []
 
 
+def nested_codes(code: types.CodeType):
+    """``code``'s nested code objects (comprehensions, lambdas, inner functions), depth first.
+
+    Example:
+        >>> def lane(x):
+        ...     def inner(y):
+        ...         return lambda z: z + y
+        ...     return inner(x)(1.0)
+        >>> [c.co_name for c in nested_codes(lane.__code__)]
+        ['inner', '<lambda>']
+    """
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield const
+            yield from nested_codes(const)
+
+
 def def_line(tree) -> int:
     """The line of the ``def`` (decorators excluded), as ``co_firstlineno`` counts it."""
     decorators = getattr(tree, "decorator_list", [])

@@ -38,11 +38,9 @@ from __future__ import annotations
 import re
 import types
 
-import numpy as np
-
 from .ir import nodes as ir
 from .ir.unparse import call_args, callee_text, is_call, python_text
-from .refusals import lane_error, walk
+from .refusals import lane_error, nested_codes, walk
 from .source import source_text
 
 _EXCEPT_AS_HINT = ("a compiled lane can catch an exception (`except Exception:` or a bare `except:`) but cannot "
@@ -68,7 +66,7 @@ def check(fn: types.FunctionType, lane: ir.Function) -> None:
     that a compiled lane cannot say, its line and what to write instead (``lane``:
     the lane IR of ``fn``, :class:`lanewise.lane.ir.nodes.Function`)."""
     if lane.source == "bytecode":  # no trustworthy source: generator expressions show in the bytecode
-        for code in _nested_codes(fn.__code__):
+        for code in nested_codes(fn.__code__):
             if code.co_name == "<genexpr>":
                 raise lane_error(fn, code.co_firstlineno, "uses a generator expression", _GENERATOR_HINT)
         return
@@ -84,8 +82,8 @@ def _construct(fn, node, parent) -> tuple[str, str] | None:
         return _handler(node)
     if isinstance(node, ir.Comp) and node.kind == "genexp":
         called = is_call(parent) and any(a is node for a in call_args(parent))
-        return (f"uses a generator expression ({_written_callee(fn, parent) + '(... for ...)' if called else python_text(node)})",
-                _GENERATOR_HINT)
+        shown = _written_callee(fn, parent) + "(... for ...)" if called else python_text(node)
+        return f"uses a generator expression ({shown})", _GENERATOR_HINT
     if isinstance(node, ir.Prim) and node.op == "mod" and not is_call(node) and _is_string(node.args[0]):
         return f"formats a string with % ({python_text(node)})", _PERCENT_HINT
     if isinstance(node, ir.Prim) and node.op in ("np.array", "np.asarray") and is_call(node) and node.args:
@@ -153,11 +151,3 @@ def _ragged(e) -> str | None:
 
 def _is_row(e) -> bool:
     return isinstance(e, ir.Prim) and e.op in ("list", "tuple") and not is_call(e)
-
-
-def _nested_codes(code: types.CodeType):
-    """``code``'s nested code objects (comprehensions, lambdas, inner functions), depth first."""
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield const
-            yield from _nested_codes(const)
