@@ -3,9 +3,9 @@
 Numba refuses these constructs too, but its words are about its own machinery
 ("The use of yield in a closure is unsupported", "Exception object cannot be
 stored into variable (e)", "No implementation of function mod(Literal[str],
-float64)").  lanewise finds them in the lane's IR (:mod:`lanewise.lane.ir`, read from its
-source) first and says which
-construct, where (``file:line`` and the source line) and what to write instead:
+float64)").  lanewise finds them in the lane's IR (:mod:`lanewise.lane.ir`, read
+from its source) first and says which construct, where (``file:line`` and the
+source line) and what to write instead:
 
 * ``except E as name`` and ``except ValueError:``: a compiled lane catches
   only ``Exception`` (or a bare ``except:``), and cannot bind what it caught;
@@ -16,11 +16,10 @@ construct, where (``file:line`` and the source line) and what to write instead:
 
 Each is refused only where Numba would refuse it as well, so nothing that
 compiles today is refused; the ``python`` backend runs the lane as the Python
-it is (docs/lanes.md).  The constructs are quoted as ``ast.unparse`` writes them
-(:mod:`lanewise.lane.ir.unparse`; a callee as the line writes it).  A lane with no
-source text is checked by its bytecode,
-where only generator expressions can be told apart (Numba's words remain for
-the others).
+it is (docs/lanes.md).  Constructs are quoted as ``ast.unparse`` writes them
+(:mod:`lanewise.lane.ir.unparse`; a callee as the line writes it).  A lane with
+no source text is checked by its bytecode, where only generator expressions can
+be told apart (Numba's words remain for the others).
 
 Example:
     >>> def lane(r):
