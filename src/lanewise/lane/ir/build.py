@@ -219,6 +219,8 @@ class _Builder:
                 out += made if isinstance(made, list) else [made]
             elif isinstance(child, ast.expr):
                 out.append(self.expr(child))
+            elif isinstance(child, ast.ExceptHandler):  # of a try/except* statement
+                out.append(ir.Handler(self.opt(child.type), child.name, self.block(child.body), self.loc(child)))
             else:
                 out += self.parts(child)
         return tuple(out)
