@@ -15,12 +15,13 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import builtins
 import dis
 import inspect
+import keyword
 import sys
 import threading
+import tokenize
 import types
 import weakref
 from typing import Any, Callable
@@ -29,13 +30,15 @@ import numba
 import numpy as np
 from numba.core.dispatcher import Dispatcher
 
-from .source import definition
 from ..config import config
 from ..dtypes import code_names
 from ..errors import LaneCompileError, function_location
 from . import pybuiltins, refusals, unsupported, versioning  # noqa: F401 - pybuiltins: float(bool) for lanes
 from .fingerprint import PINNED_MODULES, fingerprint, python_function
+from .ir import build
+from .ir import nodes as ir
 from .prefetch import closure_for
+from .source import source_text
 
 #: Options every lane and generated kernel is compiled with.  ``error_model``
 #: "numpy" makes ``x / 0.0`` give inf/nan (as NumPy and JAX do) and removes the
@@ -289,9 +292,9 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane, helper: Callable |
     """A copy of ``fn`` whose plain-Python callees are replaced by ``jit(callee)``
     (for the cuda target, CPU dispatchers too); on the CPU by ``helper(callee)``,
     :func:`jit_helper` unless given."""
-    tree = definition(fn)  # read once by both checks (None: no trustworthy source, the bytecode alone)
-    unsupported.check(fn, tree)  # Python Numba cannot compile: named, with what to write instead
-    refusals.check(fn, tree)  # Python that would compile to a wrong or irreproducible result
+    lane = build.function_ir(fn)  # built once for both checks (from bytecode where there is no trustworthy source)
+    unsupported.check(fn, lane)  # Python Numba cannot compile: named, with what to write instead
+    refusals.check(fn, lane)  # Python that would compile to a wrong or irreproducible result
     _register_operators()
     code = fn.__code__
     names = code_names(code)
@@ -440,16 +443,46 @@ def _may_raise(fn, seen: set[int]) -> bool:
         return True
     if (getattr(fn, "__module__", None) or "").startswith("lanewise") or not isinstance(fn, types.FunctionType):
         return False
-    tree = definition(fn)
-    if tree is None:  # no trustworthy source: assume it may
+    lane = build.function_ir(fn)
+    if lane.source == "bytecode":  # no trustworthy source: assume it may
         return True
-    if any(isinstance(node, (ast.Raise, ast.Assert)) for node in ast.walk(tree)):
+    if any(isinstance(node, (ir.Raise, ir.Assert)) for node, _ in refusals.walk(lane)):
         return True
-    return any(_value_may_raise(v, seen) for v in _referenced(fn, tree))
+    return any(_value_may_raise(v, seen) for v in _referenced(fn) + _decorators_referenced(fn, lane))
 
 
-def _referenced(fn, tree) -> list:
-    """Objects ``fn`` reaches by global name, closure, or attribute chains on modules."""
+#: Instructions that read a name, and those that read an attribute of what is on the stack.
+_NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FAST", "LOAD_CLOSURE",
+                         "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"})
+_ATTRIBUTES = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR"})
+_GLOBALS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"})
+
+
+def _referenced(fn) -> list:
+    """Objects ``fn`` reaches by global name, closure, or attribute chains on them (the
+    objects its own names are bound to outside it, locals' names included, as a reader of
+    the source would look them up), from its code and the code nested in it."""
+    scope = _scope(fn)
+    found = []
+    for code in (fn.__code__, *refusals.nested_codes(fn.__code__)):
+        names = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
+        value = None  # the value an attribute chain has reached
+        for instr in dis.get_instructions(code):
+            if instr.opname in _ATTRIBUTES and value is not None:
+                value = getattr(value, instr.argval, None)
+                found.append(value)
+                continue
+            value = None
+            if instr.opname in _NAME_LOADS and isinstance(instr.argval, str) and instr.argval in scope:
+                value = scope[instr.argval]
+            if instr.opname in _GLOBALS:
+                names.add(instr.argval)
+        found += [scope[n] for n in sorted(names) if n in scope]
+    return found
+
+
+def _scope(fn) -> dict:
+    """The values ``fn``'s free names are bound to: its closure cells, globals and builtins."""
     scope = dict(builtins.__dict__)
     scope.update(fn.__globals__)
     for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
@@ -457,15 +490,34 @@ def _referenced(fn, tree) -> list:
             scope[name] = cell.cell_contents
         except ValueError:
             pass
-    found = []
-    for node in ast.walk(tree):
-        chain = []
-        while isinstance(node, ast.Attribute):
-            chain.append(node.attr)
-            node = node.value
-        if isinstance(node, ast.Name) and node.id in scope:
-            value = scope[node.id]
-            for attr in reversed(chain):
+    return scope
+
+
+def _decorators_referenced(fn, lane: ir.Function) -> list:
+    """Objects the decorators above ``fn``'s ``def`` name (``numba.njit``: each dotted
+    name and its prefixes), read from their lines.  They run once, in Python, but what
+    they name counted as the function's (a helper decorated ``@numba.njit`` may raise,
+    and is not inlined), as it did when the check read the source."""
+    first = fn.__code__.co_firstlineno
+    text = source_text(fn) if first < lane.loc.line else None  # the def is below its decorators
+    if text is None:
+        return []
+    lines = iter(text.splitlines(True)[first - 1:lane.loc.line - 1])
+    scope = _scope(fn)
+    try:
+        tokens = list(tokenize.generate_tokens(lambda: next(lines, "")))
+    except (tokenize.TokenError, SyntaxError):
+        return []
+    found, chain = [], []
+    for k, tok in enumerate(tokens):
+        after = tokens[k + 1].string if k + 1 < len(tokens) else ""
+        if tok.type != tokenize.NAME or keyword.iskeyword(tok.string) or after == "=":  # not a name (cache=)
+            chain = chain if tok.string == "." else []
+            continue
+        chain = [*chain, tok.string] if chain and tokens[k - 1].string == "." else [tok.string]
+        if chain[0] in scope:
+            value = scope[chain[0]]
+            for attr in chain[1:]:
                 value = getattr(value, attr, None)
             found.append(value)
     return found

@@ -15,16 +15,16 @@ Numba compiles some things a lane can say with other meanings than Python's:
   lane's exception from a Python run of that lane, with the right text.
 
 Each is a table row (what to look for, why, what to use instead); the checks
-read the lane's bytecode, and its source where it is available (to tell a
-``raise`` message from other strings).  Every function compiled for a lane —
+read the lane's bytecode, and its lane IR (:mod:`lanewise.lane.ir`) where it was
+read from source (to tell a ``raise`` message from other strings).  Every function compiled for a lane —
 the lane and each helper — is checked, and the error names its file and line.
 
 Example:
     >>> def lane(x):
     ...     return len(str(x))
-    >>> from lanewise.lane.source import definition
+    >>> from lanewise.lane.ir.build import build
     >>> try:
-    ...     check(lane, definition(lane))
+    ...     check(lane, build(lane).entry)
     ... except Exception as e:
     ...     print(type(e).__name__)
     LaneCompileError
@@ -32,14 +32,17 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import dis
+import heapq
+import itertools
 import random as _py_random
 import types
 
 import numpy as np
 
 from ..errors import LaneCompileError, format_location
+from .ir import nodes as ir
+from .ir.unparse import is_call
 
 #: Builtins that format a value as text: refused outside a ``raise`` message.
 FORMATTERS = {"str": str, "repr": repr, "format": format, "ascii": ascii}
@@ -54,20 +57,6 @@ _FORMAT_HINT = ("compiled lanes cannot format numbers as text (Numba gives '<obj
 
 _WIDE_INT_HINT = ("compiled lanes compute integers in 64 bits, and Numba wraps a wider constant modulo 2**64 "
                   "(2**70 became 0); use a float (2.0**70) or keep the arithmetic outside the lane")
-
-
-def check(fn: types.FunctionType, tree: ast.AST | None) -> None:
-    """Raise :class:`lanewise.LaneCompileError` if ``fn`` uses Python that compiles wrong
-    (``tree``: :func:`lanewise.lane.source.definition` of ``fn``)."""
-    code = fn.__code__
-    for instr, line in _instructions(code):
-        what = _random_use(fn, instr)
-        if what is not None:
-            raise lane_error(fn, line, f"calls {what}", _RANDOM_HINT)
-    for text, line in _wide_constants(code):
-        raise lane_error(fn, line, f"uses the integer constant {text}, wider than 64 bits", _WIDE_INT_HINT)
-    for what, line in _formatting(fn, tree):
-        raise lane_error(fn, line, f"formats a value as text ({what})", _FORMAT_HINT)
 
 
 def _instructions(code):
@@ -128,27 +117,123 @@ def _random_use(fn, pair) -> str | None:
     return None
 
 
-def _formatting(fn, tree):
+def check(fn: types.FunctionType, lane: ir.Function) -> None:
+    """Raise :class:`lanewise.LaneCompileError` if ``fn`` uses Python that compiles wrong
+    (``lane``: the lane IR of ``fn``, :class:`lanewise.lane.ir.nodes.Function`)."""
+    code = fn.__code__
+    for instr, line in _instructions(code):
+        what = _random_use(fn, instr)
+        if what is not None:
+            raise lane_error(fn, line, f"calls {what}", _RANDOM_HINT)
+    for text, line in _wide_constants(code):
+        raise lane_error(fn, line, f"uses the integer constant {text}, wider than 64 bits", _WIDE_INT_HINT)
+    for what, line in _formatting(fn, lane):
+        raise lane_error(fn, line, f"formats a value as text ({what})", _FORMAT_HINT)
+
+
+def _formatting(fn, lane: ir.Function):
     """(what, line) of each formatting of a value outside a ``raise`` message."""
-    if tree is None:  # no trustworthy source: the bytecode alone (any formatting)
-        for (instr, _), line in _instructions(fn.__code__):
-            if instr.opname == "FORMAT_VALUE":
-                yield "an f-string", line
-            elif instr.opname == "LOAD_GLOBAL" and _formatter(fn, instr.argval):
-                yield f"{instr.argval}()", line
+    if lane.source == "bytecode":  # no trustworthy source: the bytecode alone (any formatting)
+        yield from _bytecode_formatting(fn)
         return
-    allowed = {id(n) for r in ast.walk(tree) if isinstance(r, ast.Raise) for n in ast.walk(r)}
-    offset = fn.__code__.co_firstlineno - def_line(tree)
-    for node in ast.walk(tree):
-        if id(node) in allowed:
+    for node, _ in walk(lane, skip=(ir.Raise,)):  # a raise message may be formatted
+        if not isinstance(node, ir.Prim):
             continue
-        if isinstance(node, ast.JoinedStr) and any(isinstance(v, ast.FormattedValue) for v in node.values):
-            yield "an f-string", node.lineno + offset
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and _formatter(fn, node.func.id):
-            yield f"{node.func.id}()", node.lineno + offset
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
-                and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str):
-            yield "str.format()", node.lineno + offset
+        if node.op == "fstring" and any(isinstance(v, ir.Prim) and v.op == "format" for v in node.args):
+            yield "an f-string", node.loc.line
+        elif node.op in FORMATTERS and is_call(node) and _formatter(fn, node.op):
+            yield f"{node.op}()", node.loc.line
+        elif node.op == "method.format" and isinstance(node.args[0], ir.Const) \
+                and isinstance(node.args[0].value, str):
+            yield "str.format()", node.loc.line
+
+
+def _bytecode_formatting(fn):
+    for (instr, _), line in _instructions(fn.__code__):
+        if instr.opname == "FORMAT_VALUE":
+            yield "an f-string", line
+        elif instr.opname == "LOAD_GLOBAL" and _formatter(fn, instr.argval):
+            yield f"{instr.argval}()", line
+
+
+def walk(node, skip: tuple = ()):
+    """(node, its parent) for every IR node under ``node`` (a function, statement or
+    expression), in the order :func:`ast.walk` visits the source it was built from
+    (breadth first: shallow before deep, then in the order written); not into the
+    nodes of the kinds ``skip`` (which are visited themselves).
+
+    Depth is counted as in the ``ast`` tree, so that a function with two constructs
+    to refuse names the one the ``ast`` walk named: a keyword argument is one level
+    deeper than the IR keeps it, and the IR nodes with no ``ast`` counterpart (a dict
+    literal's key-value pairs, the pairs of a chained comparison, an in-place
+    operator's primitive, a nested function's :class:`.Function`) add no level.
+
+    Example:
+        >>> def lane(x):
+        ...     return abs(x) + 1.0
+        >>> from lanewise.lane.ir.build import build
+        >>> [type(n).__name__ for n, _ in walk(build(lane).entry)][:4]
+        ['Function', 'Param', 'Exit', 'Prim']
+    """
+    order = itertools.count()
+    todo = [(0, next(order), node, None, False)]
+    while todo:
+        depth, _, n, parent, flat = heapq.heappop(todo)
+        yield n, parent
+        if isinstance(n, skip):
+            continue
+        for child, step, child_flat in _children(n):
+            heapq.heappush(todo, (depth + step - flat, next(order), child, n, child_flat))
+
+
+def _children(n) -> list:
+    """(child, levels below ``n`` in the ``ast`` tree, whether it has no ``ast`` node of its
+    own) for the IR nodes in ``n``'s fields, in field order."""
+    if isinstance(n, (ir.Def, ir.Lambda)):
+        return [(n.function, 1, True)]
+    if isinstance(n, ir.Function) and n.name == "<lambda>":  # its body is the lambda's expression
+        return [(p, 1, False) for p in n.params] + [(n.body[0], 1, True)]
+    if isinstance(n, ir.Assign) and isinstance(n.value, ir.Prim) and ("inplace", True) in n.value.params:
+        return [(c, 1, False) for c in _nodes(n.target)] + [(n.value, 1, True)]
+    if isinstance(n, ir.Prim):
+        return _prim_children(n)
+    return [(c, 1, False) for f in n.__dataclass_fields__ for c in _nodes(getattr(n, f))]
+
+
+def _prim_children(n: ir.Prim) -> list:
+    params = dict(n.params)
+    args = [(c, 1, False) for c in _nodes(n.args)]
+    if n.op == "dict" and n.type == "dict" or params.get("chain"):  # pairs (key, value), comparisons
+        args = [(c, 1, True) for c, _, _ in args]
+    elif n.op.startswith("method."):  # the value is the called attribute's: one level down
+        args[0] = (args[0][0], 2, False)
+    elif n.op in ("setitem", "setattr"):  # the value assigned is the statement's own
+        args[-1] = (args[-1][0], 0, False)
+    return args + [(c, 2, False) for c in _nodes(tuple(v for _, v in n.keywords))]  # under a keyword
+
+
+def _nodes(v) -> list:
+    """The IR nodes in a field's value (tuples flattened), in order."""
+    if isinstance(v, (tuple, list)):
+        return [c for item in v for c in _nodes(item)]
+    return [v] if hasattr(v, "__dataclass_fields__") and not isinstance(v, ir.Loc) else []
+
+
+def nested_codes(code: types.CodeType):
+    """``code``'s nested code objects (comprehensions, lambdas, inner functions), depth first.
+
+    Example:
+        >>> def lane(x):
+        ...     def inner(y):
+        ...         return lambda z: z + y
+        ...     return inner(x)(1.0)
+        >>> [c.co_name for c in nested_codes(lane.__code__)]
+        ['inner', '<lambda>']
+    """
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield const
+            yield from nested_codes(const)
 
 
 def def_line(tree) -> int:

@@ -35,17 +35,12 @@ from ..lane.ir.build import function_ir
 from ..lane.ir.passes import varying
 
 
-def _function_ir(fn):
-    """The lane IR of ``fn`` alone (its helpers are asked about when they are inlined)."""
-    return function_ir(fn)
-
-
 def lockstep_loops(fn, fdef, params: set, rows: set) -> frozenset:
     """(line, column) in ``fdef`` (``fn``'s definition, desugared or not) of each loop of
     ``fn`` whose test is uniform and which no ``break`` or ``continue`` of its own leaves
     (``return`` is fine); ``params``: the parameters given as uniform; ``rows``: its array
     parameters (each lane's row has the same length)."""
-    function = _function_ir(fn)
+    function = function_ir(fn)
     shift = function.loc.line - fdef.lineno  # the IR counts file lines, the AST the definition's
     return frozenset((loc.line - shift, loc.col) for loc in varying.analyse(function, params, rows).lockstep)
 
@@ -55,4 +50,4 @@ def uniform_reads(fn, params: set, rows: set, checked: set | None = None) -> boo
     row, :func:`.rows.v_row`, rather than a gather).  ``rows``: every array parameter
     (rows and tables, whose lengths are uniform); ``checked``: those whose reads are
     asked about (default: all of ``rows``)."""
-    return varying.uniform_reads(_function_ir(fn), params, rows, checked)
+    return varying.uniform_reads(function_ir(fn), params, rows, checked)

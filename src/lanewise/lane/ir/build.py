@@ -313,7 +313,24 @@ class _Builder:
         if isinstance(s, ast.Assert):
             return ir.Assert(self.expr(s.test), self.opt(s.msg), loc)
         names = tuple(s.names) if isinstance(s, (ast.Global, ast.Nonlocal)) else ()
-        return ir.Unsupported(_DESCRIBED.get(type(s), type(s).__name__), loc, names)
+        return ir.Unsupported(_DESCRIBED.get(type(s), type(s).__name__), loc, names=names, parts=self.parts(s))
+
+    def parts(self, node) -> tuple:
+        """The statements and expressions written inside ``node`` (a construct the IR does
+        not model), as IR, in the order written (through ``with`` items, ``case`` clauses
+        and the like)."""
+        out: list = []
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                made = self.stmt(child)
+                out += made if isinstance(made, list) else [made]
+            elif isinstance(child, ast.expr):
+                out.append(self.expr(child))
+            elif isinstance(child, ast.ExceptHandler):  # of a try/except* statement
+                out.append(ir.Handler(self.opt(child.type), child.name, self.block(child.body), self.loc(child)))
+            else:
+                out += self.parts(child)
+        return tuple(out)
 
     def stmt_Assign(self, s, loc):
         value = self.expr(s.value)
@@ -369,7 +386,8 @@ class _Builder:
 
     def stmt_FunctionDef(self, s, loc):
         if s.decorator_list:
-            return ir.Unsupported("a decorated nested def", loc)
+            return ir.Unsupported("a decorated nested def", loc,
+                                  parts=(*self.exprs(s.decorator_list), ir.Def(self.function(s, s.name), loc)))
         return ir.Def(self.function(s, s.name), loc)
 
     # ------------------------------------------------------------------ expressions
@@ -384,7 +402,7 @@ class _Builder:
         method = getattr(self, "expr_" + type(e).__name__, None)
         if method is not None:
             return method(e, self.loc(e))
-        return ir.Unsupported(_DESCRIBED.get(type(e), type(e).__name__), self.loc(e))
+        return ir.Unsupported(_DESCRIBED.get(type(e), type(e).__name__), self.loc(e), parts=self.parts(e))
 
     def expr_Constant(self, e, loc):
         return ir.Const(e.value, _kind(e.value))

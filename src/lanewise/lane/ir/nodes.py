@@ -111,11 +111,15 @@ class Comp:
 class Unsupported:
     """A construct the IR does not model (``with``, ``yield``...): as a statement or an
     expression, it names what and where, so a pass can refuse it with the user's line.
-    ``names``: the names a ``global`` or ``nonlocal`` statement declares."""
+    ``names``: the names a ``global`` or ``nonlocal`` statement declares; ``parts``: the
+    statements, expressions and ``except`` handlers written inside it, as IR (a ``with``
+    statement's items and body), for passes that look for a construct anywhere the user
+    wrote it."""
 
     what: str
     loc: Loc
     names: tuple = ()
+    parts: tuple = ()
 
 
 Expr = Union[Var, Const, Global, Prim, Lambda, Comp, Unsupported]
