@@ -316,3 +316,4 @@ def test_architecture_lists_the_modules_that_read_the_ast():
     listed = {r for r in references(bullets[:bullets.index("\n\n")]) if r.endswith(".py")}
     readers = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "import ast" in p.read_text()}
     assert sorted(listed ^ readers) == []
+    assert re.search(r"That is (\d+) modules", section).group(1) == str(len(readers))  # the count it states
