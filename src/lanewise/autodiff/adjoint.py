@@ -53,7 +53,7 @@ import os
 
 from ..errors import LaneCompileError
 from . import arrays, checkpoint, intrinsics
-from .activity import Activity, helper as _helper, is_scan as _is_scan, where as _where
+from .activity import helper as _helper, is_scan as _is_scan, where as _where
 from .forward import EMITTERS, Emitter, Plan, transform
 from .reverse import ReverseEmitter, argnums_order, custom_partials
 from .source import first_line as _first_line, is_number as _is_number
@@ -107,8 +107,7 @@ class AdjointEmitter(Emitter):
         except (NotStructured, NotDesugared) as e:
             raise NotAdjoint(str(e)) from None
         seeded = {p for p, s in zip(self.params, plan.seeds, strict=True) if s is not None}
-        self.activity = Activity(fn, self.fdef, seeded, self.objects)
-        self.active = self.activity.run()
+        self._analyse(seeded)  # on the rewritten lane
         self.differentiated = [p for p, s in zip(self.params, plan.seeds, strict=True) if isinstance(s, tuple)]
         self.arrays = self._element_arrays()
         self.owner, self.stack, self.capacity, self.top = (f"{self.pre}{n}" for n in ("owner", "S", "cap", "sp"))
@@ -119,7 +118,7 @@ class AdjointEmitter(Emitter):
 
     def _element_arrays(self) -> set:
         try:
-            return arrays.element_arrays(self.fdef, self.differentiated, self.resolve)
+            return arrays.element_arrays(self.ir, self.differentiated, self._called)
         except arrays.Mixed as e:
             raise NotAdjoint(str(e)) from None
 
