@@ -1,10 +1,11 @@
 """Autodiff's analyses on the lane IR (issue 43): which locals carry derivatives
-(autodiff/activity.py) and which differentiated arguments reverse mode takes as
-1-D arrays (autodiff/arrays.py), against hand-written expectations.
+(autodiff/activity.py), which differentiated arguments reverse mode takes as 1-D
+arrays (autodiff/arrays.py) and which loops it can checkpoint, holding what
+(autodiff/checkpoint.py), against hand-written expectations.
 
-Until they moved, both were checked against the AST versions they replace on
-every corpus, real-world and autodiff-suite lane and helper (identical results,
-and byte-identical generated derivative source); these are the rules they agreed on.
+Until they moved, each was checked against the AST version it replaces on every
+corpus, real-world and autodiff-suite lane and helper (identical results, and
+byte-identical generated derivative source); these are the rules they agreed on.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import lanewise as lw
 from benchmarks.realworld import modules
 from lanewise.autodiff.activity import active_names, helper
 from lanewise.autodiff.arrays import Mixed, element_arrays
+from lanewise.autodiff.checkpoint import scalar_names, state
 from lanewise.lane.callables import as_lane_function
 from lanewise.lane.ir import nodes as ir
 from lanewise.lane.ir.build import build, function_of_tree
@@ -270,6 +272,91 @@ def test_an_in_place_write_of_an_argument_is_a_store_not_a_use():
         w @= x
         return _number(w)
     assert element_arrays(build(lane).entry, ["w"]) == set()
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+def counted(x, n):
+    s = 0.0
+    k = 0
+    while k < n:
+        t = s * x
+        s = t + 1.0
+        k += 1
+    return s
+
+
+def ranged(x, n):
+    s, t = x, 0.0
+    for i in range(n):
+        t = s  # t is written before it is read: not state
+        s = t * x + float(i)
+    return s
+
+
+def over_values(x, w):
+    s = 0.0
+    for v in w:
+        s = s + v * x
+    return s
+
+
+def writes_an_element(x, w):
+    s = x
+    for i in range(3):
+        w[i] = s
+        s = s * x
+    return s
+
+
+def maybe_assigned(x, n):
+    if n > 1:
+        s = x
+    for i in range(n):
+        s = s * x
+    return s
+
+
+def holds_an_array(x, n):
+    a = np.zeros(3)
+    for i in range(n):
+        a = a * x
+    return a[0]
+
+
+def _checkpoint(fn, scalars):
+    function = build(fn).entry
+    names = scalar_names(function, set(scalars), set())
+    return [state(function, loop, names) for loop in function.body if isinstance(loop, ir.Loop)]
+
+
+@pytest.mark.parametrize("fn,expected", [
+    (counted, [["k", "s"]]),
+    (ranged, [["s"]]),
+    (over_values, [None]),  # a for loop over anything but range(...)
+    (writes_an_element, [None]),  # recomputing it would see its own later writes
+    (maybe_assigned, [None]),  # s is not assigned on every path to the loop
+    (holds_an_array, [None]),  # a is not a number
+], ids=lambda v: v.__name__ if callable(v) else None)
+def test_checkpointed_state(fn, expected):
+    assert _checkpoint(fn, ["x"]) == expected
+
+
+def test_scalar_names_follow_numbers_through_assignments_and_ruled_calls():
+    def lane(x, w, n):
+        a = x * 2.0 + math.sin(x)
+        b = w[0] + a
+        c = np.zeros(3)
+        d = c[0]  # c is not a differentiated array: unknown
+        e, f = a, b
+        g = [a]
+        h = lw.stop_gradient(a) + len(c)  # len(c) of c, not a number: h is unknown
+        for i in range(n):
+            a = a + 1.0
+        return a, b, d, e, f, g, h
+    names = scalar_names(build(lane).entry, {"x"}, {"w"})
+    assert sorted(names) == ["a", "b", "e", "f", "i", "x"]
 
 
 # ----------------------------------------------------------------------------- the IR they read

@@ -126,27 +126,37 @@ def active_names(function: ir.Function, seeded, resolve=ir.called) -> set:
     """
     active = set(seeded)
     facts = _Facts(active, resolve)
-    statements = list(_statements(function.body))
+    every = list(statements(function.body))
     before = None
     while before != active:  # each assignment may activate a name an earlier one reads
         before = set(active)
-        for s in statements:
+        for s in every:
             facts.statement(s)
     return active
 
 
-def _statements(body):
-    """Every statement of ``body``, nested ones and nested functions' included."""
+def active_expr(e, active, resolve=ir.called) -> bool:
+    """Whether the IR expression ``e`` may have a nonzero tangent, ``active`` the active locals.
+
+    Example:
+        >>> active_expr(ir.Prim("lt", (ir.Var("x"), ir.Const(0.0)), ir.Loc("f.py", 1, 0)), {"x"})
+        False
+    """
+    return _Facts(set(active), resolve).expr(e)
+
+
+def statements(body):
+    """Every statement of ``body``, nested ones and nested functions' included (pre-order)."""
     for s in body:
         yield s
         if isinstance(s, ir.If):
-            yield from _statements(s.then + s.orelse)
+            yield from statements(s.then + s.orelse)
         elif isinstance(s, ir.Loop):
-            yield from _statements(s.body + s.orelse)
+            yield from statements(s.body + s.orelse)
         elif isinstance(s, ir.Try):
-            yield from _statements(s.body + s.orelse + s.final + tuple(x for h in s.handlers for x in h.body))
+            yield from statements(s.body + s.orelse + s.final + tuple(x for h in s.handlers for x in h.body))
         elif isinstance(s, ir.Def):
-            yield from _statements(s.function.body)
+            yield from statements(s.function.body)
 
 
 class _Facts:
