@@ -52,8 +52,8 @@ import ast
 import os
 
 from ..errors import LaneCompileError
-from . import arrays, checkpoint, intrinsics
 from ..lane.ir import nodes as ir
+from . import arrays, checkpoint, intrinsics
 from .activity import active_expr, helper as _helper, is_scan as _is_scan, statements, where as _where
 from .forward import EMITTERS, Emitter, Plan, transform
 from .reverse import ReverseEmitter, argnums_order, custom_partials

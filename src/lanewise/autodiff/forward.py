@@ -47,11 +47,11 @@ import numpy as np
 from .. import primitives
 from ..errors import LaneCompileError
 from ..lane.fromcode import function_def
+from ..lane.ir import nodes as ir
+from ..lane.ir.build import function_of_tree
 from ..lane.lanefn import fingerprint
 from ..spmd.syntax import Unsupported, function_ast, resolve as _resolve
 from . import intrinsics
-from ..lane.ir import nodes as ir
-from ..lane.ir.build import function_of_tree
 from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEAR_NUMPY, active_names,
                        custom as _custom, helper as _helper, is_scan as _is_scan, numpy_named as _numpy_named,
                        original as _original, where as _where)
