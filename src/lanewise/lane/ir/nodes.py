@@ -95,6 +95,9 @@ class Callee:
     def __init__(self, obj):
         self.obj = obj
 
+    def __deepcopy__(self, memo):  # the user's object is shared, never copied (a dispatcher cannot be)
+        return self
+
 
 def called(prim: Prim):
     """The object the call ``prim`` calls (None if unknown, or not a call).
