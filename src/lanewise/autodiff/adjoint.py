@@ -52,8 +52,9 @@ import ast
 import os
 
 from ..errors import LaneCompileError
+from ..lane.ir import nodes as ir
 from . import arrays, checkpoint, intrinsics
-from .activity import Activity, helper as _helper, is_scan as _is_scan, where as _where
+from .activity import active_expr, helper as _helper, is_scan as _is_scan, statements, where as _where
 from .forward import EMITTERS, Emitter, Plan, transform
 from .reverse import ReverseEmitter, argnums_order, custom_partials
 from .source import first_line as _first_line, is_number as _is_number
@@ -107,8 +108,7 @@ class AdjointEmitter(Emitter):
         except (NotStructured, NotDesugared) as e:
             raise NotAdjoint(str(e)) from None
         seeded = {p for p, s in zip(self.params, plan.seeds, strict=True) if s is not None}
-        self.activity = Activity(fn, self.fdef, seeded, self.objects)
-        self.active = self.activity.run()
+        self._analyse(seeded)  # on the rewritten lane
         self.differentiated = [p for p, s in zip(self.params, plan.seeds, strict=True) if isinstance(s, tuple)]
         self.arrays = self._element_arrays()
         self.owner, self.stack, self.capacity, self.top = (f"{self.pre}{n}" for n in ("owner", "S", "cap", "sp"))
@@ -119,7 +119,7 @@ class AdjointEmitter(Emitter):
 
     def _element_arrays(self) -> set:
         try:
-            return arrays.element_arrays(self.fdef, self.differentiated, self.resolve)
+            return arrays.element_arrays(self.ir, self.differentiated, self._called)
         except arrays.Mixed as e:
             raise NotAdjoint(str(e)) from None
 
@@ -512,7 +512,7 @@ class AdjointEmitter(Emitter):
         self.loops -= 1
         self.depth -= 1
         if rev and self.limit >= 0 and self.loops == 0:
-            held = checkpoint.state(self.fdef, node, self._scalars())
+            held = checkpoint.state(self.ir, self._ir_loop(node), self._scalars())
             if held is not None:
                 return self._checkpointed(node, held, lines, rev)
         if rev:
@@ -528,24 +528,38 @@ class AdjointEmitter(Emitter):
 
     def _scalars(self) -> set:
         if self.scalars is None:
-            ad = f"{self.pre}ad"
-
-            def resolve(node):
-                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == ad:
-                    return getattr(intrinsics, node.attr, None)
-                return self.resolve(node)
             numbers = {p for p in self.differentiated if p not in self.arrays}
-            self.scalars = checkpoint.scalar_names(self.fdef, numbers, self.arrays, resolve,
-                                                   lambda call: self._tuple_helper(call) is not None)
+            self.scalars = checkpoint.scalar_names(self.ir, numbers, self.arrays, self._called_here,
+                                                   lambda call: self._ir_tuple_helper(call) is not None)
         return self.scalars
+
+    def _called_here(self, call):
+        """The object an IR call calls, the checks the rewritten lane calls included (``{pre}ad.trips``)."""
+        head = call.args[0] if call.op.startswith("method.") else None
+        if isinstance(head, ir.Global) and head.name == f"{self.pre}ad":
+            return getattr(intrinsics, call.op[len("method."):], None)
+        return self._called(call)
+
+    def _ir_loop(self, node) -> ir.Loop:
+        """The IR loop of the AST loop ``node``: the one at its place (line from the def, column),
+        counted in order among loops at one place (two lw.scan loops written on one line)."""
+        at = (node.lineno - self.fdef.lineno, node.col_offset)
+        same = [n for n in _preorder(self.fdef) if isinstance(n, (ast.For, ast.While))
+                and (n.lineno - self.fdef.lineno, n.col_offset) == at]
+        loops = [s for s in statements(self.ir.body) if isinstance(s, ir.Loop)
+                 and (s.loc.line - self.ir.loc.line, s.loc.col) == at]
+        return loops[next(k for k, n in enumerate(same) if n is node)]
 
     def _tuple_helper(self, call):
         """The user helper an active ``call`` calls (not a custom rule), whose tuple result the
         adjoint code takes item by item (checked to be numbers where unpacked), or None."""
         if not (isinstance(call, ast.Call) and self.activity.expr(call)):
             return None
-        helper = _helper(self.resolve(call.func))
-        return helper if helper is not None and getattr(helper, "_lw_jvp_rule", None) is None else None
+        return _rule_free(_helper(self.resolve(call.func)))
+
+    def _ir_tuple_helper(self, call):
+        """:meth:`_tuple_helper` of an IR call."""
+        return _rule_free(_helper(self._called(call))) if active_expr(call, self.active, self._called) else None
 
     def _checkpointed(self, node, held: list[str], lines: list[str], rev: list[str]) -> list[str]:
         """The loop keeping its state ``held`` every ``seg`` iterations (at most ``most``
@@ -753,3 +767,15 @@ def _indent(lines: list[str]) -> list[str]:
 
 EMITTERS["reverse"] = ReverseMode
 EMITTERS["tape"] = ReverseEmitter
+
+
+def _rule_free(helper):
+    """``helper``, unless it is None or has a custom derivative rule."""
+    return helper if helper is not None and getattr(helper, "_lw_jvp_rule", None) is None else None
+
+
+def _preorder(node):
+    """``node`` and every node under it, parents before children, in the order written."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        yield from _preorder(child)

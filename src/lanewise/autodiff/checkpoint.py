@@ -7,7 +7,7 @@ recomputes one segment of iterations at a time from its checkpoint, recording
 that segment only.  The state is what an iteration reads that an earlier one
 (or the code before the loop) wrote: the loop's live-in locals.  A checkpoint
 stores them as float64 on the lane's value stack, so each must be a number
-(``int``, ``bool`` or float): this module decides that from the source, and a
+(``int``, ``bool`` or float): this module decides that from the lane IR, and a
 loop whose state it cannot prove scalar is recorded in full as without a budget.
 
 A loop is checkpointed when:
@@ -19,92 +19,26 @@ A loop is checkpointed when:
   argument) and is a number.
 
 Example:
-    >>> import ast
-    >>> tree = ast.parse("def f(x, n):\\n    s = 0.0\\n    k = 0\\n    while k < n:\\n"
-    ...                  "        t = s * x\\n        s = t + 1.0\\n        k += 1\\n    return s").body[0]
-    >>> loop = tree.body[2]
-    >>> state(tree, loop, scalar_names(tree, {"x"}, set(), lambda node: None))
+    >>> from lanewise.lane.ir.build import build
+    >>> def f(x, n):
+    ...     s = 0.0
+    ...     k = 0
+    ...     while k < n:
+    ...         t = s * x
+    ...         s = t + 1.0
+    ...         k += 1
+    ...     return s
+    >>> function = build(f).entry
+    >>> state(function, function.body[2], scalar_names(function, {"x"}, set()))
     ['k', 's']
 """
 
 from __future__ import annotations
 
-import ast
-
+from ..lane.ir import nodes as ir
 from . import intrinsics
+from .activity import SYNTAX_OPS, statements
 from .rules import is_zero, rule_for
-
-
-def scalar_names(fdef, scalars: set, arrays: set, resolve, checked=lambda call: False) -> set:
-    """The locals that only ever hold numbers: every assignment to them is a number
-    (a greatest fixpoint from the assigned names, arguments other than ``scalars`` unknown).
-    ``checked(call)``: whether the names a call's tuple is unpacked into are checked to
-    be numbers where the lane runs (the adjoint code checks a helper's)."""
-    params = {a.arg for a in fdef.args.args}
-    assigned: dict[str, list] = {}
-    for node in ast.walk(fdef):
-        for name, value in _assignments(node):
-            assigned.setdefault(name, []).append(value)
-    names = (set(assigned) - params) | (set(scalars) & params)
-    changed = True
-    while changed:
-        changed = False
-        for name in sorted(names & set(assigned)):
-            if not all(v == "int" or (checked(v[1]) if isinstance(v, tuple) else _scalar(v, names, arrays, resolve))
-                       for v in assigned[name]):
-                names.discard(name)
-                changed = True
-    return names
-
-
-def _assignments(node):
-    """``(name, value or "int")`` for each name a statement binds."""
-    if isinstance(node, ast.Assign):
-        for target in node.targets:
-            yield from _bound(target, node.value)
-    elif isinstance(node, ast.AnnAssign) and node.value is not None:
-        yield from _bound(node.target, node.value)
-    elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-        yield node.target.id, ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value)
-    elif isinstance(node, ast.For):
-        is_range = isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name) \
-            and node.iter.func.id == "range"
-        for name in (n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)):
-            yield name, "int" if is_range and isinstance(node.target, ast.Name) else None
-
-
-def _bound(target, value):
-    if isinstance(target, ast.Name):
-        yield target.id, value
-    elif isinstance(target, (ast.Tuple, ast.List)):
-        paired = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
-        for k, element in enumerate(target.elts):
-            unpacked = value if isinstance(value, tuple) else ("unpacked", value) if isinstance(value, ast.Call) \
-                else None
-            yield from _bound(element, value.elts[k] if paired else unpacked)
-    elif isinstance(target, ast.Starred):
-        yield from _bound(target.value, None)
-
-
-def _scalar(node, names: set, arrays: set, resolve) -> bool:
-    """Whether an expression is a number, given the names known to be numbers."""
-    if node is None:
-        return False
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, (bool, int, float))
-    if isinstance(node, ast.Name):
-        return node.id in names
-    if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp)):
-        return all(_scalar(c, names, arrays, resolve) for c in ast.iter_child_nodes(node)
-                   if isinstance(c, ast.expr))
-    if isinstance(node, ast.Subscript):  # an element of a differentiated 1-D array
-        return isinstance(node.value, ast.Name) and node.value.id in arrays and \
-            _scalar(node.slice, names, arrays, resolve)
-    if isinstance(node, ast.Call) and not node.keywords:
-        obj = resolve(node.func)
-        known = obj is not None and (_hashable_rule(obj) or obj in (intrinsics.trips, intrinsics.stop_gradient))
-        return known and all(_scalar(a, names, arrays, resolve) for a in node.args)
-    return False
 
 
 def _hashable_rule(obj) -> bool:
@@ -114,59 +48,182 @@ def _hashable_rule(obj) -> bool:
         return False
 
 
-def state(fdef, loop, scalars: set) -> list[str] | None:
-    """The sorted live-in locals a checkpoint of ``loop`` holds, or None when the loop
-    cannot be checkpointed."""
-    if any(isinstance(n, (ast.Subscript, ast.Attribute, ast.Starred)) and isinstance(n.ctx, ast.Store)
-           for n in ast.walk(loop)):
+#: Operators whose result is a number when their operands are.
+_NUMBER_OPS = frozenset({"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "bitor",
+                         "bitand", "bitxor", "matmul", "neg", "pos", "not", "invert", "eq", "ne", "lt", "le", "gt",
+                         "ge", "is", "isnot", "in", "notin", "and", "or", "ifexp"})
+
+
+def scalar_names(function: ir.Function, scalars: set, arrays: set, resolve=ir.called,
+                    checked=lambda call: False) -> set:
+    """The locals that only ever hold numbers: every assignment to them is a number
+    (a greatest fixpoint from the assigned names, arguments other than ``scalars`` unknown).
+    ``resolve(call)``: the object a call Prim calls; ``checked(call)``: whether the names a
+    call's tuple is unpacked into are checked to be numbers where the lane runs (the
+    adjoint code checks a helper's)."""
+    params = _params(function)
+    assigned: dict[str, list] = {}
+    for s in statements(function.body):
+        for name, value in _assignments(s):
+            assigned.setdefault(name, []).append(value)
+    names = (set(assigned) - params) | (set(scalars) & params)
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(names & set(assigned)):
+            if not all(v == "int" or (checked(v[1]) if isinstance(v, tuple) else _number(v, names, arrays, resolve))
+                       for v in assigned[name]):
+                names.discard(name)
+                changed = True
+    return names
+
+
+def _params(function: ir.Function) -> set:
+    return {p.name for p in function.params if p.kind == "positional"}
+
+
+def _assignments(s):
+    """``(name, value or "int")`` for each name a statement binds (a value None: unknown;
+    ``("unpacked", call)``: an item of the tuple a call returns)."""
+    if isinstance(s, ir.Assign):
+        yield from _bound(s.target, s.value)
+    elif isinstance(s, ir.Loop) and s.target is not None:
+        if s.kind == "range" and isinstance(s.target, ir.Var):
+            yield s.target.name, "int"
+        else:
+            yield from ((name, None) for name in _names(s.target))
+
+
+def _bound(target, value):
+    if isinstance(target, ir.Var):
+        yield target.name, value
+    elif isinstance(target, ir.Unpack):
+        paired = isinstance(value, ir.Prim) and value.op in ("tuple", "list") and value.callee is None \
+            and len(value.args) == len(target.items)
+        unpacked = value if isinstance(value, tuple) else ("unpacked", value) if _is_call(value) else None
+        for k, item in enumerate(target.items):
+            yield from _bound(item, None if k == target.star else value.args[k] if paired else unpacked)
+
+
+def _is_call(e) -> bool:
+    return isinstance(e, ir.Prim) and (e.op not in SYNTAX_OPS or e.callee is not None)
+
+
+def _number(e, names: set, arrays: set, resolve) -> bool:
+    """Whether an IR expression is a number, given the names known to be numbers."""
+    if isinstance(e, ir.Const):
+        return isinstance(e.value, (bool, int, float))
+    if isinstance(e, (ir.Var, ir.Global)):
+        return e.name in names
+    if not isinstance(e, ir.Prim):
+        return False
+    if e.op in _NUMBER_OPS and e.callee is None:
+        return all(_number(a, names, arrays, resolve) for a in e.args)
+    if e.op == "getitem":  # an element of a differentiated 1-D array
+        return isinstance(e.args[0], ir.Var) and e.args[0].name in arrays and _number(e.args[1], names, arrays,
+                                                                                       resolve)
+    if _is_call(e) and not e.keywords:
+        obj = resolve(e)
+        known = obj is not None and (_hashable_rule(obj) or obj in (intrinsics.trips, intrinsics.stop_gradient))
+        args = e.args[1:] if e.op == "call" or e.op.startswith("method.") else e.args
+        return known and all(_number(a, names, arrays, resolve) for a in args)
+    return False
+
+
+def state(function: ir.Function, loop: ir.Loop, scalars: set) -> list[str] | None:
+    """The sorted live-in locals a checkpoint of ``loop`` (a loop of ``function``) holds,
+    or None when the loop cannot be checkpointed."""
+    if _stores_into_items(loop) or loop.kind == "iter":
         return None
-    if isinstance(loop, ast.For) and not _is_range(loop):
-        return None
-    params = {a.arg for a in fdef.args.args}
-    assigned_anywhere = {name for node in ast.walk(fdef) for name, _ in _assignments(node)}
-    locals_ = params | assigned_anywhere
-    live = _live_in(loop) & locals_
+    params = _params(function)
+    assigned_anywhere = {name for s in statements(function.body) for name, _ in _assignments(s)}
+    live = _live_in(loop) & (params | assigned_anywhere)
     live -= params - assigned_anywhere  # arguments never rebound do not change
-    before = _assigned_before(fdef.body, loop) | params
+    before = _assigned_before(function.body, loop) | params
     if not live <= before or not live <= scalars:
         return None
     return sorted(live)
 
 
-def _is_range(loop) -> bool:
-    return isinstance(loop.iter, ast.Call) and isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "range"
+def _stores_into_items(loop: ir.Loop) -> bool:
+    """Whether the loop writes an array element or attribute, or unpacks into a starred name."""
+    for n in _nodes(loop):
+        if isinstance(n, ir.Prim) and n.op in ("setitem", "setattr") and n.callee is None:
+            return True
+        if isinstance(n, (ir.Item, ir.Field)) or (isinstance(n, ir.Unpack) and n.star is not None):
+            return True
+    return False
 
 
-def _reads(node) -> set:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _live_in(loop) -> set:
+def _live_in(loop: ir.Loop) -> set:
     """Names an iteration may read before writing them (conservative: the first top-level
     statement naming one must be a plain assignment to it that does not read it)."""
-    live = _reads(loop.test) if isinstance(loop, ast.While) else set()
-    killed = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)} if isinstance(loop, ast.For) \
-        else set()
-    for statement in loop.body:
-        reads = _reads(statement) - killed
-        live |= reads
-        if isinstance(statement, (ast.Assign, ast.AnnAssign)):
-            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-            killed |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} - live
-        elif not isinstance(statement, ast.Expr):
-            live |= {n.id for n in ast.walk(statement) if isinstance(n, ast.Name)} - killed
+    live = _reads(loop.cond)
+    killed = _names(loop.target) if loop.target is not None else set()
+    for s in loop.body:
+        live |= _reads(s) - killed
+        if isinstance(s, ir.Assign) and ("inplace", True) not in getattr(s.value, "params", ()):
+            killed |= _names(s.target) - live
+        elif not isinstance(s, ir.Do):
+            live |= _names(s) - killed
     return live
 
 
 def _assigned_before(block, loop) -> set:
     """Names every path assigns before ``loop`` (straight-line assignments on the way to it)."""
     names: set = set()
-    for statement in block:
-        if statement is loop:
+    for s in block:
+        if s is loop:
             return names
-        for child in (statement.body, statement.orelse) if isinstance(statement, ast.If) else ():
-            if any(n is loop for s in child for n in ast.walk(s)):
+        for child in (s.then, s.orelse) if isinstance(s, ir.If) else ():
+            if any(n is loop for n in _nodes(child)):
                 return names | _assigned_before(child, loop)
-        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            names |= {n for n, _ in _assignments(statement)}
+        if isinstance(s, ir.Assign):
+            names |= {n for n, _ in _assignments(s)}
     return names
+
+
+def _reads(node) -> set:
+    """The names ``node`` reads (not those it binds)."""
+    out = set()
+    for n in _nodes(node, targets=False):
+        if isinstance(n, (ir.Var, ir.Global)) and "." not in n.name:
+            out.add(n.name)
+    return out
+
+
+def _names(node) -> set:
+    """Every name in ``node``, read or bound."""
+    out = set()
+    for n in _nodes(node):
+        if isinstance(n, (ir.Var, ir.Global)) and "." not in n.name:
+            out.add(n.name)
+        elif isinstance(n, ir.Prim) and n.op == "walrus":
+            out.add(dict(n.params)["name"])
+    return out
+
+
+def _nodes(node, targets: bool = True):
+    """Every IR node in ``node`` (a node or a tuple of them); with ``targets`` False, not
+    the names an assignment, loop or comprehension binds (an item's base and index are read)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (tuple, list)):
+            todo.extend(n)
+        elif hasattr(n, "__dataclass_fields__") and not isinstance(n, ir.Loc):
+            yield n
+            for f in n.__dataclass_fields__:
+                if f == "loc" or (not targets and f == "target" and isinstance(n, (ir.Assign, ir.Loop, ir.Generator))):
+                    continue
+                todo.append(getattr(n, f))
+            if not targets and isinstance(n, (ir.Assign, ir.Loop, ir.Generator)) and n.target is not None:
+                todo.extend(_target_reads(n.target))
+
+
+def _target_reads(t) -> list:
+    if isinstance(t, ir.Unpack):
+        return [r for item in t.items for r in _target_reads(item)]
+    if isinstance(t, ir.Item):
+        return [t.base, t.index]
+    return [t.base] if isinstance(t, ir.Field) else []

@@ -4,7 +4,7 @@ The transformed lane is plain lane code, so every backend, the SPMD path and
 lanewise's other transformations take it as they take the user's own lane:
 
 * every *active* local (one computed from a differentiated argument; a
-  flow-insensitive fixpoint, :func:`activity`) gets k tangent locals beside it,
+  flow-insensitive fixpoint on the lane IR, :mod:`.activity`) gets k tangent locals beside it,
   updated at each assignment, before the primal (``x = x * x`` reads the old
   ``x``); inactive values (counters, flags, integers) carry nothing;
 * control flow is kept as it is: ``if``/``while``/``for``/``break``/``continue``
@@ -47,14 +47,16 @@ import numpy as np
 from .. import primitives
 from ..errors import LaneCompileError
 from ..lane.fromcode import function_def
+from ..lane.ir import nodes as ir
+from ..lane.ir.build import function_of_tree
 from ..lane.lanefn import fingerprint
 from ..spmd.syntax import Unsupported, function_ast, resolve as _resolve
 from . import intrinsics
-from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEAR_NUMPY, Activity as _Activity,
+from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEAR_NUMPY, active_names,
                        custom as _custom, helper as _helper, is_scan as _is_scan, numpy_named as _numpy_named,
                        original as _original, where as _where)
 from .rules import Rule, module_of, rule_for
-from .source import as_load as _as_load, build, exponent as _exponent, first_line as _first_line, \
+from .source import ActiveNodes, as_load as _as_load, build, exponent as _exponent, first_line as _first_line, \
     is_number as _is_number, number as _number, pairwise as _pairwise
 
 
@@ -159,8 +161,7 @@ class Emitter:
                                    f"{len(plan.seeds)} were described")
         self.pre = self._prefix()
         seeded = {p for p, s in zip(self.params, plan.seeds, strict=True) if s is not None}
-        self.activity = _Activity(fn, self.fdef, seeded, self.objects)
-        self.active = self.activity.run()
+        self._analyse(seeded)
         self.lines: list[str] = []
         self.depth = 1
         self.count = 0
@@ -179,6 +180,17 @@ class Emitter:
         fdef = ast.FunctionDef(fn.__name__, ast.arguments([], [ast.arg(p) for p in params], None, [], [], None, []),
                                [ast.Return(call)], [], None, None)
         return ast.fix_missing_locations(fdef)
+
+    def _analyse(self, seeded) -> None:
+        """The active locals of ``self.fdef`` (found on its IR, ``self.ir``) and the query
+        of one expression (``self.activity.expr(node)``)."""
+        self.ir = function_of_tree(self.fn, self.fdef)
+        self.active = active_names(self.ir, seeded, self._called)
+        self.activity = ActiveNodes(self.active, self.resolve)
+
+    def _called(self, call):
+        """The object an IR call calls: as :meth:`resolve` (the names the transformation binds first)."""
+        return self.objects[call.op] if call.op in self.objects else ir.called(call)
 
     def resolve(self, node):
         if isinstance(node, ast.Name) and node.id in self.objects:

@@ -15,6 +15,7 @@ import linecache
 import types
 
 from ..lane.source import LANE_MODULE
+from .activity import INERT_ATTRIBUTES, inert_callee
 
 
 def build(comment: str, header: str, lines: list[str], closure: dict, namespace: dict):
@@ -67,3 +68,53 @@ def exponent(value: float) -> str:
 
 def first_line(node) -> str:
     return ast.unparse(node).splitlines()[0][:80]
+
+
+class ActiveNodes:
+    """Whether an expression the emitters write from may have a nonzero tangent: the
+    activity rules of :mod:`.activity` (which finds the active locals on the lane IR),
+    asked of one AST node.  ``resolve(func)``: the object a called name or attribute
+    chain refers to.
+
+    Example:
+        >>> ActiveNodes({"x"}, lambda func: None).expr(ast.parse("x * k > 0", mode="eval").body)
+        False
+    """
+
+    def __init__(self, active: set, resolve):
+        self.active, self.resolve = active, resolve
+
+    def expr(self, node) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in self.active
+        if isinstance(node, ast.Lambda):
+            # A lambda closing over a differentiated value: what its calls return depends
+            # on that value.  Active, so its use is refused where the lane is transformed
+            # (counted constant, g = lambda t: t * x; g(2.0) had a derivative of 0).
+            own = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+            return any(isinstance(n, ast.Name) and n.id in self.active and n.id not in own
+                       for n in ast.walk(node.body))
+        if isinstance(node, (ast.Constant, ast.Compare, ast.BoolOp, ast.JoinedStr)):
+            return False
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert)):
+            return False
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.BitAnd, ast.BitOr, ast.BitXor,
+                                                               ast.LShift, ast.RShift)):
+            return False
+        if isinstance(node, ast.Attribute):
+            return node.attr not in INERT_ATTRIBUTES and self.expr(node.value)
+        if isinstance(node, ast.Subscript):
+            return self.expr(node.value)
+        if isinstance(node, ast.IfExp):
+            return self.expr(node.body) or self.expr(node.orelse)
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        return any(self.expr(child) for child in ast.iter_child_nodes(node))
+
+    def _call(self, node) -> bool:
+        obj = self.resolve(node.func)
+        if inert_callee(obj):  # lw.stop_gradient is one
+            return False
+        if isinstance(node.func, ast.Attribute) and obj is None and self.expr(node.func.value):
+            return True  # a method of an active array
+        return any(self.expr(a) for a in node.args) or any(self.expr(k.value) for k in node.keywords)

@@ -183,6 +183,24 @@ _EMPTY = object()
 _DEAD = object()  # what a weak reference gives once its object is gone: equal to nothing
 
 
+def function_of_tree(fn, tree) -> ir.Function:
+    """The IR of ``tree``, a ``def`` standing for ``fn`` (a rewritten copy of its text, or
+    one written for it, as autodiff's reverse mode writes its lane with exits as flags),
+    names resolved in ``fn``; helpers it calls are not parsed.
+
+    Example:
+        >>> import ast
+        >>> def lane(x):
+        ...     return x
+        >>> tree = ast.parse("def lane(x):\\n    y = abs(x)\\n    return y").body[0]
+        >>> ir.called(function_of_tree(lane, tree).body[0].value) is abs
+        True
+    """
+    fn = _python_function(fn)
+    offset = fn.__code__.co_firstlineno - def_line(tree)
+    return _Builder(fn, fn.__code__.co_filename, offset, {}, [], []).function(tree, fn.__qualname__)
+
+
 def _python_function(obj):
     """The Python function a lane object runs: itself, or a dispatcher's ``py_func``."""
     obj = getattr(obj, "py_func", obj)
@@ -490,7 +508,9 @@ class _Builder:
         args = self.exprs(e.args)
         keywords = tuple((k.arg or "**", self.expr(k.value)) for k in e.keywords)
         op, head = self.callee(e.func)
-        return ir.Prim(op, head + args, loc, keywords=keywords, type="int" if op == "len" else None)
+        found = self.resolved(e.func)
+        return ir.Prim(op, head + args, loc, keywords=keywords, type="int" if op == "len" else None,
+                       callee=None if found is None else ir.Callee(found[1]))
 
     # ------------------------------------------------------------------ names
 

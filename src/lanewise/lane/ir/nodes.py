@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -70,7 +71,12 @@ class Global:
 class Prim:
     """A primitive applied to ``args``; ``keywords``: (name, expression) pairs of a call;
     ``params``: static (name, value) pairs (``attr``'s name, an in-place operator's
-    ``inplace``); ``type``: the result's kind when the primitive alone fixes it."""
+    ``inplace``); ``type``: the result's kind when the primitive alone fixes it;
+    ``callee``: for a call, the :class:`Callee` holding the object the called name or
+    attribute chain resolves to (a builtin, a module's function, a helper), else None:
+    what a pass asks when the name alone does not say (autodiff's zero-derivative
+    functions; read it with :func:`called`).  Not compared, hashed or printed: two calls
+    of one primitive are equal IR."""
 
     op: str
     args: tuple
@@ -78,6 +84,42 @@ class Prim:
     keywords: tuple = ()
     params: tuple = ()
     type: str | None = None
+    callee: "Callee | None" = field(default=None, compare=False, repr=False)
+
+
+class Callee:
+    """The object a call resolves to, held opaquely: a walker that follows the IR's
+    dataclass fields does not enter the user's objects (a dataclass the lane calls, say).
+    Held weakly where the object takes a weak reference (a function, a dispatcher): the
+    lane IR's memo keeps IR, and IR must not keep the lane (which may call itself) alive."""
+
+    __slots__ = ("_get",)
+
+    def __init__(self, obj):
+        try:
+            ref = weakref.ref(obj)
+        except TypeError:  # a builtin or a ufunc: lives as long as its module anyway
+            self._get = lambda: obj
+        else:
+            self._get = ref
+
+    @property
+    def obj(self):
+        """The object called (None once a weakly held one is gone)."""
+        return self._get()
+
+    def __deepcopy__(self, memo):  # the user's object is shared, never copied (a dispatcher cannot be)
+        return self
+
+
+def called(prim: Prim):
+    """The object the call ``prim`` calls (None if unknown, or not a call).
+
+    Example:
+        >>> called(Prim("abs", (Var("x"),), Loc("f.py", 2, 11), callee=Callee(abs))) is abs
+        True
+    """
+    return None if prim.callee is None else prim.callee.obj
 
 
 @dataclass(frozen=True, slots=True)
