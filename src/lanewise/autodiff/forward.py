@@ -49,7 +49,7 @@ from ..errors import LaneCompileError
 from ..lane.fromcode import function_def
 from ..lane.lanefn import fingerprint
 from ..spmd.syntax import Unsupported, function_ast, resolve as _resolve
-from . import intrinsics
+from . import aliasing as _aliasing, intrinsics
 from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEAR_NUMPY, Activity as _Activity,
                        custom as _custom, helper as _helper, is_scan as _is_scan, numpy_named as _numpy_named,
                        original as _original, where as _where)
@@ -128,6 +128,20 @@ def _list_write(fdef):
 _SCALAR_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)
 
 
+def _shares_as_tangents(node) -> bool:
+    """Whether ``node``'s tangent shares storage exactly as its value does, by construction:
+    a name, a view of one (``a[1:]``, ``a.T``), a tuple of those or constants, a choice of them."""
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(node, ast.Subscript) or (isinstance(node, ast.Attribute) and node.attr in ("T", "real", "imag")):
+        return _shares_as_tangents(node.value)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_shares_as_tangents(e) for e in node.elts)
+    if isinstance(node, ast.IfExp):
+        return _shares_as_tangents(node.body) and _shares_as_tangents(node.orelse)
+    return False
+
+
 class Emitter:
     """Writes the transformed function, one statement of the user's at a time."""
 
@@ -160,7 +174,7 @@ class Emitter:
         self.pre = self._prefix()
         seeded = {p for p, s in zip(self.params, plan.seeds, strict=True) if s is not None}
         self.activity = _Activity(fn, self.fdef, seeded, self.objects)
-        self.active = self.activity.run()
+        self.active = _aliasing.widen(self, self.activity.run())
         self.lines: list[str] = []
         self.depth = 1
         self.count = 0
@@ -527,10 +541,18 @@ class Emitter:
     def _st_Continue(self, node):
         self.emit("continue")
 
-    def _st_Expr(self, node):
+    def _st_Raise(self, node):
         self.emit(ast.unparse(node))  # its value is dropped: only the primal call matters
 
-    _st_Assert = _st_Raise = _st_Expr
+    _st_Assert = _st_Raise
+
+    def _st_Expr(self, node):
+        call = node.value
+        if isinstance(call, ast.Call) and self.activity.expr(call) and _helper(self.resolve(call.func)) is not None \
+                and _aliasing.mutates(_helper(self.resolve(call.func))):
+            self.ex(call)  # a helper writing into its argument: its transformed version updates the tangent too
+            return
+        self._st_Raise(node)
 
     def _st_Assign(self, node):
         self._assign(node.targets, node.value)
@@ -541,7 +563,28 @@ class Emitter:
 
     def _st_AugAssign(self, node):
         load = _as_load(node.target)
-        self._assign([node.target], ast.copy_location(ast.BinOp(load, node.op, node.value), node))
+        value = ast.copy_location(ast.BinOp(load, node.op, node.value), node)
+        if not isinstance(node.target, ast.Name):
+            self._assign([node.target], value)  # a[i] op= e: a[i] = a[i] op e writes into a, as Python does
+        elif node.target.id not in self.active and not self.activity.expr(value):
+            self.emit(ast.unparse(node))  # nothing differentiated: as written
+        else:
+            self._update(node.target.id, value)
+
+    def _update(self, name: str, value) -> None:
+        """``name op= e`` with Python's semantics: an array (its tangents too) changed in place,
+        so other names sharing it see the change; a number rebound."""
+        guard = getattr(self.active, "guarded", {}).get(name)
+        if guard is not None:  # reverse mode: a number is rebound, an array shared with another name refused
+            self.emit(f"{self.pre}ad.unshared({name}, {guard!r})")
+        p, ts = self.ex(value)
+        for j in range(self.plan.k):
+            self.emit(f"{self.tan(name, j)} = {self.pre}ad.update({self.tan(name, j)}, "
+                      f"{ts[j] if ts is not None else self._zero_of(name)})")
+        self.emit(f"{name} = {self.pre}ad.update({name}, {p})")
+
+    def _zero_of(self, name: str) -> str:
+        return f"{self.pre}ad.{self.ZERO_OF}({name})"
 
     def _assign(self, targets, value) -> None:
         p, ts = self.ex(value)
@@ -551,9 +594,27 @@ class Emitter:
             for target in targets:
                 self._zero_target(target, value)
             return
+        if self._reaches_update(targets) and not _shares_as_tangents(value):
+            p, ts = self._mirrored(value, self.atom(p), ts)
         for j in range(self.plan.k):
             self.emit(" = ".join(self._tangent_target(t, j) for t in targets) + f" = {ts[j]}")
         self.emit(f"{texts} = {p}")
+
+    def _reaches_update(self, targets) -> bool:
+        """Whether a name these targets bind is one an in-place update may reach (:mod:`.aliasing`)."""
+        updated = getattr(self.active, "updated", ())
+        return any(isinstance(n, ast.Name) and n.id in updated for t in targets for n in ast.walk(t))
+
+    def _mirrored(self, value, p: str, ts):
+        """The tangents of ``value`` (primal ``p``), each copied where it shares an argument's
+        tangent that the primal does not share with the argument (``b = a + 0.0``)."""
+        read = sorted({n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in self.active})
+        out = []
+        for j, t in enumerate(ts):
+            for name in read:
+                t = self.temp(f"{self.pre}ad.mirror({p}, {t}, {name}, {self.tan(name, j)})")
+            out.append(t)
+        return p, out
 
     def _tangent_target(self, target, j) -> str:
         if isinstance(target, ast.Name):
@@ -567,7 +628,8 @@ class Emitter:
     def _zero_target(self, target, value) -> None:
         """After an inactive value is stored into active locals: their tangents are zero."""
         if isinstance(target, ast.Name) and target.id in self.active:
-            zero = self.ZERO if isinstance(value, _SCALAR_NODES) else f"{self.pre}ad.{self.ZERO_OF}({target.id})"
+            shared = target.id in getattr(self.active, "updated", ())  # changed in place: its tangent an array
+            zero = self.ZERO if isinstance(value, _SCALAR_NODES) and not shared else self._zero_of(target.id)
             for j in range(self.plan.k):
                 self.emit(f"{self.tan(target.id, j)} = {zero}")
         elif isinstance(target, (ast.Tuple, ast.List)):
