@@ -217,10 +217,10 @@ class _Walk:
     def prim(self, e: ir.Prim, parts: list, keywords: dict) -> set:
         op, every = e.op, set().union(*parts, *keywords.values())
         if "out" in keywords:
-            self._update("method", keywords["out"], every, e, "out=")
+            self._update("method", keywords["out"], e, "out=")
         if op == "setitem" or op == "setattr":
             value = parts[-1]
-            self._update("setitem", parts[0], set(_reads(e.args[1:])), e, "an item")
+            self._update("setitem", parts[0], e, "an item")
             self.union(parts[0] | value)  # a container holding an array shares its storage
             return set()
         if op == "walrus":
@@ -230,14 +230,14 @@ class _Walk:
         if op.startswith("method."):
             method = op.removeprefix("method.")
             if method in MUTATING_METHODS:
-                self._update("method", parts[0], every, e, f".{method}()")
+                self._update("method", parts[0], e, f".{method}()")
                 self.union(every)
             return set() if method in FRESH_METHODS else every
         if op in MUTATING_NUMPY and parts:
-            self._update("method", parts[0], every, e, f"{op}()")
+            self._update("method", parts[0], e, f"{op}()")
             return set()
         if op.startswith("call:"):
-            self.helper(op.removeprefix("call:"), e, parts, every)
+            self.helper(op.removeprefix("call:"), e, parts)
             return every  # a helper may return (part of) any argument
         if dict(e.params).get("inplace"):
             return every  # a list's += shares the items it adds
@@ -249,18 +249,18 @@ class _Walk:
             return parts[1] | parts[2]
         return every  # any other call: it may hand back its arguments (np.asarray, np.reshape...)
 
-    def helper(self, name: str, e: ir.Prim, parts: list, every: set) -> None:
+    def helper(self, name: str, e: ir.Prim, parts: list) -> None:
         fn = self.table.get(name)
         if fn is None:
             return
         changed = _analyse(fn, self.table, self.done).mutated_params()
         for k in sorted(changed):
             if k < len(parts):
-                self._update("helper", parts[k], every, e, f"{name.split('.')[-1]}(...)")
+                self._update("helper", parts[k], e, f"{name.split('.')[-1]}(...)")
 
-    def _update(self, kind: str, names: set, reads: set, e: ir.Prim, what: str) -> None:
-        if names:
-            self.updates.append(Update(kind, frozenset(names), frozenset(reads), e.loc, what))
+    def _update(self, kind: str, names: set, e: ir.Prim, what: str) -> None:
+        if names:  # what the new contents are computed from: every local the call reads
+            self.updates.append(Update(kind, frozenset(names), frozenset(_reads((e.args, e.keywords))), e.loc, what))
 
 
 def _fresh_numpy(op: str) -> bool:
@@ -332,28 +332,36 @@ def widen(emitter, active: set) -> Active:
         out = Active(emitter.activity.run())
     out.updated = frozenset().union(*(names for _, names in changed))
     out.guarded = {}
-    if emitter.plan.mode != "forward":
-        _refuse(emitter, facts, changed, out)
+    _refuse(emitter, changed, out)
     return out
 
 
-def _refuse(emitter, facts: Aliases, changed: list, out: Active) -> None:
+def _refuse(emitter, changed: list, out: Active) -> None:
     for u, names in changed:
         if not names & out:
+            continue
+        if u.kind == "method":  # a.fill(x), np.copyto(a, b), out=a: no rule updates the derivative in place
+            raise Refused(_message(emitter, u, sorted(u.names)[0], f"is changed in place by {u.what}",
+                                   "assign the new value instead (a = np.full_like(a, v) for a.fill(v), "
+                                   "a = b.copy() for np.copyto(a, b))"))
+        if emitter.plan.mode == "forward":
             continue
         others = sorted(names - u.names) or sorted(names)
         if u.kind == "augassign" and len(names) > 1:
             name = next(iter(u.names))
-            out.guarded[name] = _message(emitter, u, name, others[0], "is an array or a list here")
-        elif u.kind != "augassign" and (len(names) > 1 or u.kind in ("helper", "method")):
+            out.guarded[name] = _message(emitter, u, name, f"shares its storage with {others[0]} and is an array "
+                                         "or a list here", _REVERSE)
+        elif u.kind != "augassign" and (len(names) > 1 or u.kind == "helper"):
             name = sorted(u.names)[0]
             other = others[0] if others[0] != name else "a parameter of the helper it is passed to"
-            raise Refused(_message(emitter, u, name, other, f"is changed in place ({u.what})"))
+            raise Refused(_message(emitter, u, name, f"shares its storage with {other} and is changed in place "
+                                   f"({u.what})", _REVERSE))
 
 
-def _message(emitter, u: Update, name: str, other: str, how: str) -> str:
+_REVERSE = ("reverse mode does not follow an array changed in place through another name. Make each name its own "
+            "array where it is bound (b = a.copy(), v = a[1:].copy()), or use lw.jacfwd (forward mode)")
+
+
+def _message(emitter, u: Update, name: str, how: str, fix: str) -> str:
     where = f"{u.loc.file}:{u.loc.line}" if u.loc is not None else emitter.fn.__code__.co_filename
-    return (f"{emitter.plan.transform} cannot differentiate {emitter.fn.__qualname__} at {where}: {name} "
-            f"shares its storage with {other} and {how}; reverse mode does not follow an array changed in "
-            f"place through another name. Make each name its own array where it is bound (b = a.copy(), "
-            "v = a[1:].copy()), or use lw.jacfwd (forward mode)")
+    return f"{emitter.plan.transform} cannot differentiate {emitter.fn.__qualname__} at {where}: {name} {how}; {fix}"

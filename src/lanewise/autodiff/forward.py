@@ -55,7 +55,7 @@ from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEA
                        original as _original, where as _where)
 from .rules import Rule, module_of, rule_for
 from .source import as_load as _as_load, build, exponent as _exponent, first_line as _first_line, \
-    is_number as _is_number, number as _number, pairwise as _pairwise
+    is_number as _is_number, number as _number, pairwise as _pairwise, shares_as_tangents as _shares
 
 
 @dataclass(frozen=True)
@@ -127,19 +127,6 @@ def _list_write(fdef):
 
 _SCALAR_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)
 
-
-def _shares_as_tangents(node) -> bool:
-    """Whether ``node``'s tangent shares storage exactly as its value does, by construction:
-    a name, a view of one (``a[1:]``, ``a.T``), a tuple of those or constants, a choice of them."""
-    if isinstance(node, (ast.Name, ast.Constant)):
-        return True
-    if isinstance(node, ast.Subscript) or (isinstance(node, ast.Attribute) and node.attr in ("T", "real", "imag")):
-        return _shares_as_tangents(node.value)
-    if isinstance(node, (ast.Tuple, ast.List)):
-        return all(_shares_as_tangents(e) for e in node.elts)
-    if isinstance(node, ast.IfExp):
-        return _shares_as_tangents(node.body) and _shares_as_tangents(node.orelse)
-    return False
 
 
 class Emitter:
@@ -547,12 +534,11 @@ class Emitter:
     _st_Assert = _st_Raise
 
     def _st_Expr(self, node):
-        call = node.value
-        if isinstance(call, ast.Call) and self.activity.expr(call) and _helper(self.resolve(call.func)) is not None \
-                and _aliasing.mutates(_helper(self.resolve(call.func))):
-            self.ex(call)  # a helper writing into its argument: its transformed version updates the tangent too
-            return
-        self._st_Raise(node)
+        helper = _helper(self.resolve(node.value.func)) if isinstance(node.value, ast.Call) else None
+        if helper is not None and self.activity.expr(node.value) and _aliasing.mutates(helper):
+            self.ex(node.value)  # a helper writing into its argument: its transformed version updates the tangent
+        else:
+            self._st_Raise(node)
 
     def _st_Assign(self, node):
         self._assign(node.targets, node.value)
@@ -572,19 +558,15 @@ class Emitter:
             self._update(node.target.id, value)
 
     def _update(self, name: str, value) -> None:
-        """``name op= e`` with Python's semantics: an array (its tangents too) changed in place,
-        so other names sharing it see the change; a number rebound."""
-        guard = getattr(self.active, "guarded", {}).get(name)
+        """``name op= e`` as Python runs it: an array (and its tangents) changed in place, a number rebound."""
+        guard = self.active.guarded.get(name)
         if guard is not None:  # reverse mode: a number is rebound, an array shared with another name refused
             self.emit(f"{self.pre}ad.unshared({name}, {guard!r})")
         p, ts = self.ex(value)
         for j in range(self.plan.k):
             self.emit(f"{self.tan(name, j)} = {self.pre}ad.update({self.tan(name, j)}, "
-                      f"{ts[j] if ts is not None else self._zero_of(name)})")
+                      f"{ts[j] if ts is not None else f'{self.pre}ad.{self.ZERO_OF}({name})'})")
         self.emit(f"{name} = {self.pre}ad.update({name}, {p})")
-
-    def _zero_of(self, name: str) -> str:
-        return f"{self.pre}ad.{self.ZERO_OF}({name})"
 
     def _assign(self, targets, value) -> None:
         p, ts = self.ex(value)
@@ -594,7 +576,7 @@ class Emitter:
             for target in targets:
                 self._zero_target(target, value)
             return
-        if self._reaches_update(targets) and not _shares_as_tangents(value):
+        if self._reaches_update(targets) and not _shares(value):
             p, ts = self._mirrored(value, self.atom(p), ts)
         for j in range(self.plan.k):
             self.emit(" = ".join(self._tangent_target(t, j) for t in targets) + f" = {ts[j]}")
@@ -602,12 +584,10 @@ class Emitter:
 
     def _reaches_update(self, targets) -> bool:
         """Whether a name these targets bind is one an in-place update may reach (:mod:`.aliasing`)."""
-        updated = getattr(self.active, "updated", ())
-        return any(isinstance(n, ast.Name) and n.id in updated for t in targets for n in ast.walk(t))
+        return any(isinstance(n, ast.Name) and n.id in self.active.updated for t in targets for n in ast.walk(t))
 
     def _mirrored(self, value, p: str, ts):
-        """The tangents of ``value`` (primal ``p``), each copied where it shares an argument's
-        tangent that the primal does not share with the argument (``b = a + 0.0``)."""
+        """``value``'s tangents, copied where one shares an argument's that ``p`` does not (``b = a + 0.0``)."""
         read = sorted({n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in self.active})
         out = []
         for j, t in enumerate(ts):
@@ -628,8 +608,8 @@ class Emitter:
     def _zero_target(self, target, value) -> None:
         """After an inactive value is stored into active locals: their tangents are zero."""
         if isinstance(target, ast.Name) and target.id in self.active:
-            shared = target.id in getattr(self.active, "updated", ())  # changed in place: its tangent an array
-            zero = self.ZERO if isinstance(value, _SCALAR_NODES) and not shared else self._zero_of(target.id)
+            scalar = isinstance(value, _SCALAR_NODES) and target.id not in self.active.updated  # else an array
+            zero = self.ZERO if scalar else f"{self.pre}ad.{self.ZERO_OF}({target.id})"
             for j in range(self.plan.k):
                 self.emit(f"{self.tan(target.id, j)} = {zero}")
         elif isinstance(target, (ast.Tuple, ast.List)):
