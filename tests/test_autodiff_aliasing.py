@@ -280,3 +280,33 @@ def test_in_place_methods_of_differentiated_arrays_are_refused(lane):
     for transform in (lw.grad, lw.jacrev):
         with pytest.raises(LaneCompileError, match=f"{lane.__name__} at .*: a is changed in place by"):
             transform(lane)(1.5)
+
+
+def _stores_a_scalar(x, n):
+    buf = np.zeros(n)
+    s = x
+    for i in range(n):
+        buf[i] = s  # an array's item store copies: buf and s share nothing
+    t = (buf, s)
+    return t[0][0] + s
+
+
+@pytest.mark.parametrize("lane,classes,updates", [
+    (direct, [{"a", "b", "v"}, {"x"}], [("augassign", {"a"}), ("augassign", {"v"})]),
+    (new_array_from_a_sum, [{"a", "c"}, {"b"}, {"x"}], [("augassign", {"b"}), ("augassign", {"a"})]),
+    (alias_setitem, [{"a", "b"}, {"x"}], [("setitem", {"b"})]),
+    (tuple_alias, [{"a", "t"}, {"x"}], [("augassign", {"a"})]),
+    (helper_returns_argument, [{"a", "b"}, {"x"}], [("augassign", {"b"})]),
+    (helper_mutates_argument, [{"a"}, {"x"}], [("helper", {"a"})]),
+    (rows_of, [{"a", "row"}, {"x"}], [("augassign", {"row"})]),
+    (scalars, [{"prev", "x"}, {"dx"}], [("augassign", {"x"}), ("augassign", {"x"})]),
+    (_stores_a_scalar, [{"buf", "s", "t", "x"}, {"n"}, {"i"}], [("setitem", {"buf"})]),  # s = x; t = (buf, s)
+    (filled, [{"a"}, {"x"}], [("method", {"a"})]),
+])
+def test_alias_classes_and_in_place_updates_of_the_ir_pass(lane, classes, updates):
+    from lanewise.autodiff.aliasing import aliases
+
+    facts = aliases(lane)
+    got = {frozenset(c) for c in facts.classes.values()}
+    assert got == {frozenset(c) for c in classes}
+    assert [(u.kind, set(u.names)) for u in facts.updates] == updates

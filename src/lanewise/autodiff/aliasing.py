@@ -47,6 +47,8 @@ MUTATING_METHODS = frozenset({
     "fill", "sort", "resize", "put", "itemset", "partition", "setfield", "setflags", "byteswap",
     "append", "extend", "insert", "pop", "remove", "clear", "reverse", "update", "add", "discard",
     "setdefault", "popitem", "__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__"})
+#: Methods that store their arguments (not copies) in the receiver.
+_STORING_METHODS = frozenset({"append", "extend", "insert", "setdefault", "add", "update"})
 #: NumPy functions that write into their first argument.
 MUTATING_NUMPY = frozenset({"np.copyto", "np.put", "np.place", "np.putmask", "np.fill_diagonal",
                             "np.random.shuffle", "np.put_along_axis"})
@@ -187,7 +189,6 @@ class _Walk:
         if isinstance(target, (ir.Item, ir.Field)):  # an unpacking or loop target writing into a container
             base = self.roots(target.base)
             self.updates.append(Update("setitem", frozenset(base), frozenset(), loc, "an item"))
-            self.union(base | shared)
             return
         names = _bound(target)
         for item in (target.items if isinstance(target, ir.Unpack) else ()):
@@ -219,9 +220,9 @@ class _Walk:
         if "out" in keywords:
             self._update("method", keywords["out"], e, "out=")
         if op == "setitem" or op == "setattr":
-            value = parts[-1]
+            # Not unioned with the value: an array's item store copies it; a list's (which
+            # could hold the value itself) fails in a differentiated lane, whose list tangents are tuples.
             self._update("setitem", parts[0], e, "an item")
-            self.union(parts[0] | value)  # a container holding an array shares its storage
             return set()
         if op == "walrus":
             name = dict(e.params)["name"]
@@ -231,7 +232,8 @@ class _Walk:
             method = op.removeprefix("method.")
             if method in MUTATING_METHODS:
                 self._update("method", parts[0], e, f".{method}()")
-                self.union(every)
+                if method in _STORING_METHODS:  # the container now holds its arguments
+                    self.union(every)
             return set() if method in FRESH_METHODS else every
         if op in MUTATING_NUMPY and parts:
             self._update("method", parts[0], e, f"{op}()")
@@ -240,7 +242,7 @@ class _Walk:
             self.helper(op.removeprefix("call:"), e, parts)
             return every  # a helper may return (part of) any argument
         if dict(e.params).get("inplace"):
-            return every  # a list's += shares the items it adds
+            return parts[0]  # a op= e is a (an array's item values are copied; a list's tangent is a tuple)
         if op in _FRESH_OPS or op.startswith(("math.", "cmath.")) or _fresh_numpy(op):
             return set()
         if op in ("getitem", "attr"):
