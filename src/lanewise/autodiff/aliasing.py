@@ -304,10 +304,13 @@ def _reads(parts) -> set:
 
 class Active(set):
     """An emitter's active names, with ``updated``: the names whose storage the lane changes
-    in place (their zero tangent must be an array, never the constant 0.0), and ``guarded``:
-    name -> the check reverse mode runs before ``name op= e``."""
+    in place (their tangents must share storage exactly as their values do), ``shared``: those
+    of them another name (or a helper's parameter) reaches, whose zero tangent must be an
+    array where the value is one (never the constant 0.0), and ``guarded``: name -> the check
+    reverse mode runs before ``name op= e``."""
 
     updated: frozenset = frozenset()
+    shared: frozenset = frozenset()
     guarded: dict = {}
 
 
@@ -333,6 +336,7 @@ def widen(emitter, active: set) -> Active:
         emitter.activity.active |= grown
         out = Active(emitter.activity.run())
     out.updated = frozenset().union(*(names for _, names in changed))
+    out.shared = frozenset().union(*(names for u, names in changed if len(names) > 1 or u.kind == "helper"))
     out.guarded = {}
     _refuse(emitter, changed, out)
     return out

@@ -608,7 +608,7 @@ class Emitter:
     def _zero_target(self, target, value) -> None:
         """After an inactive value is stored into active locals: their tangents are zero."""
         if isinstance(target, ast.Name) and target.id in self.active:
-            scalar = isinstance(value, _SCALAR_NODES) and target.id not in self.active.updated  # else an array
+            scalar = isinstance(value, _SCALAR_NODES) and target.id not in self.active.shared  # else an array
             zero = self.ZERO if scalar else f"{self.pre}ad.{self.ZERO_OF}({target.id})"
             for j in range(self.plan.k):
                 self.emit(f"{self.tan(target.id, j)} = {zero}")
