@@ -453,7 +453,7 @@ def _may_raise(fn, seen: set[int]) -> bool:
 
 #: Instructions that read a name, and those that read an attribute of what is on the stack.
 _NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FAST", "LOAD_CLOSURE",
-                         "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"})
+                         "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST"})
 _ATTRIBUTES = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR"})
 _GLOBALS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"})
 
@@ -473,8 +473,11 @@ def _referenced(fn) -> list:
                 found.append(value)
                 continue
             value = None
-            if instr.opname in _NAME_LOADS and isinstance(instr.argval, str) and instr.argval in scope:
-                value = scope[instr.argval]
+            # 3.13's LOAD_FAST_LOAD_FAST reads two names (argval: their tuple); a chain
+            # of attributes starts at the second, the one left on top of the stack
+            name = instr.argval[-1] if isinstance(instr.argval, tuple) else instr.argval
+            if instr.opname in _NAME_LOADS and isinstance(name, str) and name in scope:
+                value = scope[name]
             if instr.opname in _GLOBALS:
                 names.add(instr.argval)
         found += [scope[n] for n in sorted(names) if n in scope]

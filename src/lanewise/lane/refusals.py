@@ -148,9 +148,14 @@ def _formatting(fn, lane: ir.Function):
             yield "str.format()", node.loc.line
 
 
+#: What an f-string's field compiles to: FORMAT_VALUE up to 3.12, FORMAT_SIMPLE and
+#: FORMAT_WITH_SPEC from 3.13 (missing those let 3.13 compile what 3.11 refuses).
+_FORMAT_OPCODES = frozenset({"FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"})
+
+
 def _bytecode_formatting(fn):
     for (instr, _), line in _instructions(fn.__code__):
-        if instr.opname == "FORMAT_VALUE":
+        if instr.opname in _FORMAT_OPCODES:
             yield "an f-string", line
         elif instr.opname == "LOAD_GLOBAL" and _formatter(fn, instr.argval):
             yield f"{instr.argval}()", line
