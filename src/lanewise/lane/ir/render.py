@@ -55,6 +55,7 @@ import zlib
 
 from ...errors import LaneCompileError
 from . import nodes as ir
+from .passes.walk import walk
 
 _INDENT = "    "
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
@@ -252,24 +253,12 @@ def _global(glob: dict, name: str):
 # ----------------------------------------------------------------------------- what a function reads
 
 
-def _nodes(root):
-    """Every node under ``root`` (nested functions included)."""
-    todo = [root]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (tuple, list)):
-            todo.extend(n)
-        elif hasattr(n, "__dataclass_fields__") and not isinstance(n, ir.Loc):
-            yield n
-            todo.extend(getattr(n, f) for f in n.__dataclass_fields__)
-
-
 def _globals(fn: ir.Function) -> list:
-    return [n for n in _nodes(fn) if isinstance(n, ir.Global)]
+    return [n for n in walk(fn) if isinstance(n, ir.Global)]
 
 
 def _helpers(fn: ir.Function) -> set:
-    return {n.op.removeprefix("call:") for n in _nodes(fn) if isinstance(n, ir.Prim) and n.op.startswith("call:")}
+    return {n.op.removeprefix("call:") for n in walk(fn) if isinstance(n, ir.Prim) and n.op.startswith("call:")}
 
 
 def _named(op: str) -> bool:
@@ -280,7 +269,7 @@ def _named(op: str) -> bool:
 def _roots(fn: ir.Function) -> set:
     """The first name of every dotted path the text writes (``np`` of ``np.exp``)."""
     paths = [g.name for g in _globals(fn)]
-    paths += [n.op for n in _nodes(fn) if isinstance(n, ir.Prim) and _named(n.op)]
+    paths += [n.op for n in walk(fn) if isinstance(n, ir.Prim) and _named(n.op)]
     return {p.split(".")[0] for p in paths if "." in p}
 
 
@@ -288,7 +277,7 @@ def _locals(fn: ir.Function) -> set:
     """Every name the function (or anything nested in it) binds: parameters, stores,
     loop and comprehension targets, handlers, nested defs, walruses."""
     names = set()
-    for n in _nodes(fn):
+    for n in walk(fn):
         if isinstance(n, (ir.Var, ir.Param)):
             names.add(n.name)
         elif isinstance(n, ir.Def) or (isinstance(n, ir.Handler) and n.name):
