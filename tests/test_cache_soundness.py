@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
+import pytest
 
 import lanewise as lw
 from lanewise.lane.fingerprint import fingerprint
@@ -242,6 +243,7 @@ def test_numba_settings_are_part_of_every_key(monkeypatch):
 
 LANE_SOURCE = '''
 import numpy as np
+import pytest
 
 def over(row, t):
     n = 0
@@ -281,6 +283,7 @@ def test_file_edited_after_import_does_not_change_the_kernel(tmp_path, restore_c
 CHILD = r'''
 import json, sys
 import numpy as np
+import pytest
 import lanewise as lw
 sys.path.insert(0, sys.argv[1])
 import lw_child_lane as m
@@ -362,3 +365,95 @@ def test_an_edited_lane_gets_its_own_gradient_from_the_disk_cache(tmp_path):
                               text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         np.testing.assert_allclose(json.loads(proc.stdout.strip().splitlines()[-1]), [want, want], rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- warm start
+
+WARM = r'''
+import json, sys
+import numpy as np
+import pytest
+import lanewise as lw
+from lanewise.backends.cpu import map as cpu_map
+from lanewise.lane.ir import build as ir_build
+
+built = []  # every function the lane IR front end parses, by any entry (build, function_ir, a tree)
+parse = ir_build._Builder.function
+ir_build._Builder.function = lambda self, node, name: built.append(name) or parse(self, node, name)
+sys.path.insert(0, sys.argv[1])
+import lw_warm_lane as m
+x = np.linspace(-1.0, 1.0, 7, dtype=np.float32)
+k = np.int64(sys.argv[2])
+mapped = lw.vmap(m.lane, in_axes=(0, None))(x, k)
+total = lw.reduce(lw.vmap(m.lane, in_axes=(0, None)), "sum")(x, k)
+print(json.dumps({"built": len(built), "disk": cpu_map.stats["disk"], "mapped": mapped.tolist(),
+                  "dtype": str(mapped.dtype), "total": float(total), "total_dtype": str(total.dtype)}))
+'''
+
+
+def _warm_child(tmp_path, k: int = 2) -> dict:
+    env = dict(os.environ, LANEWISE_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-c", WARM, str(tmp_path), str(k)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _write_lane(tmp_path, text: str) -> None:
+    path = tmp_path / "lw_warm_lane.py"
+    path.write_text(textwrap.dedent(text))
+    # the same size and second as the file it replaces must not let a stale .pyc run
+    for pyc in (tmp_path / "__pycache__").glob("lw_warm_lane*"):
+        pyc.unlink()
+
+
+def _expect(got: dict, want: np.ndarray) -> None:
+    assert got["dtype"] == str(want.dtype)
+    np.testing.assert_allclose(got["mapped"], want, rtol=1e-6, atol=1e-6)  # float64 math, float32 data
+    assert got["total_dtype"] == str(want.dtype)
+    np.testing.assert_allclose(got["total"], want.sum(dtype=np.float64), rtol=1e-5)
+
+
+X32 = np.linspace(-1.0, 1.0, 7, dtype=np.float32)
+
+UNUSED_K = """
+def lane(x, k):
+    return x * 3.0 if k > 0 else x
+"""
+
+
+def test_a_warm_process_builds_no_lane_ir(tmp_path):
+    """A process that finds the kernels on disk takes the lane's dependence answers
+    (k is not computed with: a float32 result stays float32) from the cache entry:
+    it parses no function into the lane IR, and computes as NumPy does."""
+    _write_lane(tmp_path, UNUSED_K)
+    want = X32 * 3.0  # k = 2 only chooses the branch: NumPy keeps float32
+    cold = _warm_child(tmp_path)
+    assert cold["built"] > 0 and cold["disk"] == 0  # the counter sees the cold process's builds
+    _expect(cold, want)
+    warm = _warm_child(tmp_path)
+    assert warm["disk"] == 1, warm
+    assert warm["built"] == 0, warm
+    _expect(warm, want)
+
+
+K = np.int64(2)
+
+
+@pytest.mark.parametrize("used, want", [
+    ("x * 3.0 + k", X32 * 3.0 + K),
+    ("x * 3.0 if k > 0 else x + k", np.where(K > 0, X32 * 3.0, X32 + K)),  # float64 as NumPy's where
+], ids=["computed", "in_a_branch"])
+def test_a_parameter_that_becomes_used_is_not_served_a_stale_answer(tmp_path, used, want):
+    """The dependence answers are kept under the kernel's key: once the lane computes a
+    value with k, a process reading the same cache stores the result as NumPy does
+    (float32 with int64: float64), not as the answer cached for the old lane said."""
+    _write_lane(tmp_path, UNUSED_K)
+    for _ in range(2):  # cold, then warm: float32
+        _expect(_warm_child(tmp_path), X32 * 3.0)
+    _write_lane(tmp_path, f"def lane(x, k):\n    return {used}\n")
+    got = _warm_child(tmp_path)
+    assert got["disk"] == 0  # a new key: typed and rendered again
+    assert want.dtype == np.float64
+    _expect(got, want)
+    _expect(_warm_child(tmp_path), want)  # and warm again

@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import traceback
 import weakref
 from dataclasses import dataclass
@@ -41,12 +40,44 @@ from ..runtime import cache
 # ----------------------------------------------------------------------------- programs
 
 
-def program(call: Call, result) -> Program:
+def program(call: Call, result, stored: dict | None = None) -> Program:
     """``call``'s program once the lane's result type is known, checked: an output with
-    ``out_axes=None`` must not depend on the arguments mapped at that level."""
-    built = make_program(call, result, functools.partial(unused_parameters, call.lane))
+    ``out_axes=None`` must not depend on the arguments mapped at that level.
+
+    ``stored``: the lane's dependence answers kept with a cached kernel
+    (:func:`program_and_answers`), under a key that covers the lane's code, helpers and
+    globals (its fingerprint) and ``call``'s signature: a process that finds the kernel
+    on disk builds no lane IR, and the ``out_axes`` check, which the same lane and
+    signature passed before the kernel was stored, is not repeated."""
+    if stored is None:
+        return program_and_answers(call, result)[0]
+    return make_program(call, result, lambda path: stored[path] if path in stored
+                        else unused_parameters(call.lane, path))
+
+
+def program_and_answers(call: Call, result) -> tuple[Program, dict]:
+    """:func:`program`, checked, and the dependence answers it asked for (the unused
+    parameters per output path): what a cached kernel keeps for :func:`program`'s
+    ``stored``.
+
+    Example:
+        >>> import numpy as np, lanewise as lw
+        >>> from lanewise.plan.program import ResultLeaf, bind_call
+        >>> call = bind_call(lw.vmap(lambda a, k: a * 3.0, in_axes=(0, None)),
+        ...                  (np.ones(2, np.float32), np.int64(2)), {})
+        >>> built, answers = program_and_answers(call, ResultLeaf(np.dtype("float64"), 0))
+        >>> answers, built.outputs[0].dtype  # k is not computed with: float32 stays float32
+        ({(): frozenset({'k'})}, dtype('float32'))
+    """
+    answers: dict = {}
+
+    def unused(path):
+        answers[path] = found = unused_parameters(call.lane, path)
+        return found
+
+    built = make_program(call, result, unused)
     check_unmapped_outputs(built)
-    return built
+    return built, answers
 
 
 # ----------------------------------------------------------------------------- cached build

@@ -4,8 +4,9 @@ Flow for a call (each step cached): type the lane with a one-lane ``probe`` ->
 program -> render the module (codegen.cpu) -> store it in the disk cache and
 import it -> run ``kernel_blocks`` over every block, from all threads
 (:mod:`lanewise.runtime.pool`) or, for small problems, on the calling thread.
-A warm process finds module and result type on disk and Numba finds the object
-code beside it: no typing, no compile.
+A warm process finds module, result type and the lane's dependence answers
+(:func:`host.program_and_answers`) on disk and Numba finds the object code beside
+it: no typing, no lane IR, no compile.
 
 Example:
     >>> import numpy as np, lanewise as lw
@@ -85,7 +86,7 @@ def build(call: Call) -> Executable:
     names = injected_names(call.signature)
 
     def inject(meta):
-        result, inplace, _, allocating, _ = meta
+        result, inplace, _, allocating, _, answers = meta
 
         def lane(fn):
             with scalar_lane_math(call.lane, allocating):
@@ -94,7 +95,7 @@ def build(call: Call) -> Executable:
         names["lane"] = host.Deferred(lambda: lane(lambda: call.lane))
         if inplace:  # the lane fills its per-lane array output in place
             names["lane_inplace"] = host.Deferred(lambda: lane(
-                lambda: inplace_lane(host.program(call, result), result)))
+                lambda: inplace_lane(host.program(call, result, answers), result)))
         return names
 
     checked = {}
@@ -104,9 +105,9 @@ def build(call: Call) -> Executable:
         # The W-wide lane the SPMD check compiled for these types: lane_block links it
         # rather than compiling the module's copy of it (0.3-0.8 s of a cold call).
         setattr(built.module, name, dispatcher)
-    result, inplace, lane_path, allocating, group = built.meta
+    result, inplace, lane_path, allocating, group, answers = built.meta
     stats["disk" if built.from_disk else "typed"] += 1
-    return Executable(host.program(call, result), built.module, built.source, built.path, names, lane_path, group,
+    return Executable(host.program(call, result, answers), built.module, built.source, built.path, names, lane_path, group,
                       allocating)
 
 
@@ -116,13 +117,13 @@ def _render(call: Call, checked: dict, module: str | None):
     with scalar_lane_math(call.lane):
         typed = typed_lane(call)
     result = typed.result
-    program = host.program(call, result)
+    program, answers = host.program_and_answers(call, result)  # answers: kept with the kernel
     inplace = inplace_lane(program, result) is not None
     choice = spmd.choose(program, call, result, inplace, module, stream_io=lambda plan: _stream_io(program, call, plan))
     if choice.checked is not None:
         checked[choice.checked.py_func.__name__] = choice.checked
     group = choice.plan.width if choice.plan is not None else 1
-    meta = (result, inplace, choice.describe(), typed.allocating, group)
+    meta = (result, inplace, choice.describe(), typed.allocating, group, answers)
     track = inplace or not inlines(call.lane, typed.allocating)
     return render_cpu.render(program, inplace, spmd=choice.plan, track=track), meta
 

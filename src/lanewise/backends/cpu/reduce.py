@@ -83,12 +83,13 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
         with cpu.scalar_lane_math(call.lane):
             typed = cpu.typed_lane(call)
         result = typed.result
-        program = host.program(call, result)
+        program, answers = host.program_and_answers(call, result)  # answers: kept with the kernel
         spec = reduction.reduce_spec(op, axis, program, call_dtype)
         choice = _lane_path(program, spec, call, result, host.module_name("reduce kernel", key))
         if choice.checked is not None:
             checked["lane_spmd"] = choice.checked
-        meta = (result, typed.allocating, choice.describe(), choice.plan.width if choice.plan is not None else 1)
+        meta = (result, typed.allocating, choice.describe(), choice.plan.width if choice.plan is not None else 1,
+                answers)
         # Tracked per lane unless that could cost vectorisation: only the tiled fold of
         # an inlined lane (which cannot raise) vectorises; the fold itself raises for a
         # segment out of range or a changed array shape.
@@ -96,8 +97,8 @@ def build_reduce(op, axis, call: Call) -> ReduceExecutable:
         return render_reduce.render(program, spec, track, spmd=choice.plan), meta
 
     def inject(meta):
-        result, allocating, _, _ = meta
-        program = host.program(call, result)
+        result, allocating, _, _, answers = meta
+        program = host.program(call, result, answers)
         spec = reduction.reduce_spec(op, axis, program, call_dtype)
         state.update(program=program, spec=spec)
         # A running fold (argmin/argmax, Monoid) keeps the lane loop scalar, where libm
