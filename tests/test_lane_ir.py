@@ -27,8 +27,9 @@ import pytest
 import lanewise as lw
 from benchmarks.realworld import modules
 from lanewise.lane.ir import nodes as ir
-from lanewise.lane.ir.build import build
+from lanewise.lane.ir.build import build, function_ir
 from lanewise.lane.ir.passes.varying import analyse, uniform_names, uniform_reads, varying_names
+from lanewise.lane.ir.passes.walk import walk
 from lanewise.lane.ir.printer import pretty
 from lanewise.spmd.syntax import Desugar, Unsupported, function_ast
 
@@ -612,3 +613,29 @@ def test_only_the_front_end_reads_python_syntax():
     readers = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                      if re.search(r"^\s*(import ast|from ast )", p.read_text(), re.M))
     assert readers == ["build.py"]
+
+
+def _binds_and_stores(a, p, xs, n):
+    y, a[n] = n, 1.0
+    for k in range(n):
+        p.x = n
+    s = [2.0 for t in xs]
+    for a[0] in xs:
+        pass
+    return y, s
+
+
+@pytest.mark.parametrize("statement, reads, every", [
+    (0, {"a", "n"}, {"a", "n", "y"}),  # an unpacking: y is bound; a[n] reads a and n
+    (1, {"n", "p"}, {"k", "n", "p"}),  # the loop binds k; p.x = n reads p
+    (2, {"xs"}, {"s", "t", "xs"}),  # a comprehension binds t
+    (3, {"a", "xs"}, {"a", "xs"}),  # a loop storing into a[0] reads a
+    (4, {"y", "s"}, {"y", "s"}),
+])
+def test_walk_reads_leaves_out_the_names_a_statement_binds(statement, reads, every):
+    """``walk(node, reads=True)`` (what reverse mode's checkpoints read) visits the targets
+    of assignments, loops and comprehensions only for what storing into them reads."""
+    node = function_ir(_binds_and_stores).body[statement]
+    assert {v.name for v in walk(node, reads=True) if isinstance(v, ir.Var)} == reads
+    assert {v.name for v in walk(node) if isinstance(v, ir.Var)} == every
+    assert set(map(id, walk(node, reads=True))) <= set(map(id, walk(node)))

@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 from ..lane.ir import nodes as ir
+from ..lane.ir.passes.walk import walk
 from . import intrinsics
 from .activity import SYNTAX_OPS, statements
 from .rules import is_zero, rule_for
@@ -147,7 +148,7 @@ def state(function: ir.Function, loop: ir.Loop, scalars: set) -> list[str] | Non
 
 def _stores_into_items(loop: ir.Loop) -> bool:
     """Whether the loop writes an array element or attribute, or unpacks into a starred name."""
-    for n in _nodes(loop):
+    for n in walk(loop):
         if isinstance(n, ir.Prim) and n.op in ("setitem", "setattr") and n.callee is None:
             return True
         if isinstance(n, (ir.Item, ir.Field)) or (isinstance(n, ir.Unpack) and n.star is not None):
@@ -176,7 +177,7 @@ def _assigned_before(block, loop) -> set:
         if s is loop:
             return names
         for child in (s.then, s.orelse) if isinstance(s, ir.If) else ():
-            if any(n is loop for n in _nodes(child)):
+            if any(n is loop for n in walk(child)):
                 return names | _assigned_before(child, loop)
         if isinstance(s, ir.Assign):
             names |= {n for n, _ in _assignments(s)}
@@ -186,7 +187,7 @@ def _assigned_before(block, loop) -> set:
 def _reads(node) -> set:
     """The names ``node`` reads (not those it binds)."""
     out = set()
-    for n in _nodes(node, targets=False):
+    for n in walk(node, reads=True):
         if isinstance(n, (ir.Var, ir.Global)) and "." not in n.name:
             out.add(n.name)
     return out
@@ -195,35 +196,9 @@ def _reads(node) -> set:
 def _names(node) -> set:
     """Every name in ``node``, read or bound."""
     out = set()
-    for n in _nodes(node):
+    for n in walk(node):
         if isinstance(n, (ir.Var, ir.Global)) and "." not in n.name:
             out.add(n.name)
         elif isinstance(n, ir.Prim) and n.op == "walrus":
             out.add(dict(n.params)["name"])
     return out
-
-
-def _nodes(node, targets: bool = True):
-    """Every IR node in ``node`` (a node or a tuple of them); with ``targets`` False, not
-    the names an assignment, loop or comprehension binds (an item's base and index are read)."""
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (tuple, list)):
-            todo.extend(n)
-        elif hasattr(n, "__dataclass_fields__") and not isinstance(n, ir.Loc):
-            yield n
-            for f in n.__dataclass_fields__:
-                if f == "loc" or (not targets and f == "target" and isinstance(n, (ir.Assign, ir.Loop, ir.Generator))):
-                    continue
-                todo.append(getattr(n, f))
-            if not targets and isinstance(n, (ir.Assign, ir.Loop, ir.Generator)) and n.target is not None:
-                todo.extend(_target_reads(n.target))
-
-
-def _target_reads(t) -> list:
-    if isinstance(t, ir.Unpack):
-        return [r for item in t.items for r in _target_reads(item)]
-    if isinstance(t, ir.Item):
-        return [t.base, t.index]
-    return [t.base] if isinstance(t, ir.Field) else []

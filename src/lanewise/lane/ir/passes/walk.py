@@ -26,9 +26,22 @@ def fields(node) -> tuple:
     return tuple(getattr(node, f) for f in node.__dataclass_fields__ if f not in ("loc", "origin"))
 
 
-def walk(node, opaque: tuple = ()):
+def walk(node, opaque: tuple = (), reads: bool = False):
     """Every IR node in ``node`` (a node or a tuple of them); the insides of ``opaque``
-    kinds are not visited (the nodes themselves are)."""
+    kinds are not visited (the nodes themselves are).  With ``reads``, not the targets
+    an assignment, loop or comprehension binds, only what storing into them reads
+    (``a[i] = v``'s ``a`` and ``i``, ``p.x = v``'s ``p``).
+
+    Example:
+        >>> from lanewise.lane.ir.build import function_ir
+        >>> def lane(a, x):
+        ...     y, a[0] = x, x
+        ...     return y
+        >>> sorted({n.name for n in walk(function_ir(lane).body, reads=True) if isinstance(n, ir.Var)})
+        ['a', 'x', 'y']
+        >>> [type(n).__name__ for n in walk(function_ir(lane).body[0], reads=True)]
+        ['Assign', 'Var', 'Const', 'Prim', 'Var', 'Var']
+    """
     todo = [node]
     while todo:
         n = todo.pop()
@@ -37,7 +50,24 @@ def walk(node, opaque: tuple = ()):
         elif hasattr(n, "__dataclass_fields__") and not isinstance(n, ir.Loc):
             yield n
             if not isinstance(n, opaque):
-                todo.extend(reversed(fields(n)))
+                todo.extend(reversed(_read_fields(n) if reads else fields(n)))
+
+
+def _read_fields(node) -> tuple:
+    """:func:`fields` with a binding's target replaced by what storing into it reads."""
+    if not isinstance(node, (ir.Assign, ir.Loop, ir.Generator)):
+        return fields(node)
+    return tuple(_target_reads(getattr(node, f)) if f == "target" else getattr(node, f)
+                 for f in node.__dataclass_fields__ if f not in ("loc", "origin"))
+
+
+def _target_reads(t) -> tuple:
+    """What storing into target ``t`` reads: the base and index of each item, the base of each field."""
+    if isinstance(t, ir.Unpack):
+        return tuple(r for item in t.items for r in _target_reads(item))
+    if isinstance(t, ir.Item):
+        return t.base, t.index
+    return (t.base,) if isinstance(t, ir.Field) else ()
 
 
 def own(body):
