@@ -107,8 +107,8 @@ def build(call: Call) -> Executable:
         setattr(built.module, name, dispatcher)
     result, inplace, lane_path, allocating, group, answers = built.meta
     stats["disk" if built.from_disk else "typed"] += 1
-    return Executable(host.program(call, result, answers), built.module, built.source, built.path, names, lane_path, group,
-                      allocating)
+    return Executable(host.program(call, result, answers), built.module, built.source, built.path, names, lane_path,
+                      group, allocating)
 
 
 def _render(call: Call, checked: dict, module: str | None):
