@@ -72,14 +72,15 @@ def build(call: Call, *, need_device: bool = True) -> CudaExecutable:
     rendered = {}
 
     def render():
-        program, result, _ = typed(call)
+        result = typed(call)[1]
+        program, answers = host.program_and_answers(call, result)  # answers: kept with the kernel
         rendered["inplace"] = _inplace(program, result)
-        return render_cuda.render(program, rendered["inplace"] is not None), result
+        return render_cuda.render(program, rendered["inplace"] is not None), (result, answers)
 
-    def inject(result):
+    def inject(meta):
         names = lane_inject(call.lane, call.signature)
         if "inplace" not in rendered:  # found on disk
-            rendered["inplace"] = _inplace(host.program(call, result), result)
+            rendered["inplace"] = _inplace(host.program(call, *meta), meta[0])
         if rendered["inplace"] is not None:
             names["lane_inplace"] = jit_lane_cuda(rendered["inplace"])
         return names
@@ -87,7 +88,7 @@ def build(call: Call, *, need_device: bool = True) -> CudaExecutable:
     built = host.build_module("cuda kernel", disk_key("map", call), render, inject)
     stats["disk" if built.from_disk else "typed"] += 1
     shapes_from = cpu.build(typing) if rendered["inplace"] is not None else None
-    return CudaExecutable(host.program(call, built.meta), built.module, built.source, shapes_from, built.path)
+    return CudaExecutable(host.program(call, *built.meta), built.module, built.source, shapes_from, built.path)
 
 
 def _inplace(program: Program, result):
