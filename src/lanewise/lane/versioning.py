@@ -52,9 +52,10 @@ import copy
 import operator
 import types
 import weakref
+from dataclasses import replace
 from typing import NamedTuple
 
-from llvmlite import ir
+from llvmlite import ir as llvm
 from numba.core import cgutils
 from numba.core import types as nbtypes
 from numba.extending import intrinsic
@@ -62,14 +63,16 @@ from numba.np.arrayobj import load_item
 
 from . import closures, prefetch
 from .source import definition
-from .prefetch import Prefetches, compile_rewritten, range_step, stored_names
+from .ir import nodes as ir
+from .ir.passes.walk import stored, walk
+from .prefetch import Prefetches, array_name, compile_rewritten, each_loop, loads, loop_step, range_step, stored_names
 
 #: Whether lanes' loops are versioned (off: every read checked, as before; for
 #: measuring the difference).  Read when a function is first compiled: it is not
 #: part of the cache keys, so set it before the lanes it should apply to run.
 VERSIONING = True
 
-_I128 = ir.IntType(128)
+_I128 = llvm.IntType(128)
 
 
 # --------------------------------------------------------------------------- intrinsics
@@ -94,7 +97,7 @@ def _lw_within(typingctx, a, start, stop, shift, sign):
                   nbtypes.intp)
         off = builder.mul(by, times)
         empty = builder.icmp_signed(">=", lo, hi)
-        first_ok = builder.icmp_signed(">=", builder.add(lo, off), ir.Constant(_I128, 0))
+        first_ok = builder.icmp_signed(">=", builder.add(lo, off), llvm.Constant(_I128, 0))
         last_ok = builder.icmp_signed("<=", builder.add(hi, off), n)
         return builder.or_(empty, builder.and_(first_ok, last_ok))
 
@@ -149,6 +152,115 @@ def versioned(fn) -> ast.FunctionDef | None:
     versions = _Versions()
     node = versions.visit(node)
     return ast.fix_missing_locations(node) if versions.count else None
+
+
+def version_loops(fn: ir.Function) -> tuple[ir.Function, int]:
+    """``fn`` with every innermost ``for k in range(...)`` loop (positive literal step)
+    that reads ``a[k]``, ``a[k + c]`` or ``a[k - c]`` versioned (module docstring), and
+    how many loops were."""
+    count = 0
+
+    def change(loop: ir.Loop) -> list:
+        nonlocal count
+        if not (loop_step(loop) or 0) > 0 or any(isinstance(n, _UNSURE_IR) for n in walk(loop.body)):
+            return [loop]
+        k, assigned = loop.target.name, stored(walk(loop.body), False)
+        if k in assigned:
+            return [loop]
+        reads: dict = {}  # (array, sign, shift) -> guard operands, in source order (dicts keep it)
+        affine = {}
+        for read in sorted(loads(loop.body), key=lambda n: (n.loc.line, n.loc.col)):
+            found = _affine_load(read, k, assigned)
+            if found is not None:
+                affine[id(read)] = read
+                reads.setdefault((array_name(found[0]), *found[1:]), found)
+        if not reads:
+            return [loop]
+        count += 1
+        hoisted, bounds = _hoisted_bounds(loop, count)
+        guards = [ir.Prim("_lw_within", (array, *bounds, ir.Const(0, "int") if shift is None else shift,
+                                         ir.Const(sign, "int")), loop.loc) for array, sign, shift in reads.values()]
+        test = guards[0] if len(guards) == 1 else ir.Prim("and", tuple(guards), loop.loc)
+        fast = _unchecked(loop.body, affine)
+        # The user's loop first: Numba reports the first typing error in code order,
+        # so a subscript that does not type (x[k] of a float) reads as it did.
+        branches = ir.If(ir.Prim("not", (test,), loop.loc, type="bool"), (_over(loop, bounds, loop.body),),
+                         (_over(loop, bounds, fast),), loop.loc)
+        return [*hoisted, branches]
+
+    return replace(fn, body=each_loop(fn.body, change)), count
+
+
+#: IR nodes a versioned loop's body may not hold (scopes of their own, other loops: only
+#: innermost loops are versioned; constructs the IR does not model).
+_UNSURE_IR = (ir.Loop, ir.Def, ir.Lambda, ir.Comp, ir.Try, ir.Unsupported)
+
+
+def _affine_load(read: ir.Prim, k: str, assigned: set):
+    """``(array, sign, shift)`` when ``read`` is ``array[k]`` (shift None),
+    ``array[k + c]``/``array[c + k]`` (sign 1) or ``array[k - c]`` (sign -1), ``c`` an
+    int literal or a name the loop does not assign; else None."""
+    array, index = read.args
+    name = array_name(array)
+    if name is None or name == k or name in assigned:
+        return None
+    if index == ir.Var(k):
+        return array, 1, None
+    if not (isinstance(index, ir.Prim) and index.op in ("add", "sub") and len(index.args) == 2
+            and not index.params and not index.keywords):
+        return None
+    left, right = index.args
+    if index.op == "add" and right == ir.Var(k):
+        left, right = right, left  # c + k
+    if not (left == ir.Var(k) and _invariant_ir(right, k, assigned)):
+        return None
+    return array, 1 if index.op == "add" else -1, right
+
+
+def _invariant_ir(e, k: str, assigned: set) -> bool:
+    """An int literal, or a name other than ``k`` that the loop does not assign."""
+    if isinstance(e, ir.Const):
+        return type(e.value) is int
+    name = array_name(e)
+    return name is not None and name != k and name not in assigned
+
+
+def _hoisted_bounds(loop: ir.Loop, count: int) -> tuple[list, list]:
+    """``range``'s start and stop as names or literals, read by the guard and the
+    loop: an expression (``indptr[i + 1]``, a call that draws random numbers) is
+    assigned to a name first, so it is evaluated once, as in the user's loop."""
+    args = loop.iter.args
+    bounds = [ir.Const(0, "int"), args[0]] if len(args) == 1 else list(args[:2])
+    hoisted = []
+    for i, bound in enumerate(bounds):
+        if not (isinstance(bound, ir.Const) or array_name(bound) is not None):
+            name = ir.Var(f"_lw_{'stop' if i else 'start'}{count}")
+            hoisted.append(ir.Assign(name, bound, loop.loc))
+            bounds[i] = name
+    return hoisted, bounds
+
+
+def _over(loop: ir.Loop, bounds: list, body: tuple) -> ir.Loop:
+    """``loop`` over the (hoisted) bounds with ``body``; its place is the user's."""
+    kept = bounds[1:] if len(loop.iter.args) == 1 else bounds  # range(stop) stays range(stop)
+    return replace(loop, iter=replace(loop.iter, args=(*kept, *loop.iter.args[2:])), body=body)
+
+
+def _unchecked(node, affine: dict, made: dict | None = None):
+    """``node`` with the reads in ``affine`` (by id) as ``_lw_get(a, k + c)``; a node met
+    twice (``a = b = v`` shares ``v``: one evaluation) is made once (``made``, by id)."""
+    made = {} if made is None else made
+    if isinstance(node, tuple):
+        return tuple(_unchecked(n, affine, made) for n in node)
+    if not hasattr(node, "__dataclass_fields__") or isinstance(node, ir.Loc):
+        return node
+    if id(node) not in made:
+        if id(node) in affine:
+            made[id(node)] = ir.Prim("_lw_get", node.args, node.loc)
+        else:
+            made[id(node)] = replace(node, **{f: _unchecked(getattr(node, f), affine, made)
+                                              for f in node.__dataclass_fields__ if f not in ("loc", "origin")})
+    return made[id(node)]
 
 
 class Rewrite(NamedTuple):
