@@ -63,9 +63,12 @@ from numba.np.arrayobj import load_item
 
 from . import closures, prefetch
 from .source import definition
+from ..errors import LaneCompileError
 from .ir import nodes as ir
+from .ir.build import function_ir, function_of_tree
+from .ir.render import compile_code
 from .ir.passes.walk import stored, walk
-from .prefetch import Prefetches, array_name, compile_rewritten, each_loop, loads, loop_step, range_step, stored_names
+from .prefetch import Prefetches, array_name, each_loop, loads, loop_step, prefetch_loops, range_step, stored_names
 
 #: Whether lanes' loops are versioned (off: every read checked, as before; for
 #: measuring the difference).  Read when a function is first compiled: it is not
@@ -265,10 +268,13 @@ def _unchecked(node, affine: dict, made: dict | None = None):
 
 class Rewrite(NamedTuple):
     """A lane's code after prefetching and versioning; ``versioned``: whether any
-    loop was versioned (the lane then has two copies of it: lanefn inlines it)."""
+    loop was versioned (the lane then has two copies of it: lanefn inlines it);
+    ``globals``: names the code reads that the lane's globals must gain (helpers the
+    text calls by another name than the lane wrote, modules: render.compile_code)."""
 
     code: types.CodeType
     versioned: bool
+    globals: dict
 
 
 _done: "weakref.WeakKeyDictionary[types.FunctionType, dict]" = weakref.WeakKeyDictionary()
@@ -285,18 +291,38 @@ def rewritten(fn: types.FunctionType) -> Rewrite | None:
 
 
 def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
-    node = definition(fn)
-    if not isinstance(node, ast.FunctionDef):
+    lane = function_ir(fn)  # built already by the checks lanefn runs first
+    if lane.source != "source" or fn.__code__.co_name == "<lambda>":
+        return None  # no text the user wrote (or no statements) to rewrite
+    lane, lifted = _lifted(fn, lane)
+    lane, prefetches = prefetch_loops(lane)  # first: both copies of a versioned loop prefetch
+    lane, versions = version_loops(lane) if versioning else (lane, 0)
+    if not (lifted or prefetches or versions):
         return None
-    prefetches, versions = Prefetches(), _Versions()
-    node, lifted = closures.lift(node, fn.__globals__)  # scan steps closing over lane values
-    node = prefetches.visit(node)  # first: both copies of a versioned loop prefetch
-    if versioning:
-        node = versions.visit(node)
-    if not (lifted or prefetches.count or versions.count):
+    functions = {p.op.removeprefix("call:"): ir.called(p) for p in walk(lane)
+                 if isinstance(p, ir.Prim) and p.op.startswith("call:")}
+    try:
+        code, more = compile_code(lane, fn, functions)
+    except LaneCompileError:  # a construct the IR cannot print back: the lane is compiled as written
         return None
-    code = compile_rewritten(ast.fix_missing_locations(node), fn)
-    return None if code is None else Rewrite(code, versions.count > 0)
+    return Rewrite(code, versions > 0, more)
+
+
+def _lifted(fn: types.FunctionType, lane: ir.Function) -> tuple[ir.Function, int]:
+    """``lane`` with its closure scan steps lifted (lane.closures, a pass over the
+    ``def``'s syntax tree for now: the lifted tree is read into the IR), and how many."""
+    if not any(isinstance(n, ir.Def) for n in walk(lane.body)):
+        return lane, 0  # no nested def: no step to lift (and no text to parse)
+    tree, count = closures.lift(definition(fn), fn.__globals__)
+    return (function_of_tree(fn, tree), count) if count else (lane, 0)
+
+
+def closure_for(code: types.CodeType, fn: types.FunctionType):
+    """``fn``'s closure cells in the order ``code`` names its free variables."""
+    if not code.co_freevars:
+        return None
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
+    return tuple(cells[name] for name in code.co_freevars)
 
 
 #: Statements and expressions in a loop body that the pass does not reason about
