@@ -19,14 +19,13 @@ Example:
     ...     for k in range(start, stop):
     ...         s += x[idx[k]]
     ...     return s
-    >>> print(ast.unparse(prefetched(gather)).splitlines()[3])
+    >>> from lanewise.lane.ir.render import render
+    >>> print(render(prefetched(gather)).splitlines()[3])
             _lw_prefetch(x, idx, k, 32)
 """
 
 from __future__ import annotations
 
-import ast
-import types
 from dataclasses import replace
 
 from llvmlite import ir as llvm
@@ -35,8 +34,8 @@ from numba.core import types as nbtypes
 from numba.extending import intrinsic
 
 from .ir import nodes as ir
+from .ir.build import function_ir
 from .ir.passes.walk import stored, walk
-from .source import compile_like, definition
 
 #: Iterations ahead of the loop a prefetch reaches (measured on W7 above).
 DISTANCE = 32
@@ -81,69 +80,14 @@ def _lw_prefetch(typingctx, a, b, k, ahead):
     return sig, codegen
 
 
-def prefetched(fn) -> ast.FunctionDef | None:
-    """The ``def`` of ``fn`` with prefetches in its loops, or None when no loop
-    reads ``a[b[k]]`` (or the source is unavailable)."""
-    node = definition(fn)
-    if not isinstance(node, ast.FunctionDef):
+def prefetched(fn) -> ir.Function | None:
+    """The IR of ``fn`` with prefetches in its loops, or None when no loop reads
+    ``a[b[k]]`` (or there is no source text to rewrite)."""
+    lane = function_ir(fn)
+    if lane.source != "source":
         return None
-    rewriter = Prefetches()
-    node = rewriter.visit(node)
-    return ast.fix_missing_locations(node) if rewriter.count else None
-
-
-def compile_rewritten(node: ast.FunctionDef, fn: types.FunctionType) -> types.CodeType | None:
-    """The code object of ``node``, a rewrite of ``fn``'s dedented ``def``, in ``fn``'s
-    file at ``fn``'s lines (errors and tracebacks point at the user's code), named as
-    ``fn``; None when it does not compile or needs other free variables."""
-    code = fn.__code__
-    ast.increment_lineno(node, code.co_firstlineno - 1)  # the dedented source's lines -> the file's
-    new = compile_like(node, code)
-    if new is None:
-        return None
-    if set(new.co_freevars) != set(code.co_freevars):
-        return None
-    return new.replace(co_name=code.co_name, co_qualname=code.co_qualname)
-
-
-def closure_for(code: types.CodeType, fn: types.FunctionType):
-    """``fn``'s closure cells in the order ``code`` names its free variables."""
-    if not code.co_freevars:
-        return None
-    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
-    return tuple(cells[name] for name in code.co_freevars)
-
-
-class Prefetches(ast.NodeTransformer):
-    """Adds ``_lw_prefetch(a, b, k, ±DISTANCE)`` at the top of every ``for k in
-    range(...)`` loop (literal step) whose body reads ``a[b[k]]``."""
-
-    def __init__(self):
-        self.count = 0
-
-    def visit_For(self, node):
-        self.generic_visit(node)
-        step = range_step(node)
-        if step is None:
-            return node
-        k = node.target.id
-        stored = stored_names(node.body)
-        if k in stored:
-            return node
-        pairs = []
-        reads = sorted((n for s in node.body for n in ast.walk(s) if _indirect(n, k)),
-                       key=lambda n: (n.lineno, n.col_offset))  # in source order: deterministic
-        for n in reads:
-            pair = _indirect(n, k)
-            if pair not in pairs and not set(pair) & stored:
-                pairs.append(pair)
-        ahead = DISTANCE if step > 0 else -DISTANCE
-        calls = [ast.copy_location(ast.Expr(ast.Call(ast.Name("_lw_prefetch", ast.Load()), [
-            ast.Name(a, ast.Load()), ast.Name(b, ast.Load()), ast.Name(k, ast.Load()), ast.Constant(ahead)], [])),
-            node.body[0]) for a, b in pairs]
-        self.count += len(calls)
-        node.body = calls + node.body
-        return node
+    lane, count = prefetch_loops(lane)
+    return lane if count else None
 
 
 def prefetch_loops(fn: ir.Function) -> tuple[ir.Function, int]:
@@ -153,7 +97,7 @@ def prefetch_loops(fn: ir.Function) -> tuple[ir.Function, int]:
 
     def change(loop: ir.Loop) -> list:
         nonlocal count
-        step = loop_step(loop)
+        step = range_step(loop)
         if step is None:
             return [loop]
         k, assigned = loop.target.name, stored(walk(loop.body), False)
@@ -223,7 +167,7 @@ def _indirect_read(read: ir.Prim, k: str):
     return None
 
 
-def loop_step(loop: ir.Loop) -> int | None:
+def range_step(loop: ir.Loop) -> int | None:
     """The literal step of ``for <name> in range(...)`` (no ``else``, no ``*``), else None."""
     it = loop.iter
     if not (loop.kind == "range" and isinstance(loop.target, ir.Var) and not it.keywords
@@ -237,36 +181,6 @@ def loop_step(loop: ir.Loop) -> int | None:
             and isinstance(step.args[0].value, int):
         step = ir.Const(-step.args[0].value)  # -3 (-True is -1, as Python has it)
     return step.value if isinstance(step, ir.Const) and type(step.value) is int and step.value else None
-
-
-def stored_names(body: list[ast.stmt]) -> set[str]:
-    """The names ``body`` assigns (``x = ...``, ``x += ...``, ``for x in``, ``(x := ...)``)."""
-    return {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
-def range_step(node: ast.For) -> int | None:
-    """The literal step of ``for <name> in range(...)``, else None."""
-    it = node.iter
-    if not (isinstance(node.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
-            and it.func.id == "range" and not it.keywords and 1 <= len(it.args) <= 3) or node.orelse:
-        return None
-    if len(it.args) < 3:
-        return 1
-    step = it.args[2]
-    if isinstance(step, ast.UnaryOp) and isinstance(step.op, ast.USub) and isinstance(step.operand, ast.Constant):
-        step = ast.Constant(-step.operand.value)
-    return step.value if isinstance(step, ast.Constant) and type(step.value) is int and step.value else None
-
-
-def _indirect(node, k: str):
-    """``(a, b)`` when ``node`` reads ``a[b[k]]`` (names), else None."""
-    if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)):
-        return None
-    inner = node.slice
-    if (isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name) and isinstance(inner.slice, ast.Name)
-            and inner.slice.id == k and node.value.id != k and inner.value.id != k):
-        return node.value.id, inner.value.id
-    return None
 
 
 #: The globals a rewritten lane needs: the intrinsic under the name the rewrite calls.
