@@ -68,7 +68,7 @@ from ..errors import LaneCompileError
 from .ir import nodes as ir
 from .ir.build import function_ir, function_of_tree
 from .ir.render import compile_code
-from .ir.passes.walk import stored, walk
+from .ir.passes.walk import mapped, stored, walk
 from .prefetch import array_name, each_loop, loads, prefetch_loops, range_step
 
 #: Whether lanes' loops are versioned (off: every read checked, as before; for
@@ -249,21 +249,9 @@ def _over(loop: ir.Loop, bounds: list, body: tuple) -> ir.Loop:
     return replace(loop, iter=replace(loop.iter, args=(*kept, *loop.iter.args[2:])), body=body)
 
 
-def _unchecked(node, affine: dict, made: dict | None = None):
-    """``node`` with the reads in ``affine`` (by id) as ``_lw_get(a, k + c)``; a node met
-    twice (``a = b = v`` shares ``v``: one evaluation) is made once (``made``, by id)."""
-    made = {} if made is None else made
-    if isinstance(node, tuple):
-        return tuple(_unchecked(n, affine, made) for n in node)
-    if not hasattr(node, "__dataclass_fields__") or isinstance(node, ir.Loc):
-        return node
-    if id(node) not in made:
-        if id(node) in affine:
-            made[id(node)] = ir.Prim("_lw_get", node.args, node.loc)
-        else:
-            made[id(node)] = replace(node, **{f: _unchecked(getattr(node, f), affine, made)
-                                              for f in node.__dataclass_fields__ if f not in ("loc", "origin")})
-    return made[id(node)]
+def _unchecked(body: tuple, affine: dict) -> tuple:
+    """``body`` with the reads in ``affine`` (by id) as ``_lw_get(a, k + c)``."""
+    return mapped(body, lambda n: ir.Prim("_lw_get", n.args, n.loc) if id(n) in affine else None)
 
 
 class Rewrite(NamedTuple):
@@ -300,7 +288,7 @@ def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
     if not (lifted or prefetches or versions):
         return None
     functions = {p.op.removeprefix("call:"): ir.called(p) for p in walk(lane)
-                 if isinstance(p, ir.Prim) and p.op.startswith("call:")}
+                 if isinstance(p, ir.Prim) and p.op.startswith("call:")}  # the helpers each call: names
     try:
         code, more = compile_code(lane, fn, functions)
     except LaneCompileError:  # a construct the IR cannot print back: the lane is compiled as written

@@ -52,11 +52,12 @@ import re
 import sys
 import types
 import zlib
+from dataclasses import replace
 
 from ...errors import LaneCompileError
 from . import nodes as ir
 from .linetable import relined
-from .passes.walk import walk
+from .passes.walk import mapped, walk
 
 _INDENT = "    "
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
@@ -186,6 +187,7 @@ def compile_code(fn: ir.Function, original: types.FunctionType, functions: dict)
         >>> types.FunctionType(code, {**lane.__globals__, **more})(2), code.co_name
         (6, 'lane')
     """
+    fn = mapped(fn, lambda n: _as_written(n, original, functions))
     renderer = _Renderer(fn)
     out: list = []
     renderer.function(fn, python_name(fn.name), 1, out)
@@ -196,10 +198,30 @@ def compile_code(fn: ir.Function, original: types.FunctionType, functions: dict)
     code = next(c for c in factory.co_consts if isinstance(c, types.CodeType) and c.co_name == python_name(fn.name))
     placed = {k + 2: line for k, line in enumerate(renderer.placed) if line is not None}  # the text starts at line 2
     code = relined(code, placed, original.__code__.co_firstlineno)
-    names = {h: _call_name(h, _locals(fn)) for h in sorted(_helpers(fn))}
+    names = {h: _call_name(h, renderer.locals) for h in sorted(_helpers(fn))}
     bound = _closure(fn, original, {names[h]: functions[h] for h in names})
     more = {name: value for name, value in bound.items() if name not in free}
     return code.replace(co_name=original.__code__.co_name, co_qualname=original.__code__.co_qualname), more
+
+
+def _as_written(n, original: types.FunctionType, functions: dict):
+    """A call of a helper the original reaches through a module (``np.full``, a function
+    of NumPy's written in Python; ``helpers.f``) as a call of that module's attribute,
+    as the lane wrote it: the name alone would call it as a helper of the lane's own,
+    which the compiled lane treats otherwise.  None for any other node."""
+    if not (isinstance(n, ir.Prim) and n.op.startswith("call:")):
+        return None
+    helper = functions[n.op.removeprefix("call:")]
+    name = python_name(n.op.removeprefix("call:"))
+    closure = dict(zip(original.__code__.co_freevars, original.__closure__ or (), strict=True))
+    held = closure[name].cell_contents if name in closure and _full(closure[name]) else original.__globals__.get(name)
+    if held is helper or getattr(held, "py_func", None) is helper:
+        return None  # the lane calls it by this very name
+    module, attr = sys.modules.get(getattr(helper, "__module__", None) or ""), getattr(helper, "__name__", None)
+    if module is None or attr is None or getattr(module, attr, None) is not helper:
+        return None
+    short = {v: k for k, v in _MODULES.items()}.get(module.__name__, module.__name__)
+    return replace(n, op=f"{short}.{attr}")
 
 
 def _compile(fn: ir.Function, original: types.FunctionType, originals: dict, lines: bool = False):
