@@ -217,8 +217,15 @@ def _as_written(n, original: types.FunctionType, functions: dict):
     held = closure[name].cell_contents if name in closure and _full(closure[name]) else original.__globals__.get(name)
     if held is helper or getattr(held, "py_func", None) is helper:
         return None  # the lane calls it by this very name
-    module, attr = sys.modules.get(getattr(helper, "__module__", None) or ""), getattr(helper, "__name__", None)
-    if module is None or attr is None or getattr(module, attr, None) is not helper:
+    attr = getattr(helper, "__name__", None)
+    if attr is None:
+        return None
+    for root, value in original.__globals__.items():  # a module of the lane's, as it wrote it (np.full)
+        if isinstance(value, types.ModuleType) and getattr(value, attr, None) is helper \
+                and sys.modules.get(_MODULES.get(root, root)) in (None, value):  # the text's root means it
+            return replace(n, op=f"{root}.{attr}")
+    module = sys.modules.get(getattr(helper, "__module__", None) or "")
+    if module is None or getattr(module, attr, None) is not helper:
         return None
     short = {v: k for k, v in _MODULES.items()}.get(module.__name__, module.__name__)
     return replace(n, op=f"{short}.{attr}")
