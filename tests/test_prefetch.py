@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import ast
+import re
 
 import numpy as np
 import pytest
 
 import lanewise as lw
+from lanewise.lane.ir.render import render
 from lanewise.lane.lanefn import jit_lane
 from lanewise.lane.prefetch import DISTANCE, MIN_BYTES, prefetched
 
@@ -58,16 +59,14 @@ def no_gather(n, x):
 
 
 def _calls(fn):
-    node = prefetched(fn)
-    if node is None:
-        return []
-    return [ast.unparse(n) for n in ast.walk(node) if isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Name) and n.func.id == "_lw_prefetch"]
+    """The prefetches of ``fn``'s loops, as the rewritten lane writes them (``(-32)``: a negative literal)."""
+    lane = prefetched(fn)
+    return [] if lane is None else re.findall(r"_lw_prefetch\([^()]*(?:\(-\d+\))?\)", render(lane))
 
 
 def test_which_loops_prefetch():
     assert _calls(csr_row) == [f"_lw_prefetch(x, indices, k, {DISTANCE})"]
-    assert _calls(backwards) == [f"_lw_prefetch(x, idx, k, {-DISTANCE})"]
+    assert _calls(backwards) == [f"_lw_prefetch(x, idx, k, ({-DISTANCE}))"]
     assert _calls(two_tables) == [f"_lw_prefetch(x, idx, k, {DISTANCE})", f"_lw_prefetch(y, idx, k, {DISTANCE})"]
     assert _calls(reassigned) == []  # idx changes inside the loop
     assert _calls(strided_step) == []  # a step that is not a literal

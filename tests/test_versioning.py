@@ -8,9 +8,9 @@ error with the one Python raises, naming the lane and the user's line.
 
 from __future__ import annotations
 
-import ast
 import dis
 import inspect
+import re
 
 import numba
 import numpy as np
@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 import lanewise as lw
 from lanewise.lane import versioning
 from lanewise.lane.lanefn import jit_lane
-from lanewise.lane.prefetch import MIN_BYTES
+from lanewise.lane.ir.render import render
+from lanewise.lane.prefetch import MIN_BYTES, prefetched
 from lanewise.lane.versioning import _lw_get, _lw_within, rewritten, versioned
 
 # --------------------------------------------------------------------------- lanes
@@ -242,33 +243,32 @@ def test_a_subscript_that_does_not_type_reads_as_before():
 
 
 def _unparsed(fn) -> str | None:
-    node = versioned(fn)
-    return None if node is None else ast.unparse(node)
+    lane = versioned(fn)
+    return None if lane is None else render(lane).rstrip()
 
 
 def test_the_rewritten_source():
     assert _unparsed(neighbours) == inspect.cleandoc('''
         def neighbours(start, stop, w):
             s = 0.0
-            if not (_lw_within(w, start, stop, 1, 1) and _lw_within(w, start, stop, 1, -1)):
+            if not (_lw_within(w, start, stop, 1, 1) and _lw_within(w, start, stop, 1, (-1))):
                 for k in range(start, stop):
-                    s = 0.5 * s + w[k + 1] - w[k - 1]
+                    s = ((0.5 * s) + w[k + 1]) - w[k - 1]
             else:
                 for k in range(start, stop):
-                    s = 0.5 * s + _lw_get(w, k + 1) - _lw_get(w, k - 1)
+                    s = ((0.5 * s) + _lw_get(w, k + 1)) - _lw_get(w, k - 1)
             return s''')
 
 
 def _guards(fn) -> list[str]:
-    node = versioned(fn)
-    return [] if node is None else [ast.unparse(n) for n in ast.walk(node) if isinstance(n, ast.Call)
-                                    and isinstance(n.func, ast.Name) and n.func.id == "_lw_within"]
+    """The guards of the versioned loops, as written (``(-1)``: a negative literal)."""
+    return re.findall(r"_lw_within\([^()]*(?:\(-1\))?\)", _unparsed(fn) or "")
 
 
 def test_which_reads_are_guarded():
     assert _guards(gather_sum) == ["_lw_within(w, start, stop, 0, 1)", "_lw_within(indices, start, stop, 0, 1)"]
     # w[k + c] and w[c + k]: one guard; w[k + c - 1] is not of the form k + c: checked
-    assert _guards(shifted) == ["_lw_within(w, start, stop, c, 1)", "_lw_within(w, start, stop, c, -1)"]
+    assert _guards(shifted) == ["_lw_within(w, start, stop, c, 1)", "_lw_within(w, start, stop, c, (-1))"]
     assert _guards(stepped) == ["_lw_within(w, start, stop, 0, 1)"]
     assert _guards(rows) == ["_lw_within(m, start, stop, 0, 1)"]  # m[k][1]; m[k, 0] is not affine
 
@@ -389,6 +389,67 @@ def test_lines_stay_the_users_and_both_copies_prefetch():
     assert {line for _, _, line in code.co_lines() if line} <= {line for _, _, line in gather_sum.__code__.co_lines()}
     loads = [i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"]
     assert loads.count("_lw_prefetch") == 2 and loads.count("_lw_get") == 2, loads
+
+
+def scatter_add(n, idx, x, out):
+    """``out[idx[k]] += x[k]``: the store's own read of ``out`` is not a read to guard or prefetch."""
+    for k in range(n):
+        out[idx[k]] += x[k]
+    return n
+
+
+def shared_value(n, w):
+    """``a = b = w[k]``: one read, in both copies."""
+    s = 0.0
+    for k in range(n):
+        a = b = w[k]
+        s += a * b
+    return s
+
+
+def smoothed_sum(row, alpha, n):
+    """A scan step closing over ``alpha`` (lifted: lane.closures) beside a versioned loop."""
+    def step(c, v):
+        return alpha * v + (1 - alpha) * c, c
+
+    s = 0.0
+    for k in range(n):
+        s += row[k]
+    return lw.scan(step, 0.0, row)[0] + s
+
+
+def filled(n, w):
+    """``np.full`` is a function NumPy writes in Python: the rewrite still calls it as ``np.full``."""
+    acc = np.full(2, 0.5)
+    for k in range(n):
+        acc[0] += w[k]
+    return acc[0]
+
+
+def test_a_module_function_stays_called_through_its_module():
+    rewrite = rewritten(filled)
+    assert rewrite.versioned and rewrite.globals == {} and "full" not in {
+        i.argval for i in dis.get_instructions(rewrite.code) if i.opname == "LOAD_GLOBAL"}
+    same_as_python(filled, (0, None), np.array([0, 2, 5]), np.arange(5.0))
+
+
+def test_augmented_stores_and_shared_values_are_rewritten_as_written():
+    assert _guards(scatter_add) == ["_lw_within(idx, 0, n, 0, 1)", "_lw_within(x, 0, n, 0, 1)"]
+    assert "out[_lw_get(idx, k)] += _lw_get(x, k)" in _unparsed(scatter_add)
+    assert prefetched(scatter_add) is None
+    assert "a = b = _lw_get(w, k)" in _unparsed(shared_value)
+    idx, x, out, expected = np.array([1, 2, 1]), np.array([1.0, 2.0, 4.0]), np.zeros(4), np.zeros(4)
+    jit_lane(scatter_add)(3, idx, x, out)  # the compiled (rewritten) lane, called once
+    np.add.at(expected, idx, x)
+    np.testing.assert_array_equal(out, expected)
+    same_as_python(shared_value, (0, None), np.array([0, 2, 5]), np.arange(5.0))
+
+
+def test_a_lifted_scan_step_and_a_versioned_loop_in_one_lane():
+    rewrite = rewritten(smoothed_sum)
+    assert rewrite is not None and rewrite.versioned and "_lw_uncapture" in rewrite.code.co_names
+    rows_ = np.random.default_rng(2).random((5, 6))
+    same_as_python(smoothed_sum, (0, 0, None), rows_, np.linspace(0.1, 0.9, 5), 4)
 
 
 def test_a_versioned_lane_is_inlined_into_its_caller(monkeypatch):

@@ -37,7 +37,6 @@ from . import pybuiltins, refusals, unsupported, versioning  # noqa: F401 - pybu
 from .fingerprint import PINNED_MODULES, fingerprint, python_function
 from .ir import build
 from .ir import nodes as ir
-from .prefetch import closure_for
 from .source import source_text
 
 #: Options every lane and generated kernel is compiled with.  ``error_model``
@@ -296,14 +295,20 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane, helper: Callable |
     unsupported.check(fn, lane)  # Python Numba cannot compile: named, with what to write instead
     refusals.check(fn, lane)  # Python that would compile to a wrong or irreproducible result
     _register_operators()
-    code = fn.__code__
-    names = code_names(code)
-    new_globals = dict(fn.__globals__)
     retarget = jit is not jit_lane
+    new_globals = dict(fn.__globals__)
+    # The CPU: indirect reads a[b[k]] in loops prefetched ahead, loops reading a[k + c]
+    # versioned (one range test at entry instead of a bounds check per read); the
+    # names the rewritten code reads are rebound below as the user's are.
+    rewrite = versioning.rewritten(fn) if not retarget else None
+    code = fn.__code__ if rewrite is None else rewrite.code
+    if rewrite is not None:
+        new_globals.update(rewrite.globals)
+    names = code_names(code)
     if not retarget:
         # The CPU: small helpers are inlined into the lane, unless the lane calls
         # with *args (what it calls that way cannot be inlined: _star_calls).
-        jit = jit_lane if _star_calls(code) else (helper or jit_helper)
+        jit = jit_lane if _star_calls(fn.__code__) else (helper or jit_helper)
     # Only names the code loads as globals are callees: ``sqrt`` in ``np.sqrt(x)`` is an
     # attribute, and rebinding the global of that name (a helper *called* sqrt) recursed
     # forever.  A function calling itself is bound to its own dispatcher (_bind_self).
@@ -322,11 +327,8 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane, helper: Callable |
         elif not retarget and (corrected := _corrected_builtin(name)) is not None:
             new_globals[name] = corrected  # a global shadows the builtin: round(n)
     closure = fn.__closure__
-    # The CPU: indirect reads a[b[k]] in loops prefetched ahead, loops reading a[k + c]
-    # versioned (one range test at entry instead of a bounds check per read).
-    rewrite = versioning.rewritten(fn) if not retarget else None
     if rewrite is not None:
-        code, closure = rewrite.code, closure_for(rewrite.code, fn)
+        closure = versioning.closure_for(code, fn)
         new_globals.update(versioning.GLOBALS)
     if closure:
         closure = tuple(_rebind_cell(c, jit, retarget) for c in closure)

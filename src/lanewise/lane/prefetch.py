@@ -19,21 +19,23 @@ Example:
     ...     for k in range(start, stop):
     ...         s += x[idx[k]]
     ...     return s
-    >>> print(ast.unparse(prefetched(gather)).splitlines()[3])
+    >>> from lanewise.lane.ir.render import render
+    >>> print(render(prefetched(gather)).splitlines()[3])
             _lw_prefetch(x, idx, k, 32)
 """
 
 from __future__ import annotations
 
-import ast
-import types
+from dataclasses import replace
 
-from llvmlite import ir
+from llvmlite import ir as llvm
 from numba.core import cgutils
 from numba.core import types as nbtypes
 from numba.extending import intrinsic
 
-from .source import compile_like, definition
+from .ir import nodes as ir
+from .ir.build import function_ir
+from .ir.passes.walk import stored, walk
 
 #: Iterations ahead of the loop a prefetch reaches (measured on W7 above).
 DISTANCE = 32
@@ -42,7 +44,7 @@ DISTANCE = 32
 #: prefetch only costs its instructions.
 MIN_BYTES = 1 << 20
 
-_I32, _I64 = ir.IntType(32), ir.IntType(64)
+_I32, _I64 = llvm.IntType(32), llvm.IntType(64)
 
 
 @intrinsic
@@ -59,7 +61,7 @@ def _lw_prefetch(typingctx, a, b, k, ahead):
         va, vb, vk, vahead = args
         aa, ab = context.make_array(a)(context, builder, va), context.make_array(b)(context, builder, vb)
         n_a, n_b = cgutils.unpack_tuple(builder, aa.shape)[0], cgutils.unpack_tuple(builder, ab.shape)[0]
-        big = builder.icmp_signed(">=", builder.mul(n_a, aa.itemsize), ir.Constant(n_a.type, MIN_BYTES))
+        big = builder.icmp_signed(">=", builder.mul(n_a, aa.itemsize), llvm.Constant(n_a.type, MIN_BYTES))
         j = builder.add(context.cast(builder, vk, k, nbtypes.intp), context.cast(builder, vahead, ahead, nbtypes.intp))
         with builder.if_then(builder.and_(big, builder.icmp_unsigned("<", j, n_b)), likely=True):
             at = cgutils.get_item_pointer2(context, builder, ab.data, cgutils.unpack_tuple(builder, ab.shape),
@@ -68,109 +70,117 @@ def _lw_prefetch(typingctx, a, b, k, ahead):
             with builder.if_then(builder.icmp_unsigned("<", v, n_a), likely=True):
                 target = cgutils.get_item_pointer2(context, builder, aa.data, cgutils.unpack_tuple(builder, aa.shape),
                                                    cgutils.unpack_tuple(builder, aa.strides), a.layout, [v])
-                fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), _I32, _I32, _I32])
+                fnty = llvm.FunctionType(llvm.VoidType(), [llvm.IntType(8).as_pointer(), _I32, _I32, _I32])
                 fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
                 # read, highest locality (into L1), data cache
-                builder.call(fn, [builder.bitcast(target, ir.IntType(8).as_pointer()), ir.Constant(_I32, 0),
-                                  ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+                builder.call(fn, [builder.bitcast(target, llvm.IntType(8).as_pointer()), llvm.Constant(_I32, 0),
+                                  llvm.Constant(_I32, 3), llvm.Constant(_I32, 1)])
         return context.get_dummy_value()
 
     return sig, codegen
 
 
-def prefetched(fn) -> ast.FunctionDef | None:
-    """The ``def`` of ``fn`` with prefetches in its loops, or None when no loop
-    reads ``a[b[k]]`` (or the source is unavailable)."""
-    node = definition(fn)
-    if not isinstance(node, ast.FunctionDef):
+def prefetched(fn) -> ir.Function | None:
+    """The IR of ``fn`` with prefetches in its loops, or None when no loop reads
+    ``a[b[k]]`` (or there is no source text to rewrite)."""
+    lane = function_ir(fn)
+    if lane.source != "source":
         return None
-    rewriter = Prefetches()
-    node = rewriter.visit(node)
-    return ast.fix_missing_locations(node) if rewriter.count else None
+    lane, count = prefetch_loops(lane)
+    return lane if count else None
 
 
-def compile_rewritten(node: ast.FunctionDef, fn: types.FunctionType) -> types.CodeType | None:
-    """The code object of ``node``, a rewrite of ``fn``'s dedented ``def``, in ``fn``'s
-    file at ``fn``'s lines (errors and tracebacks point at the user's code), named as
-    ``fn``; None when it does not compile or needs other free variables."""
-    code = fn.__code__
-    ast.increment_lineno(node, code.co_firstlineno - 1)  # the dedented source's lines -> the file's
-    new = compile_like(node, code)
-    if new is None:
-        return None
-    if set(new.co_freevars) != set(code.co_freevars):
-        return None
-    return new.replace(co_name=code.co_name, co_qualname=code.co_qualname)
+def prefetch_loops(fn: ir.Function) -> tuple[ir.Function, int]:
+    """``fn`` with ``_lw_prefetch(a, b, k, ±DISTANCE)`` at the top of every ``for k in
+    range(...)`` loop (literal step) whose body reads ``a[b[k]]``, and how many it added."""
+    count = 0
 
-
-def closure_for(code: types.CodeType, fn: types.FunctionType):
-    """``fn``'s closure cells in the order ``code`` names its free variables."""
-    if not code.co_freevars:
-        return None
-    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
-    return tuple(cells[name] for name in code.co_freevars)
-
-
-class Prefetches(ast.NodeTransformer):
-    """Adds ``_lw_prefetch(a, b, k, ±DISTANCE)`` at the top of every ``for k in
-    range(...)`` loop (literal step) whose body reads ``a[b[k]]``."""
-
-    def __init__(self):
-        self.count = 0
-
-    def visit_For(self, node):
-        self.generic_visit(node)
-        step = range_step(node)
+    def change(loop: ir.Loop) -> list:
+        nonlocal count
+        step = range_step(loop)
         if step is None:
-            return node
-        k = node.target.id
-        stored = stored_names(node.body)
-        if k in stored:
-            return node
-        pairs = []
-        reads = sorted((n for s in node.body for n in ast.walk(s) if _indirect(n, k)),
-                       key=lambda n: (n.lineno, n.col_offset))  # in source order: deterministic
-        for n in reads:
-            pair = _indirect(n, k)
-            if pair not in pairs and not set(pair) & stored:
-                pairs.append(pair)
-        ahead = DISTANCE if step > 0 else -DISTANCE
-        calls = [ast.copy_location(ast.Expr(ast.Call(ast.Name("_lw_prefetch", ast.Load()), [
-            ast.Name(a, ast.Load()), ast.Name(b, ast.Load()), ast.Name(k, ast.Load()), ast.Constant(ahead)], [])),
-            node.body[0]) for a, b in pairs]
-        self.count += len(calls)
-        node.body = calls + node.body
-        return node
+            return [loop]
+        k, assigned = loop.target.name, stored(walk(loop.body), False)
+        if k in assigned:
+            return [loop]
+        pairs: dict = {}  # (a, b) -> their nodes, in source order
+        for read in sorted(loads(loop.body), key=_place):
+            pair = _indirect_read(read, k)
+            if pair is not None and not {array_name(p) for p in pair} & assigned:
+                pairs.setdefault(tuple(map(array_name, pair)), pair)
+        ahead = ir.Const(DISTANCE if step > 0 else -DISTANCE, "int")
+        loc = loop.body[0].loc
+        calls = [ir.Do(ir.Prim("_lw_prefetch", (a, b, loop.target, ahead), loc), loc) for a, b in pairs.values()]
+        count += len(calls)
+        return [replace(loop, body=(*calls, *loop.body))] if calls else [loop]
+
+    return replace(fn, body=each_loop(fn.body, change)), count
 
 
-def stored_names(body: list[ast.stmt]) -> set[str]:
-    """The names ``body`` assigns (``x = ...``, ``x += ...``, ``for x in``, ``(x := ...)``)."""
-    return {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+def each_loop(stmts: tuple, change) -> tuple:
+    """``stmts`` with every loop (innermost first, in the order written, nested functions'
+    included) replaced by the statements ``change(loop)`` gives."""
+    out: list = []
+    for s in stmts:
+        if isinstance(s, ir.Loop):
+            out += change(replace(s, body=each_loop(s.body, change), orelse=each_loop(s.orelse, change)))
+            continue
+        if isinstance(s, ir.If):
+            s = replace(s, then=each_loop(s.then, change), orelse=each_loop(s.orelse, change))
+        elif isinstance(s, ir.Try):
+            s = replace(s, body=each_loop(s.body, change),
+                        handlers=tuple(replace(h, body=each_loop(h.body, change)) for h in s.handlers),
+                        orelse=each_loop(s.orelse, change), final=each_loop(s.final, change))
+        elif isinstance(s, ir.Def):
+            s = replace(s, function=replace(s.function, body=each_loop(s.function.body, change)))
+        out.append(s)
+    return tuple(out)
 
 
-def range_step(node: ast.For) -> int | None:
-    """The literal step of ``for <name> in range(...)``, else None."""
-    it = node.iter
-    if not (isinstance(node.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
-            and it.func.id == "range" and not it.keywords and 1 <= len(it.args) <= 3) or node.orelse:
+def loads(body) -> list:
+    """The reads ``a[i]`` in ``body``: not the read half of ``a[i] += v`` (its store's target)."""
+    targets = {id(s.expr.args[2].args[0]) for s in walk(body) if isinstance(s, ir.Do) and isinstance(s.expr, ir.Prim)
+               and s.expr.op == "setitem" and ("inplace", True) in getattr(s.expr.args[2], "params", ())}
+    return [n for n in walk(body) if isinstance(n, ir.Prim) and n.op == "getitem" and len(n.args) == 2
+            and id(n) not in targets]
+
+
+def _place(n: ir.Prim) -> tuple[int, int]:
+    return n.loc.line, n.loc.col
+
+
+def array_name(e) -> str | None:
+    """The name ``e`` is when it is a plain name (a local, global or closure value)."""
+    if isinstance(e, ir.Var) or (isinstance(e, ir.Global) and "." not in e.name):
+        return e.name
+    return None
+
+
+def _indirect_read(read: ir.Prim, k: str):
+    """``(a, b)`` (their nodes) when ``read`` is ``a[b[k]]`` (names), else None."""
+    a, inner = read.args
+    if not (isinstance(inner, ir.Prim) and inner.op == "getitem" and len(inner.args) == 2):
+        return None
+    b, index = inner.args
+    if array_name(a) not in (None, k) and array_name(b) not in (None, k) and index == ir.Var(k):
+        return a, b
+    return None
+
+
+def range_step(loop: ir.Loop) -> int | None:
+    """The literal step of ``for <name> in range(...)`` (no ``else``, no ``*``), else None."""
+    it = loop.iter
+    if not (loop.kind == "range" and isinstance(loop.target, ir.Var) and not it.keywords
+            and 1 <= len(it.args) <= 3 and not loop.orelse
+            and not any(isinstance(a, ir.Prim) and a.op == "star" for a in it.args)):
         return None
     if len(it.args) < 3:
         return 1
     step = it.args[2]
-    if isinstance(step, ast.UnaryOp) and isinstance(step.op, ast.USub) and isinstance(step.operand, ast.Constant):
-        step = ast.Constant(-step.operand.value)
-    return step.value if isinstance(step, ast.Constant) and type(step.value) is int and step.value else None
-
-
-def _indirect(node, k: str):
-    """``(a, b)`` when ``node`` reads ``a[b[k]]`` (names), else None."""
-    if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)):
-        return None
-    inner = node.slice
-    if (isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name) and isinstance(inner.slice, ast.Name)
-            and inner.slice.id == k and node.value.id != k and inner.value.id != k):
-        return node.value.id, inner.value.id
-    return None
+    if isinstance(step, ir.Prim) and step.op == "neg" and isinstance(step.args[0], ir.Const) \
+            and isinstance(step.args[0].value, int):
+        step = ir.Const(-step.args[0].value)  # -3 (-True is -1, as Python has it)
+    return step.value if isinstance(step, ir.Const) and type(step.value) is int and step.value else None
 
 
 #: The globals a rewritten lane needs: the intrinsic under the name the rewrite calls.

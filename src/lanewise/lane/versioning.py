@@ -18,7 +18,9 @@ the checked copy, so errors are exactly the user's.  Both copies are the same
 ``for`` over the same range, so ``k`` after the loop, ``break``, ``continue``
 and ``return`` behave as written.  Only innermost loops with a positive literal
 step are versioned, and only when ``k``, the arrays and the offsets are not
-assigned in the body; anything else is left as it is.
+assigned in the body; anything else is left as it is.  The pass changes the lane's
+IR (lane.ir); the rewritten lane is printed and compiled as the user's code, at the
+user's lines (lane.ir.render.compile_code).
 
 W7 (10^6 nodes, 1.6*10^7 edges, ``s += w[k] * x[indices[k]]``): 41 instructions
 per edge in the inner loop before, 22 after; 115 -> 92 ms on one thread, 58 -> 45
@@ -33,7 +35,8 @@ Example:
     ...     for k in range(start, stop):
     ...         s += w[k]
     ...     return s
-    >>> print(ast.unparse(versioned(total)))
+    >>> from lanewise.lane.ir.render import render
+    >>> print(render(versioned(total)), end="")
     def total(start, stop, w):
         s = 0.0
         if not _lw_within(w, start, stop, 0, 1):
@@ -47,14 +50,13 @@ Example:
 
 from __future__ import annotations
 
-import ast
-import copy
 import operator
 import types
 import weakref
+from dataclasses import replace
 from typing import NamedTuple
 
-from llvmlite import ir
+from llvmlite import ir as llvm
 from numba.core import cgutils
 from numba.core import types as nbtypes
 from numba.extending import intrinsic
@@ -62,14 +64,19 @@ from numba.np.arrayobj import load_item
 
 from . import closures, prefetch
 from .source import definition
-from .prefetch import Prefetches, compile_rewritten, range_step, stored_names
+from ..errors import LaneCompileError
+from .ir import nodes as ir
+from .ir.build import function_ir, function_of_tree
+from .ir.render import compile_code
+from .ir.passes.walk import mapped, stored, walk
+from .prefetch import array_name, each_loop, loads, prefetch_loops, range_step
 
 #: Whether lanes' loops are versioned (off: every read checked, as before; for
 #: measuring the difference).  Read when a function is first compiled: it is not
 #: part of the cache keys, so set it before the lanes it should apply to run.
 VERSIONING = True
 
-_I128 = ir.IntType(128)
+_I128 = llvm.IntType(128)
 
 
 # --------------------------------------------------------------------------- intrinsics
@@ -94,7 +101,7 @@ def _lw_within(typingctx, a, start, stop, shift, sign):
                   nbtypes.intp)
         off = builder.mul(by, times)
         empty = builder.icmp_signed(">=", lo, hi)
-        first_ok = builder.icmp_signed(">=", builder.add(lo, off), ir.Constant(_I128, 0))
+        first_ok = builder.icmp_signed(">=", builder.add(lo, off), llvm.Constant(_I128, 0))
         last_ok = builder.icmp_signed("<=", builder.add(hi, off), n)
         return builder.or_(empty, builder.and_(first_ok, last_ok))
 
@@ -140,23 +147,122 @@ GLOBALS = {**prefetch.GLOBALS, **closures.GLOBALS, "_lw_within": _lw_within, "_l
 # --------------------------------------------------------------------------- the pass
 
 
-def versioned(fn) -> ast.FunctionDef | None:
-    """The ``def`` of ``fn`` with its affine reads versioned, or None when no loop
-    qualifies (or the source is unavailable)."""
-    node = definition(fn)
-    if not isinstance(node, ast.FunctionDef):
+def versioned(fn) -> ir.Function | None:
+    """The IR of ``fn`` with its affine reads versioned, or None when no loop
+    qualifies (or there is no source text to rewrite)."""
+    lane = function_ir(fn)
+    if lane.source != "source":
         return None
-    versions = _Versions()
-    node = versions.visit(node)
-    return ast.fix_missing_locations(node) if versions.count else None
+    lane, count = version_loops(lane)
+    return lane if count else None
+
+
+def version_loops(fn: ir.Function) -> tuple[ir.Function, int]:
+    """``fn`` with every innermost ``for k in range(...)`` loop (positive literal step)
+    that reads ``a[k]``, ``a[k + c]`` or ``a[k - c]`` versioned (module docstring), and
+    how many loops were."""
+    count = 0
+
+    def change(loop: ir.Loop) -> list:
+        nonlocal count
+        if not (range_step(loop) or 0) > 0 or any(isinstance(n, _UNSURE) for n in walk(loop.body)):
+            return [loop]
+        k, assigned = loop.target.name, stored(walk(loop.body), False)
+        if k in assigned:
+            return [loop]
+        reads: dict = {}  # (array, sign, shift) -> guard operands, in source order (dicts keep it)
+        affine = {}
+        for read in sorted(loads(loop.body), key=lambda n: (n.loc.line, n.loc.col)):
+            found = _affine_read(read, k, assigned)
+            if found is not None:
+                affine[id(read)] = read
+                reads.setdefault((array_name(found[0]), *found[1:]), found)
+        if not reads:
+            return [loop]
+        count += 1
+        hoisted, bounds = _hoisted_bounds(loop, count)
+        guards = [ir.Prim("_lw_within", (array, *bounds, ir.Const(0, "int") if shift is None else shift,
+                                         ir.Const(sign, "int")), loop.loc) for array, sign, shift in reads.values()]
+        test = guards[0] if len(guards) == 1 else ir.Prim("and", tuple(guards), loop.loc)
+        fast = _unchecked(loop.body, affine)
+        # The user's loop first: Numba reports the first typing error in code order,
+        # so a subscript that does not type (x[k] of a float) reads as it did.
+        branches = ir.If(ir.Prim("not", (test,), loop.loc, type="bool"), (_over(loop, bounds, loop.body),),
+                         (_over(loop, bounds, fast),), loop.loc)
+        return [*hoisted, branches]
+
+    return replace(fn, body=each_loop(fn.body, change)), count
+
+
+#: IR nodes a versioned loop's body may not hold (scopes of their own, other loops: only
+#: innermost loops are versioned; constructs the IR does not model).
+_UNSURE = (ir.Loop, ir.Def, ir.Lambda, ir.Comp, ir.Try, ir.Unsupported)
+
+
+def _affine_read(read: ir.Prim, k: str, assigned: set):
+    """``(array, sign, shift)`` when ``read`` is ``array[k]`` (shift None),
+    ``array[k + c]``/``array[c + k]`` (sign 1) or ``array[k - c]`` (sign -1), ``c`` an
+    int literal or a name the loop does not assign; else None."""
+    array, index = read.args
+    name = array_name(array)
+    if name is None or name == k or name in assigned:
+        return None
+    if index == ir.Var(k):
+        return array, 1, None
+    if not (isinstance(index, ir.Prim) and index.op in ("add", "sub") and len(index.args) == 2
+            and not index.params and not index.keywords):
+        return None
+    left, right = index.args
+    if index.op == "add" and right == ir.Var(k):
+        left, right = right, left  # c + k
+    if not (left == ir.Var(k) and _invariant(right, k, assigned)):
+        return None
+    return array, 1 if index.op == "add" else -1, right
+
+
+def _invariant(e, k: str, assigned: set) -> bool:
+    """An int literal, or a name other than ``k`` that the loop does not assign."""
+    if isinstance(e, ir.Const):
+        return type(e.value) is int
+    name = array_name(e)
+    return name is not None and name != k and name not in assigned
+
+
+def _hoisted_bounds(loop: ir.Loop, count: int) -> tuple[list, list]:
+    """``range``'s start and stop as names or literals, read by the guard and the
+    loop: an expression (``indptr[i + 1]``, a call that draws random numbers) is
+    assigned to a name first, so it is evaluated once, as in the user's loop."""
+    args = loop.iter.args
+    bounds = [ir.Const(0, "int"), args[0]] if len(args) == 1 else list(args[:2])
+    hoisted = []
+    for i, bound in enumerate(bounds):
+        if not (isinstance(bound, ir.Const) or array_name(bound) is not None):
+            name = ir.Var(f"_lw_{'stop' if i else 'start'}{count}")
+            hoisted.append(ir.Assign(name, bound, loop.loc))
+            bounds[i] = name
+    return hoisted, bounds
+
+
+def _over(loop: ir.Loop, bounds: list, body: tuple) -> ir.Loop:
+    """``loop`` over the (hoisted) bounds with ``body``; its place is the user's."""
+    kept = bounds[1:] if len(loop.iter.args) == 1 else bounds  # range(stop) stays range(stop)
+    return replace(loop, iter=replace(loop.iter, args=(*kept, *loop.iter.args[2:])), body=body)
+
+
+def _unchecked(body: tuple, affine: dict) -> tuple:
+    """``body`` with the reads in ``affine`` (by id) as ``_lw_get(a, k + c)``."""
+    return mapped(body, lambda n: ir.Prim("_lw_get", n.args, n.loc) if id(n) in affine else None)
 
 
 class Rewrite(NamedTuple):
     """A lane's code after prefetching and versioning; ``versioned``: whether any
-    loop was versioned (the lane then has two copies of it: lanefn inlines it)."""
+    loop was versioned (the lane then has two copies of it: lanefn inlines it);
+    ``globals``: names the code reads that the lane's globals must gain (helpers the
+    text calls by another name than the lane wrote, modules: render.compile_code)."""
 
     code: types.CodeType
     versioned: bool
+    globals: dict
 
 
 _done: "weakref.WeakKeyDictionary[types.FunctionType, dict]" = weakref.WeakKeyDictionary()
@@ -173,138 +279,35 @@ def rewritten(fn: types.FunctionType) -> Rewrite | None:
 
 
 def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
-    node = definition(fn)
-    if not isinstance(node, ast.FunctionDef):
+    lane = function_ir(fn)  # built already by the checks lanefn runs first
+    if lane.source != "source" or fn.__code__.co_name == "<lambda>":
+        return None  # no text the user wrote (or no statements) to rewrite
+    lane, lifted = _lifted(fn, lane)
+    lane, prefetches = prefetch_loops(lane)  # first: both copies of a versioned loop prefetch
+    lane, versions = version_loops(lane) if versioning else (lane, 0)
+    if not (lifted or prefetches or versions):
         return None
-    prefetches, versions = Prefetches(), _Versions()
-    node, lifted = closures.lift(node, fn.__globals__)  # scan steps closing over lane values
-    node = prefetches.visit(node)  # first: both copies of a versioned loop prefetch
-    if versioning:
-        node = versions.visit(node)
-    if not (lifted or prefetches.count or versions.count):
+    functions = {p.op.removeprefix("call:"): ir.called(p) for p in walk(lane)
+                 if isinstance(p, ir.Prim) and p.op.startswith("call:")}  # the helpers each call: names
+    try:
+        code, more = compile_code(lane, fn, functions)
+    except LaneCompileError:  # a construct the IR cannot print back: the lane is compiled as written
         return None
-    code = compile_rewritten(ast.fix_missing_locations(node), fn)
-    return None if code is None else Rewrite(code, versions.count > 0)
+    return Rewrite(code, versions > 0, more)
 
 
-#: Statements and expressions in a loop body that the pass does not reason about
-#: (scopes of their own, other loops: versioning only innermost loops).
-_UNSURE = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
-           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Try, ast.With, ast.AsyncWith,
-           ast.Global, ast.Nonlocal, ast.Delete, ast.Yield, ast.YieldFrom, ast.Await, ast.Match)
+def _lifted(fn: types.FunctionType, lane: ir.Function) -> tuple[ir.Function, int]:
+    """``lane`` with its closure scan steps lifted (lane.closures, a pass over the
+    ``def``'s syntax tree for now: the lifted tree is read into the IR), and how many."""
+    if not any(isinstance(n, ir.Def) for n in walk(lane.body)):
+        return lane, 0  # no nested def: no step to lift (and no text to parse)
+    tree, count = closures.lift(definition(fn), fn.__globals__)
+    return (function_of_tree(fn, tree), count) if count else (lane, 0)
 
 
-class _Versions(ast.NodeTransformer):
-    """Versions every innermost ``for k in range(...)`` loop (positive literal step)
-    that reads ``a[k]``, ``a[k + c]`` or ``a[k - c]`` (module docstring)."""
-
-    def __init__(self):
-        self.count = 0
-
-    def visit_For(self, node):
-        self.generic_visit(node)
-        if not (range_step(node) or 0) > 0 or any(isinstance(n, _UNSURE) for s in node.body for n in ast.walk(s)):
-            return node
-        k, stored = node.target.id, stored_names(node.body)
-        if k in stored:
-            return node
-        reads = {}  # (array, offset) -> guard arguments, in source order (dicts keep it)
-        for n in sorted((n for s in node.body for n in ast.walk(s)), key=_position):
-            read = _affine_read(n, k, stored)
-            if read is not None:
-                reads.setdefault(_key(read), read)
-        if not reads:
-            return node
-        self.count += 1
-        hoisted, bounds = _hoist_bounds(node, self.count)
-        guards = [_guard(array, offset, bounds) for array, offset in reads.values()]
-        fast = _loop(node, bounds, [_Unchecked(k, stored).visit(copy.deepcopy(s)) for s in node.body])
-        slow = _loop(node, bounds, node.body)
-        test = guards[0] if len(guards) == 1 else ast.BoolOp(ast.And(), guards)
-        # The user's loop first: Numba reports the first typing error in code order,
-        # so a subscript that does not type (x[k] of a float) reads as it did.
-        return hoisted + [ast.copy_location(ast.If(ast.UnaryOp(ast.Not(), test), [slow], [fast]), node)]
-
-
-def _position(node) -> tuple[int, int]:
-    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
-
-
-def _affine_read(node, k: str, stored: set[str]):
-    """``(array, (sign, shift))`` when ``node`` reads ``array[k]`` (shift None),
-    ``array[k + c]``/``array[c + k]`` (sign 1) or ``array[k - c]`` (sign -1), ``c`` an
-    int literal or a name the loop does not assign; else None."""
-    if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)):
+def closure_for(code: types.CodeType, fn: types.FunctionType):
+    """``fn``'s closure cells in the order ``code`` names its free variables."""
+    if not code.co_freevars:
         return None
-    array, index = node.value.id, node.slice
-    if array == k or array in stored:
-        return None
-    if _is_name(index, k):
-        return array, (1, None)
-    if not isinstance(index, ast.BinOp):
-        return None
-    left, right = index.left, index.right
-    if isinstance(index.op, ast.Add) and _is_name(right, k):
-        left, right = right, left  # c + k
-    if not (_is_name(left, k) and isinstance(index.op, (ast.Add, ast.Sub)) and _invariant(right, k, stored)):
-        return None
-    return array, (1 if isinstance(index.op, ast.Add) else -1, right)
-
-
-def _is_name(node, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
-
-
-def _invariant(node, k: str, stored: set[str]) -> bool:
-    """An int literal, or a name other than ``k`` that the loop does not assign."""
-    if isinstance(node, ast.Constant):
-        return type(node.value) is int
-    return isinstance(node, ast.Name) and node.id != k and node.id not in stored
-
-
-def _key(read) -> tuple:
-    array, (sign, shift) = read
-    return array, sign, None if shift is None else ast.dump(shift)
-
-
-def _hoist_bounds(node: ast.For, count: int) -> tuple[list[ast.stmt], list[ast.expr]]:
-    """``range``'s start and stop as names or literals, read by the guard and the
-    loop: an expression (``indptr[i + 1]``, a call that draws random numbers) is
-    assigned to a name first, so it is evaluated once, as in the user's loop."""
-    args = node.iter.args
-    bounds = [ast.Constant(0), args[0]] if len(args) == 1 else list(args[:2])
-    hoisted = []
-    for i, bound in enumerate(bounds):
-        if not isinstance(bound, (ast.Name, ast.Constant)):
-            name = f"_lw_{'stop' if i else 'start'}{count}"
-            hoisted.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], bound), node))
-            bounds[i] = ast.Name(name, ast.Load())
-    return hoisted, bounds
-
-
-def _guard(array: str, offset, bounds) -> ast.Call:
-    sign, shift = offset
-    args = [ast.Name(array, ast.Load()), *map(copy.deepcopy, bounds),
-            copy.deepcopy(shift) if shift is not None else ast.Constant(0), ast.Constant(sign)]
-    return ast.Call(ast.Name("_lw_within", ast.Load()), args, [])
-
-
-def _loop(node: ast.For, bounds, body) -> ast.For:
-    """``node`` over the (hoisted) bounds with ``body``; its location is the user's."""
-    call = copy.deepcopy(node.iter)
-    kept = bounds[1:] if len(call.args) == 1 else bounds  # range(stop) stays range(stop)
-    call.args = [copy.deepcopy(b) for b in kept] + call.args[2:]
-    return ast.copy_location(ast.For(copy.deepcopy(node.target), call, body, [], None), node)
-
-
-class _Unchecked(ast.NodeTransformer):
-    """Replaces the loop's affine reads ``a[k + c]`` by ``_lw_get(a, k + c)``."""
-
-    def __init__(self, k: str, stored: set[str]):
-        self.k, self.stored = k, stored
-
-    def visit_Subscript(self, node):
-        self.generic_visit(node)
-        if _affine_read(node, self.k, self.stored) is None:
-            return node
-        return ast.copy_location(ast.Call(ast.Name("_lw_get", ast.Load()), [node.value, node.slice], []), node)
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
+    return tuple(cells[name] for name in code.co_freevars)

@@ -52,10 +52,12 @@ import re
 import sys
 import types
 import zlib
+from dataclasses import replace
 
 from ...errors import LaneCompileError
 from . import nodes as ir
-from .passes.walk import walk
+from .linetable import relined
+from .passes.walk import mapped, walk
 
 _INDENT = "    "
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
@@ -166,6 +168,67 @@ def load_function(fn: ir.Function, original: types.FunctionType, functions: dict
         5
     """
     return _compile(fn, original, functions, lines)[0]
+
+
+def compile_code(fn: ir.Function, original: types.FunctionType, functions: dict) -> tuple[types.CodeType, dict]:
+    """``fn`` (a rewrite of ``original``) rendered and compiled as ``original``'s code, to
+    run in a copy of its globals with its closure cells: (the code, named as
+    ``original`` and at the user's lines even where the rewrite wrote a statement twice
+    (:func:`.linetable.relined`), whose free variables are among ``original``'s; the
+    names the text reads that ``original``'s globals must gain: the helpers of
+    ``functions`` it calls by another name, the modules its dotted names start at).
+    Not run: the caller makes the function (lanewise.lane.lanefn compiles the lane).
+
+    Example:
+        >>> from lanewise.lane.ir.build import function_ir
+        >>> def lane(x):
+        ...     return x * 3
+        >>> code, more = compile_code(function_ir(lane), lane, {})
+        >>> types.FunctionType(code, {**lane.__globals__, **more})(2), code.co_name
+        (6, 'lane')
+    """
+    fn = mapped(fn, lambda n: _as_written(n, original, functions))
+    renderer = _Renderer(fn)
+    out: list = []
+    renderer.function(fn, python_name(fn.name), 1, out)
+    free = original.__code__.co_freevars
+    source = "\n".join([f"def _lw_factory({', '.join(free)}):", *out, f"{_INDENT}return {python_name(fn.name)}"])
+    factory = next(c for c in compile(source + "\n", original.__code__.co_filename, "exec").co_consts
+                   if isinstance(c, types.CodeType))
+    code = next(c for c in factory.co_consts if isinstance(c, types.CodeType) and c.co_name == python_name(fn.name))
+    placed = {k + 2: line for k, line in enumerate(renderer.placed) if line is not None}  # the text starts at line 2
+    code = relined(code, placed, original.__code__.co_firstlineno)
+    names = {h: _call_name(h, renderer.locals) for h in sorted(_helpers(fn))}
+    bound = _closure(fn, original, {names[h]: functions[h] for h in names})
+    more = {name: value for name, value in bound.items() if name not in free}
+    return code.replace(co_name=original.__code__.co_name, co_qualname=original.__code__.co_qualname), more
+
+
+def _as_written(n, original: types.FunctionType, functions: dict):
+    """A call of a helper the original reaches through a module (``np.full``, a function
+    of NumPy's written in Python; ``helpers.f``) as a call of that module's attribute,
+    as the lane wrote it: the name alone would call it as a helper of the lane's own,
+    which the compiled lane treats otherwise.  None for any other node."""
+    if not (isinstance(n, ir.Prim) and n.op.startswith("call:")):
+        return None
+    helper = functions[n.op.removeprefix("call:")]
+    name = python_name(n.op.removeprefix("call:"))
+    closure = dict(zip(original.__code__.co_freevars, original.__closure__ or (), strict=True))
+    held = closure[name].cell_contents if name in closure and _full(closure[name]) else original.__globals__.get(name)
+    if held is helper or getattr(held, "py_func", None) is helper:
+        return None  # the lane calls it by this very name
+    attr = getattr(helper, "__name__", None)
+    if attr is None:
+        return None
+    for root, value in original.__globals__.items():  # a module of the lane's, as it wrote it (np.full)
+        if isinstance(value, types.ModuleType) and getattr(value, attr, None) is helper \
+                and sys.modules.get(_MODULES.get(root, root)) in (None, value):  # the text's root means it
+            return replace(n, op=f"{root}.{attr}")
+    module = sys.modules.get(getattr(helper, "__module__", None) or "")
+    if module is None or getattr(module, attr, None) is not helper:
+        return None
+    short = {v: k for k, v in _MODULES.items()}.get(module.__name__, module.__name__)
+    return replace(n, op=f"{short}.{attr}")
 
 
 def _compile(fn: ir.Function, original: types.FunctionType, originals: dict, lines: bool = False):
@@ -302,12 +365,14 @@ class _Renderer:
         self.fn = fn
         self.locals = _locals(fn)
         self.first = fn.loc.line if lines else None  # lines=True: the def's line is the text's first
+        self.placed: list = []  # per line of text: the user's line of the statement on it (None: no statement)
 
     def emit(self, out: list, depth: int, text: str, loc=None) -> None:
         """One line of text; with ``lines``, on its statement's line (counted from the
         def's) when the lines before leave room, else on the next."""
         if self.first is not None and loc is not None:
             out.extend([""] * (loc.line - self.first - len(out)))
+        self.placed += [None] * (len(out) - len(self.placed)) + [None if loc is None else loc.line]
         out.append(_INDENT * depth + text)
 
     def refuse(self, loc, what: str):

@@ -12,6 +12,8 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import nodes as ir
 
 #: Primitives that are operators, not calls (``pow`` is also a builtin: calling it changes nothing).
@@ -68,6 +70,32 @@ def _target_reads(t) -> tuple:
     if isinstance(t, ir.Item):
         return t.base, t.index
     return (t.base,) if isinstance(t, ir.Field) else ()
+
+
+def mapped(node, change, made: dict | None = None):
+    """``node`` (a node or a tuple of them) with each node ``n`` in it for which
+    ``change(n)`` gives a node replaced by that node (whose parts are mapped in turn);
+    a node met twice (``a = b = v`` shares ``v``: one evaluation) is made once.
+
+    Example:
+        >>> x = ir.Var("x")
+        >>> mapped((ir.Do(ir.Prim("abs", (x,), ir.Loc("f.py", 2, 4)), ir.Loc("f.py", 2, 4)),),
+        ...        lambda n: ir.Var("y") if n == x else None)[0].expr.args
+        (Var(name='y'),)
+    """
+    made = {} if made is None else made
+    if isinstance(node, (tuple, list)):
+        return tuple(mapped(n, change, made) for n in node)
+    if not hasattr(node, "__dataclass_fields__") or isinstance(node, ir.Loc):
+        return node
+    if id(node) not in made:
+        new = change(node)
+        new = node if new is None else new
+        if hasattr(new, "__dataclass_fields__"):
+            new = replace(new, **{f: mapped(getattr(new, f), change, made) for f in new.__dataclass_fields__
+                                  if f not in ("loc", "origin")})
+        made[id(node)] = new
+    return made[id(node)]
 
 
 def own(body):

@@ -1,0 +1,72 @@
+"""Line numbers of a code object compiled from rendered text, moved to the user's lines.
+
+A pass that rewrites a lane prints it from the IR (:mod:`.render`) and compiles the
+text; the code must still say the user's file and lines, so that Numba's errors and
+lanewise's bounds errors name them.  Where the text keeps each statement on its own
+line, moving the lines is enough (``render(..., lines=True)``); a rewrite that writes
+one statement twice (loop versioning's two copies of a loop) cannot keep them there.
+:func:`relined` rewrites the code's location table instead: each text line becomes
+the line of the user's statement printed on it.  Columns are dropped (the text's are
+not the user's).
+
+The table's format is CPython's (``Objects/locations.md``, 3.11 and later): entries
+of one to eight code units; a "no columns" entry (code 13) holds the line as a
+signed varint delta from the previous entry's line, a "no location" entry (code 15)
+nothing.
+
+Example:
+    >>> code = compile("x = 1\\ny = 2\\n", "<text>", "exec")
+    >>> moved = relined(code, {1: 10, 2: 10}, 10)
+    >>> sorted({line for _, _, line in moved.co_lines() if line})
+    [10]
+"""
+
+from __future__ import annotations
+
+import types
+
+_NO_COLUMNS, _NO_LOCATION = 13, 15
+
+
+def relined(code: types.CodeType, lines: dict, first: int) -> types.CodeType:
+    """``code`` (and the code objects in its constants) with each text line ``t`` at
+    line ``lines[t]`` (a line not in ``lines``: the last mapped line before it), the
+    first line ``first``."""
+    consts = tuple(relined(c, lines, first) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    table = bytearray()
+    previous = first
+    units = [None if line is None else _mapped(lines, line) for line, *_ in code.co_positions()]
+    k = 0
+    while k < len(units):
+        run = 1
+        while run < 8 and k + run < len(units) and units[k + run] == units[k]:
+            run += 1
+        line = units[k]
+        if line is None:
+            table.append(0x80 | (_NO_LOCATION << 3) | (run - 1))
+        else:
+            table.append(0x80 | (_NO_COLUMNS << 3) | (run - 1))
+            table += _svarint(line - previous)
+            previous = line
+        k += run
+    return code.replace(co_linetable=bytes(table), co_firstlineno=first, co_consts=consts)
+
+
+def _mapped(lines: dict, line: int) -> int:
+    while line not in lines and line > min(lines):
+        line -= 1
+    return lines.get(line, lines[min(lines)])
+
+
+def _svarint(value: int) -> bytes:
+    return _varint((-value << 1) | 1 if value < 0 else value << 1)
+
+
+def _varint(value: int) -> bytes:
+    """Six bits a byte, least significant first; bit 6 says another byte follows."""
+    out = bytearray()
+    while value >= 64:
+        out.append(0x40 | (value & 63))
+        value >>= 6
+    out.append(value)
+    return bytes(out)
