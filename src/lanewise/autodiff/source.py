@@ -118,3 +118,17 @@ class ActiveNodes:
         if isinstance(node.func, ast.Attribute) and obj is None and self.expr(node.func.value):
             return True  # a method of an active array
         return any(self.expr(a) for a in node.args) or any(self.expr(k.value) for k in node.keywords)
+
+
+def shares_as_tangents(node) -> bool:
+    """Whether ``node``'s tangent shares storage exactly as its value does, by construction:
+    a name, a view of one (``a[1:]``, ``a.T``), a tuple of those or constants, a choice of them."""
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(node, ast.Subscript) or (isinstance(node, ast.Attribute) and node.attr in ("T", "real", "imag")):
+        return shares_as_tangents(node.value)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(shares_as_tangents(e) for e in node.elts)
+    if isinstance(node, ast.IfExp):
+        return shares_as_tangents(node.body) and shares_as_tangents(node.orelse)
+    return False
