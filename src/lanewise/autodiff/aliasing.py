@@ -307,11 +307,16 @@ class Active(set):
     """An emitter's active names, with ``updated``: the names whose storage the lane changes
     in place (their tangents must share storage exactly as their values do), ``shared``: those
     of them another name (or a helper's parameter) reaches, whose zero tangent must be an
-    array where the value is one (never the constant 0.0), and ``guarded``: name -> the check
-    reverse mode runs before ``name op= e``."""
+    array where the value is one (never the constant 0.0), ``inplace``: the names whose
+    storage another name can observe changing (an item store, an in-place method or helper,
+    or ``a op= e`` on a shared name), the only ones whose ``a op= e`` the emitters keep in
+    place (elsewhere rebinding is the same, and a derivative program without
+    :func:`.intrinsics.update` can be differentiated again), and ``guarded``: name -> the
+    check reverse mode runs before ``name op= e``."""
 
     updated: frozenset = frozenset()
     shared: frozenset = frozenset()
+    inplace: frozenset = frozenset()
     guarded: dict = {}
 
 
@@ -337,6 +342,7 @@ def widen(emitter, active: set) -> Active:
         out = Active(active_names(emitter.ir, grown, emitter._called))
     out.updated = frozenset().union(*(names for _, names in changed))
     out.shared = frozenset().union(*(names for u, names in changed if len(names) > 1 or u.kind == "helper"))
+    out.inplace = frozenset().union(*(names for u, names in changed if u.kind != "augassign")) | out.shared
     out.guarded = {}
     _refuse(emitter, changed, out)
     return out

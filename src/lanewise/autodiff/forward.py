@@ -57,7 +57,8 @@ from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEA
                        original as _original, where as _where)
 from .rules import Rule, module_of, rule_for
 from .source import ActiveNodes, as_load as _as_load, build, exponent as _exponent, first_line as _first_line, \
-    is_number as _is_number, number as _number, pairwise as _pairwise, shares_as_tangents as _shares
+    InPlace, inlinable as _inlinable, is_number as _is_number, number as _number, pairwise as _pairwise, \
+    shares_as_tangents as _shares
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ _SCALAR_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)
 
 
 
-class Emitter:
+class Emitter(InPlace):
     """Writes the transformed function, one statement of the user's at a time."""
 
     #: The derivative of a constant, and the intrinsic giving a value's zero derivative.
@@ -377,6 +378,8 @@ class Emitter:
                     self._array_linear(node, ts, lambda t: f"{t}.{node.func.attr}({rest})"))
         if _is_scan(obj):
             return self._scan_call(node, callee)
+        if obj is intrinsics.update or obj is intrinsics.mirror:
+            return self._update_call(node, callee, obj)
         if isinstance(obj, type) and issubclass(obj, tuple):
             self._fail(node, f"{callee}(...) builds a namedtuple of differentiated values, which a differentiated "
                              "lane does not support (nor reading its fields by name): return a plain tuple, "
@@ -464,7 +467,7 @@ class Emitter:
     def _helper_call(self, node, helper):
         values = self._helper_arguments(node, helper, self.ex)
         seeds = tuple("arg" if t is not None else None for _, t in values)
-        made = transform(helper, self._helper_plan(seeds))
+        made = _inlinable(transform(helper, self._helper_plan(seeds)))  # Numba inlines it
         name = self.helpers.setdefault(made, f"{self.pre}h{len(self.helpers)}")
         self.closure[name] = made
         args = [self.atom(p) for p, _ in values]
@@ -567,19 +570,10 @@ class Emitter:
             self._assign([node.target], value)  # a[i] op= e: a[i] = a[i] op e writes into a, as Python does
         elif node.target.id not in self.active and not self.activity.expr(value):
             self.emit(ast.unparse(node))  # nothing differentiated: as written
-        else:
+        elif node.target.id in self.active.inplace:
             self._update(node.target.id, value)
-
-    def _update(self, name: str, value) -> None:
-        """``name op= e`` as Python runs it: an array (and its tangents) changed in place, a number rebound."""
-        guard = self.active.guarded.get(name)
-        if guard is not None:  # reverse mode: a number is rebound, an array shared with another name refused
-            self.emit(f"{self.pre}ad.unshared({name}, {guard!r})")
-        p, ts = self.ex(value)
-        for j in range(self.plan.k):
-            self.emit(f"{self.tan(name, j)} = {self.pre}ad.update({self.tan(name, j)}, "
-                      f"{ts[j] if ts is not None else f'{self.pre}ad.{self.ZERO_OF}({name})'})")
-        self.emit(f"{name} = {self.pre}ad.update({name}, {p})")
+        else:  # no other name sees its storage: a new value is the same, and stays differentiable again
+            self._assign([node.target], value)
 
     def _assign(self, targets, value) -> None:
         p, ts = self.ex(value)
@@ -589,25 +583,11 @@ class Emitter:
             for target in targets:
                 self._zero_target(target, value)
             return
-        if self._reaches_update(targets) and not _shares(value):
+        if self._reaches_update(targets, value) and not _shares(value):
             p, ts = self._mirrored(value, self.atom(p), ts)
         for j in range(self.plan.k):
             self.emit(" = ".join(self._tangent_target(t, j) for t in targets) + f" = {ts[j]}")
         self.emit(f"{texts} = {p}")
-
-    def _reaches_update(self, targets) -> bool:
-        """Whether a name these targets bind is one an in-place update may reach (:mod:`.aliasing`)."""
-        return any(isinstance(n, ast.Name) and n.id in self.active.updated for t in targets for n in ast.walk(t))
-
-    def _mirrored(self, value, p: str, ts):
-        """``value``'s tangents, copied where one shares an argument's that ``p`` does not (``b = a + 0.0``)."""
-        read = sorted({n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in self.active})
-        out = []
-        for j, t in enumerate(ts):
-            for name in read:
-                t = self.temp(f"{self.pre}ad.mirror({p}, {t}, {name}, {self.tan(name, j)})")
-            out.append(t)
-        return p, out
 
     def _tangent_target(self, target, j) -> str:
         if isinstance(target, ast.Name):
