@@ -316,7 +316,19 @@ def _stores_a_scalar(x, n):
     return t[0][0] + s
 
 
+def _unpacks_a_display(x, limit):
+    s, n = x, 0  # item by item: n += 1 does not reach s
+    a, (b, c) = np.zeros(2), (x, np.ones(2))
+    while s < limit:
+        s = s * 1.5
+        n += 1
+    c += s
+    return s + a[0] + b
+
+
 @pytest.mark.parametrize("lane,classes,updates", [
+    (_unpacks_a_display, [{"s", "x", "b"}, {"n"}, {"limit"}, {"a"}, {"c"}], [("augassign", {"n"}),
+                                                                            ("augassign", {"c"})]),
     (direct, [{"a", "b", "v"}, {"x"}], [("augassign", {"a"}), ("augassign", {"v"})]),
     (new_array_from_a_sum, [{"a", "c"}, {"b"}, {"x"}], [("augassign", {"b"}), ("augassign", {"a"})]),
     (alias_setitem, [{"a", "b"}, {"x"}], [("setitem", {"b"})]),
@@ -356,7 +368,8 @@ def accumulated(x):
 
 @pytest.mark.parametrize("lane,twin", [
     (cubed_through_an_alias, lambda x: 3.0 * x ** 3),
-    (accumulated, lambda x: 6.0 * x * x)], ids=["alias", "accumulator"])
+    (new_array_from_a_sum, new_array_from_a_sum_twin),  # its derivative program calls ad.mirror
+    (accumulated, lambda x: 6.0 * x * x)], ids=["alias", "mirror", "accumulator"])
 def test_second_derivatives_of_lanes_changed_in_place(lane, twin):
     """A derivative program keeps ``a op= e`` in place only where another name sees the
     storage (``ad.update``); jax differentiates it again exactly, in both modes."""

@@ -179,6 +179,10 @@ class _Walk:
                     self.roots(part)
 
     def assign(self, target, value, loc) -> None:
+        if _pairs(target, value):  # s, n = x, 0: each name shares only its own item's storage
+            for t, v in zip(target.items, value.args, strict=True):
+                self.assign(t, v, loc)
+            return
         shared = self.roots(value)
         if isinstance(target, ir.Var) and isinstance(value, ir.Prim) and dict(value.params).get("inplace"):
             self.updates.append(Update("augassign", frozenset({target.name}), frozenset(_reads(value.args[1:])),
@@ -236,6 +240,9 @@ class _Walk:
                 if method in _STORING_METHODS:  # the container now holds its arguments
                     self.union(every)
             return set() if method in FRESH_METHODS else every
+        if op == _UPDATE and len(parts) == 2:  # a derivative program's a op= e, differentiated again
+            self._update("augassign", parts[0], e, "an in-place update")
+            return parts[0] | parts[1]
         if op in MUTATING_NUMPY and parts:
             self._update("method", parts[0], e, f"{op}()")
             return set()
@@ -266,6 +273,10 @@ class _Walk:
             self.updates.append(Update(kind, frozenset(names), frozenset(_reads((e.args, e.keywords))), e.loc, what))
 
 
+#: How the front end names :func:`.intrinsics.update` (it writes into its first argument).
+_UPDATE = "lw.autodiff.intrinsics.update"
+
+
 def _fresh_numpy(op: str) -> bool:
     """NumPy functions that return a new array (ufuncs, constructors, reductions): not views."""
     import numpy as np
@@ -280,6 +291,13 @@ _NEW_NUMPY = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_li
                         "array", "copy", "arange", "linspace", "sum", "mean", "prod", "dot", "cumsum", "diff",
                         "trace", "where", "outer", "concatenate", "stack", "vstack", "hstack", "eye", "identity",
                         "clip", "std", "var", "cross", "interp", "sort", "argsort", "max", "min", "amax", "amin"})
+
+
+def _pairs(target, value) -> bool:
+    """Whether ``target = value`` unpacks a tuple or list display item by item."""
+    return (isinstance(target, ir.Unpack) and target.star is None and isinstance(value, ir.Prim)
+            and value.op in ("tuple", "list") and not value.keywords and len(value.args) == len(target.items)
+            and not any(isinstance(a, ir.Prim) and a.op == "star" for a in value.args))
 
 
 def _bound(target) -> set:

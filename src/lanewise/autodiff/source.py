@@ -157,18 +157,26 @@ class InPlace:
     do, and ``ad.update`` of a derivative program differentiated again."""
 
     def _update_call(self, node, callee, obj):
-        """``ad.update(old, new)`` of a derivative program differentiated again (forward
-        mode): each tangent updated as the value is, in place where the value is."""
-        if obj is not intrinsics.update or self.plan.mode != "forward" or len(node.args) != 2 or node.keywords:
+        """``ad.update`` or ``ad.mirror`` of a derivative program differentiated again
+        (forward mode): each tangent updated, or aliased, as the value is."""
+        arity = 2 if obj is intrinsics.update else 4
+        if self.plan.mode != "forward" or len(node.args) != arity or node.keywords:
             self._fail(node, f"{callee} (an array changed in place through another name, in a derivative lane) "
                              f"cannot be differentiated again by {self.plan.transform}; make each name its own "
                              "array where it is bound (b = a.copy()), or take the outer derivative in forward "
                              "mode (jax.jvp, lw.jacfwd)")
-        (po, to), (pn, tn) = self.ex(node.args[0]), self.ex(node.args[1])
-        old, new = self.atom(po), self.atom(pn)
-        ts = [self.temp(f"{self.pre}ad.update({to[j] if to is not None else self._zero_of(old)}, "
-                        f"{tn[j] if tn is not None else self._zero_of(new)})") for j in range(self.plan.k)]
-        return self.temp(f"{self.pre}ad.update({old}, {new})"), ts
+        values = [self.ex(a) for a in node.args]
+        atoms = [self.atom(p) for p, _ in values]
+        p = self.temp(f"{self.pre}ad.{obj.__name__}({', '.join(atoms)})")
+        ts = []
+        for j in range(self.plan.k):
+            d = [t[j] if t is not None else None for _, t in values]
+            if obj is intrinsics.update:  # linear in both: the tangent written where the value is
+                text = f"ad.update({d[0] or self._zero_of(atoms[0])}, {d[1] or self._zero_of(atoms[1])})"
+            else:  # mirror(v, t, a, ta) is t or its copy: its tangent shares as it shares with ta
+                text = f"ad.mirror({p}, {d[1] or self._zero_of(p)}, {atoms[3]}, {d[3] or self._zero_of(atoms[3])})"
+            ts.append(self.temp(self.pre + text))
+        return p, ts
 
     def _zero_of(self, value: str) -> str:
         return f"{self.pre}ad.{self.ZERO_OF}({value})"
