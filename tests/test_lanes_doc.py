@@ -462,6 +462,17 @@ def write_row(r):
     return r[1]
 
 
+def aliased_write(x):  # row L119: b is a second name for a
+    a = np.zeros(3)
+    b = a
+    b[0] = x
+    return a.sum() * x
+
+
+def jacrev_of_aliased(x):
+    return lw.jacrev(aliased_write)(x)
+
+
 # ---------------------------------------------------------------------------- calls
 
 
@@ -886,6 +897,7 @@ CASES: dict[str, Case] = {
                 want=np.array([2.0, 4.0, 6.0])[N % 3], check=table_out_of_bounds),
     "L55": Case(view_2d, (np.arange(24.0).reshape(2, 3, 4),), want=np.array([5.0, 29.0])),
     "L56": Case(write_row, lambda: (ROWS4.copy(),), want=ROWS4[:, 1], check=writes_through),
+    "L119": Case(jacrev_of_aliased, (X,)),
     # calls
     "L57": Case(math_calls, (X,), want=np.sin(X) + np.hypot(X, 2.0) + np.floor(X)),
     "L58": Case(numpy_scalar_calls, (X,), want=np.sqrt(abs(X)) + np.arctan2(X, 2.0) + np.exp(-X)),

@@ -69,8 +69,12 @@ def custom(fn) -> bool:
 
 def is_intrinsic(obj) -> bool:
     """Checks and zeros a transformed lane calls: constants to a second transformation
-    (``out``, the identity on the result, has a rule)."""
-    return getattr(obj, "__module__", None) == intrinsics.__name__ and obj is not intrinsics.out
+    (``out``, the identity on the result, has a rule; ``update`` and ``mirror`` carry
+    values, so a second transformation differentiates or refuses them, never drops them)."""
+    return getattr(obj, "__module__", None) == intrinsics.__name__ and obj not in _CARRYING
+
+
+_CARRYING = (intrinsics.out, intrinsics.update, intrinsics.mirror)
 
 
 #: Attributes of arrays that are integers or types, never differentiated.

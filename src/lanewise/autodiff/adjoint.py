@@ -53,7 +53,7 @@ import os
 
 from ..errors import LaneCompileError
 from ..lane.ir import nodes as ir
-from . import arrays, checkpoint, intrinsics
+from . import aliasing, arrays, checkpoint, intrinsics
 from .activity import active_expr, helper as _helper, is_scan as _is_scan, statements, where as _where
 from .forward import EMITTERS, Emitter, Plan, transform
 from .reverse import ReverseEmitter, argnums_order, custom_partials
@@ -84,7 +84,7 @@ class ReverseMode:
         if self.plan.finish in ("jacrev", "vjp"):
             try:
                 return AdjointEmitter(self.fn, self.plan).function()
-            except Refused:
+            except (Refused, aliasing.Refused):
                 raise
             except (NotAdjoint, LaneCompileError) as e:
                 why = str(e)  # the tape takes it, or gives the error with the user's line
@@ -415,6 +415,12 @@ class AdjointEmitter(Emitter):
             self.emit(ast.unparse(node))
             return []
         value = ast.copy_location(ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value), node)
+        if node.target.id not in self.active and not self.activity.expr(value):
+            self.emit(ast.unparse(node))  # nothing differentiated: as written (an array changed in place)
+            return []
+        guard = self.active.guarded.get(node.target.id)
+        if guard is not None:  # another name may share it: a number is rebound, an array is refused
+            self.emit(f"{self.pre}ad.unshared({node.target.id}, {guard!r})")
         return self._assign(node.target, value)
 
     def _assign(self, target, value) -> list[str]:

@@ -51,13 +51,14 @@ from ..lane.ir import nodes as ir
 from ..lane.ir.build import function_of_tree
 from ..lane.lanefn import fingerprint
 from ..spmd.syntax import Unsupported, function_ast, resolve as _resolve
-from . import intrinsics
+from . import aliasing as _aliasing, intrinsics
 from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEAR_NUMPY, active_names,
                        custom as _custom, helper as _helper, is_scan as _is_scan, numpy_named as _numpy_named,
                        original as _original, where as _where)
 from .rules import Rule, module_of, rule_for
 from .source import ActiveNodes, as_load as _as_load, build, exponent as _exponent, first_line as _first_line, \
-    is_number as _is_number, number as _number, pairwise as _pairwise
+    InPlace, inlinable as _inlinable, is_number as _is_number, number as _number, pairwise as _pairwise, \
+    shares_as_tangents as _shares
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,8 @@ def _list_write(fdef):
 _SCALAR_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)
 
 
-class Emitter:
+
+class Emitter(InPlace):
     """Writes the transformed function, one statement of the user's at a time."""
 
     #: The derivative of a constant, and the intrinsic giving a value's zero derivative.
@@ -185,7 +187,8 @@ class Emitter:
         """The active locals of ``self.fdef`` (found on its IR, ``self.ir``) and the query
         of one expression (``self.activity.expr(node)``)."""
         self.ir = function_of_tree(self.fn, self.fdef)
-        self.active = active_names(self.ir, seeded, self._called)
+        # aliasing.widen: a class of names sharing an array changed in place is active whole
+        self.active = _aliasing.widen(self, active_names(self.ir, seeded, self._called))
         self.activity = ActiveNodes(self.active, self.resolve)
 
     def _called(self, call):
@@ -375,6 +378,8 @@ class Emitter:
                     self._array_linear(node, ts, lambda t: f"{t}.{node.func.attr}({rest})"))
         if _is_scan(obj):
             return self._scan_call(node, callee)
+        if obj is intrinsics.update or obj is intrinsics.mirror:
+            return self._update_call(node, callee, obj)
         if isinstance(obj, type) and issubclass(obj, tuple):
             self._fail(node, f"{callee}(...) builds a namedtuple of differentiated values, which a differentiated "
                              "lane does not support (nor reading its fields by name): return a plain tuple, "
@@ -462,7 +467,7 @@ class Emitter:
     def _helper_call(self, node, helper):
         values = self._helper_arguments(node, helper, self.ex)
         seeds = tuple("arg" if t is not None else None for _, t in values)
-        made = transform(helper, self._helper_plan(seeds))
+        made = _inlinable(transform(helper, self._helper_plan(seeds)))  # Numba inlines it
         name = self.helpers.setdefault(made, f"{self.pre}h{len(self.helpers)}")
         self.closure[name] = made
         args = [self.atom(p) for p, _ in values]
@@ -539,10 +544,17 @@ class Emitter:
     def _st_Continue(self, node):
         self.emit("continue")
 
-    def _st_Expr(self, node):
+    def _st_Raise(self, node):
         self.emit(ast.unparse(node))  # its value is dropped: only the primal call matters
 
-    _st_Assert = _st_Raise = _st_Expr
+    _st_Assert = _st_Raise
+
+    def _st_Expr(self, node):
+        helper = _helper(self.resolve(node.value.func)) if isinstance(node.value, ast.Call) else None
+        if helper is not None and self.activity.expr(node.value) and _aliasing.mutates(helper):
+            self.ex(node.value)  # a helper writing into its argument: its transformed version updates the tangent
+        else:
+            self._st_Raise(node)
 
     def _st_Assign(self, node):
         self._assign(node.targets, node.value)
@@ -553,7 +565,15 @@ class Emitter:
 
     def _st_AugAssign(self, node):
         load = _as_load(node.target)
-        self._assign([node.target], ast.copy_location(ast.BinOp(load, node.op, node.value), node))
+        value = ast.copy_location(ast.BinOp(load, node.op, node.value), node)
+        if not isinstance(node.target, ast.Name):
+            self._assign([node.target], value)  # a[i] op= e: a[i] = a[i] op e writes into a, as Python does
+        elif node.target.id not in self.active and not self.activity.expr(value):
+            self.emit(ast.unparse(node))  # nothing differentiated: as written
+        elif node.target.id in self.active.inplace:
+            self._update(node.target.id, value)
+        else:  # no other name sees its storage: a new value is the same, and stays differentiable again
+            self._assign([node.target], value)
 
     def _assign(self, targets, value) -> None:
         p, ts = self.ex(value)
@@ -563,6 +583,8 @@ class Emitter:
             for target in targets:
                 self._zero_target(target, value)
             return
+        if self._reaches_update(targets, value) and not _shares(value):
+            p, ts = self._mirrored(value, self.atom(p), ts)
         for j in range(self.plan.k):
             self.emit(" = ".join(self._tangent_target(t, j) for t in targets) + f" = {ts[j]}")
         self.emit(f"{texts} = {p}")
@@ -579,7 +601,8 @@ class Emitter:
     def _zero_target(self, target, value) -> None:
         """After an inactive value is stored into active locals: their tangents are zero."""
         if isinstance(target, ast.Name) and target.id in self.active:
-            zero = self.ZERO if isinstance(value, _SCALAR_NODES) else f"{self.pre}ad.{self.ZERO_OF}({target.id})"
+            scalar = isinstance(value, _SCALAR_NODES) and target.id not in self.active.shared  # else an array
+            zero = self.ZERO if scalar else f"{self.pre}ad.{self.ZERO_OF}({target.id})"
             for j in range(self.plan.k):
                 self.emit(f"{self.tan(target.id, j)} = {zero}")
         elif isinstance(target, (ast.Tuple, ast.List)):

@@ -142,6 +142,158 @@ def _zero_overload(x):
     return lambda x: 0.0
 
 
+def update(old, new):
+    """``old op= e`` with Python's semantics, ``new`` being ``old op e``: an array (or a
+    list) is changed in place, so every other name for it (``b = a``, a view
+    ``a[1:]``, a tuple holding it) sees the change, and is returned; any other value
+    (a number, a tuple) is immutable, and ``new`` is returned.
+
+    Example:
+        >>> a = np.zeros(2)
+        >>> b = a
+        >>> a = update(a, a + 1.0)
+        >>> b
+        array([1., 1.])
+        >>> update(1.0, 2.5)
+        2.5
+    """
+    if isinstance(old, np.ndarray):
+        np.copyto(old, new, casting="same_kind")  # an int array += a float raises, as Python's += does
+        return old
+    if isinstance(old, list):
+        old[:] = new
+        return old
+    return new
+
+
+#: On the SPMD path every value is a scalar or a vector of scalars: immutable, so the new value.
+update._lw_spmd_passes = 1
+
+
+def _update_message(old, new) -> str:
+    return (f"an augmented assignment (a += ...) of {new} into an array of {old} in a differentiated lane: "
+            "Python refuses to cast in place; write a = a + ... (a new array) or use a float array")
+
+
+@overload(update, jit_options={"error_model": "numpy"}, inline="always")
+def _update_overload(old, new):
+    if isinstance(old, types.Array):
+        new_dtype = new.dtype if isinstance(new, types.Array) else new
+        if isinstance(old.dtype, types.Integer) and isinstance(new_dtype, (types.Float, types.Complex)) or \
+                isinstance(old.dtype, types.Float) and isinstance(new_dtype, types.Complex):
+            raise TypingError(_update_message(old.dtype, new_dtype))
+
+        def in_place(old, new):
+            old[...] = new
+            return old
+        return in_place
+    if isinstance(old, types.List):
+        def in_list(old, new):
+            old.clear()
+            old.extend(new)
+            return old
+        return in_list
+    return lambda old, new: new
+
+
+def unshared(value, what: str) -> None:
+    """Raise ``what`` unless ``value`` is immutable (a number, a tuple): reverse mode's
+    check before ``a op= e`` where another name may share ``a``'s storage (an array
+    there would be changed in place, which reverse mode does not follow)."""
+    if isinstance(value, (np.ndarray, list, dict, set)):
+        raise LaneTypeError(what)
+
+
+unshared._lw_spmd_passes = 0
+
+
+@overload(unshared, jit_options={"error_model": "numpy"}, inline="always", prefer_literal=True)
+def _unshared_overload(value, what):
+    if isinstance(value, (types.Array, types.List, types.DictType, types.Set)):
+        raise TypingError(_literal(what))
+    return lambda value, what: None
+
+
+def mirror(value, tangent, arg, arg_tangent):
+    """``tangent``, sharing storage with ``arg_tangent`` exactly when ``value`` shares it
+    with ``arg``: a name that an in-place update may reach (``a += e``) needs a tangent
+    aliased as its value is.  A tangent rule may hand back an argument's own tangent
+    for a new value (``b = a + 1.0``: the tangent of ``b`` is the tangent of ``a``):
+    it is copied.  The converse (a value sharing an argument whose tangent it does not)
+    cannot be followed and raises.
+
+    Example:
+        >>> a, ta = np.zeros(2), np.ones(2)
+        >>> mirror(a + 1.0, ta, a, ta) is ta
+        False
+        >>> mirror(a[1:], ta[1:], a, ta).base is ta
+        True
+    """
+    if isinstance(value, (tuple, list)):
+        return type(tangent)(mirror(v, t, arg, arg_tangent) for v, t in zip(value, tangent, strict=True))
+    if isinstance(arg, (tuple, list)):
+        for a, at in zip(arg, arg_tangent, strict=True):
+            tangent = mirror(value, tangent, a, at)
+        return tangent
+    if not all(isinstance(v, np.ndarray) for v in (value, tangent, arg, arg_tangent)):
+        return tangent
+    primal, derivative = np.may_share_memory(value, arg), np.may_share_memory(tangent, arg_tangent)
+    if primal and not derivative:
+        raise LaneTypeError(_MIRROR_MESSAGE)
+    return tangent.copy() if derivative and not primal else tangent
+
+
+_MIRROR_MESSAGE = ("lanewise forward mode: a value shares storage with an argument whose derivative it does not "
+                   "share, and the lane changes one of them in place; copy it where it is bound (b = a.copy())")
+mirror._lw_spmd_passes = 1
+
+
+@register_jitable
+def _span(a):
+    """The first and one-past-last byte addresses an array may touch."""
+    lo = a.ctypes.data
+    hi = lo
+    for k in range(a.ndim):
+        extent = (a.shape[k] - 1) * a.strides[k]
+        if extent < 0:
+            lo += extent
+        else:
+            hi += extent
+    return lo, hi + a.itemsize
+
+
+@register_jitable
+def _overlap(a, b):
+    if a.size == 0 or b.size == 0:
+        return False
+    lo_a, hi_a = _span(a)
+    lo_b, hi_b = _span(b)
+    return lo_a < hi_b and lo_b < hi_a
+
+
+def _holds_array(t) -> bool:
+    return isinstance(t, types.BaseTuple) and any(isinstance(e, types.Array) or _holds_array(e) for e in t)
+
+
+@overload(mirror, jit_options={"error_model": "numpy"}, inline="always")
+def _mirror_overload(value, tangent, arg, arg_tangent):
+    if any(_holds_array(t) for t in (value, tangent, arg, arg_tangent)):
+        raise TypingError("lanewise forward mode: a tuple holding arrays, bound to a name the lane also changes "
+                          "in place; compiled lanes do not follow it (run with backend='python', or copy the "
+                          "arrays: b = a.copy())")
+    if not all(isinstance(t, types.Array) for t in (value, tangent, arg, arg_tangent)):
+        return lambda value, tangent, arg, arg_tangent: tangent
+
+    def check(value, tangent, arg, arg_tangent):
+        primal, derivative = _overlap(value, arg), _overlap(tangent, arg_tangent)
+        if primal and not derivative:
+            raise ValueError(_MIRROR_MESSAGE)
+        if derivative and not primal:
+            return tangent.copy()
+        return tangent
+    return check
+
+
 def seed(x, value: float, name: str, transform: str) -> float:
     """``value`` (a differentiated argument's first tangent), once ``x`` is checked
     to be a float scalar: an assignment, so the SPMD path handles it."""

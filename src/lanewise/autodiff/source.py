@@ -12,9 +12,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import linecache
+import re
 import types
 
 from ..lane.source import LANE_MODULE
+from . import intrinsics
 from .activity import INERT_ATTRIBUTES, inert_callee
 
 
@@ -33,6 +35,21 @@ def build(comment: str, header: str, lines: list[str], closure: dict, namespace:
     made = types.FunctionType(factory_code, namespace, "_lw_factory")(*(closure[n] for n in free))
     made.__module__ = LANE_MODULE
     made._lw_source = text
+    return made
+
+
+def inlinable(fun):
+    """``fun`` under a ``__qualname__`` that is an identifier (made once per function).
+    Numba names the variables of an inlined function after it and array expressions
+    make them parameters: "jvp(f)" failed as "'jvp(f)_v4_r_1' is not a valid parameter
+    name"."""
+    made = fun.__dict__.get("_lw_inlinable")
+    if made is None:
+        made = types.FunctionType(fun.__code__, fun.__globals__, fun.__name__, fun.__defaults__, fun.__closure__)
+        made.__dict__.update(fun.__dict__)
+        made.__kwdefaults__, made.__module__ = fun.__kwdefaults__, fun.__module__
+        made.__qualname__ = re.sub(r"\W", "_", fun.__qualname__)
+        fun._lw_inlinable = made
     return made
 
 
@@ -118,3 +135,76 @@ class ActiveNodes:
         if isinstance(node.func, ast.Attribute) and obj is None and self.expr(node.func.value):
             return True  # a method of an active array
         return any(self.expr(a) for a in node.args) or any(self.expr(k.value) for k in node.keywords)
+
+
+def shares_as_tangents(node) -> bool:
+    """Whether ``node``'s tangent shares storage exactly as its value does, by construction:
+    a name, a view of one (``a[1:]``, ``a.T``), a tuple of those or constants, a choice of them."""
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(node, ast.Subscript) or (isinstance(node, ast.Attribute) and node.attr in ("T", "real", "imag")):
+        return shares_as_tangents(node.value)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(shares_as_tangents(e) for e in node.elts)
+    if isinstance(node, ast.IfExp):
+        return shares_as_tangents(node.body) and shares_as_tangents(node.orelse)
+    return False
+
+
+class InPlace:
+    """The forward emitter's part for storage changed in place (:mod:`.aliasing` finds
+    it): ``a op= e`` kept in place, tangents that share storage exactly as their values
+    do, and ``ad.update`` of a derivative program differentiated again."""
+
+    def _update_call(self, node, callee, obj):
+        """``ad.update`` or ``ad.mirror`` of a derivative program differentiated again
+        (forward mode): each tangent updated, or aliased, as the value is."""
+        arity = 2 if obj is intrinsics.update else 4
+        if self.plan.mode != "forward" or len(node.args) != arity or node.keywords:
+            self._fail(node, f"{callee} (an array changed in place through another name, in a derivative lane) "
+                             f"cannot be differentiated again by {self.plan.transform}; make each name its own "
+                             "array where it is bound (b = a.copy()), or take the outer derivative in forward "
+                             "mode (jax.jvp, lw.jacfwd)")
+        values = [self.ex(a) for a in node.args]
+        atoms = [self.atom(p) for p, _ in values]
+        p = self.temp(f"{self.pre}ad.{obj.__name__}({', '.join(atoms)})")
+        ts = []
+        for j in range(self.plan.k):
+            d = [t[j] if t is not None else None for _, t in values]
+            if obj is intrinsics.update:  # linear in both: the tangent written where the value is
+                text = f"ad.update({d[0] or self._zero_of(atoms[0])}, {d[1] or self._zero_of(atoms[1])})"
+            else:  # mirror(v, t, a, ta) is t or its copy: its tangent shares as it shares with ta
+                text = f"ad.mirror({p}, {d[1] or self._zero_of(p)}, {atoms[3]}, {d[3] or self._zero_of(atoms[3])})"
+            ts.append(self.temp(self.pre + text))
+        return p, ts
+
+    def _zero_of(self, value: str) -> str:
+        return f"{self.pre}ad.{self.ZERO_OF}({value})"
+
+    def _update(self, name: str, value) -> None:
+        """``name op= e`` as Python runs it: an array (and its tangents) changed in place, a number rebound."""
+        guard = self.active.guarded.get(name)
+        if guard is not None:  # reverse mode: a number is rebound, an array shared with another name refused
+            self.emit(f"{self.pre}ad.unshared({name}, {guard!r})")
+        p, ts = self.ex(value)
+        for j in range(self.plan.k):
+            self.emit(f"{self.tan(name, j)} = {self.pre}ad.update({self.tan(name, j)}, "
+                      f"{ts[j] if ts is not None else self._zero_of(name)})")
+        self.emit(f"{name} = {self.pre}ad.update({name}, {p})")
+
+    def _reaches_update(self, targets, value) -> bool:
+        """Whether a name these targets bind, or one the value reads, is one an in-place update
+        may reach (:mod:`.aliasing`): then a tangent shared where the values are not is copied."""
+        names = (n for node in (*targets, value) for n in ast.walk(node))
+        return any(isinstance(n, ast.Name) and n.id in self.active.inplace for n in names)
+
+    def _mirrored(self, value, p: str, ts):
+        """``value``'s tangents, copied where one shares an argument's that ``p`` does not (``b = a + 0.0``)."""
+        read = sorted({n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in self.active})
+        out = []
+        for j, t in enumerate(ts):
+            for name in read:
+                t = self.temp(f"{self.pre}ad.mirror({p}, {t}, {name}, {self.tan(name, j)})")
+            out.append(t)
+        return p, out
+

@@ -23,8 +23,6 @@ Example:
 from __future__ import annotations
 
 import math
-import re
-import types as pytypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +31,7 @@ import optree
 from .. import autodiff, pytree
 from ..api import vmap
 from ..reducing import reduce
-from ..autodiff.source import build
+from ..autodiff.source import build, inlinable as _inlinable
 from ..errors import LaneCompileError, LanewiseError
 from ..plan.program import unwrap_nest
 from ..plan.reduction import Monoid, Outer, Segments, reduced_levels
@@ -318,17 +316,6 @@ def _forward_cotangents(op: Op, group: tuple, lane_ranks, structure):
     lines.append(f"    return ({''.join(f'g{j}, ' for j in group)})")
     return build(f"# lanewise bridge: cotangents of {op.name} by forward mode", f"def _lw_cotangents({a}, ct):",
                  lines, {}, namespace)
-
-
-def _inlinable(fun):
-    """``fun`` under a ``__qualname__`` that is an identifier.  Numba names the
-    variables of an inlined function after it and array expressions make them
-    parameters: "jvp(f)" failed as "'jvp(f)_v4_r_1' is not a valid parameter name"."""
-    made = pytypes.FunctionType(fun.__code__, fun.__globals__, fun.__name__, fun.__defaults__, fun.__closure__)
-    made.__dict__.update(fun.__dict__)
-    made.__kwdefaults__, made.__module__ = fun.__kwdefaults__, fun.__module__
-    made.__qualname__ = re.sub(r"\W", "_", fun.__qualname__)
-    return made
 
 
 @dataclass(frozen=True)
