@@ -35,6 +35,7 @@ from dataclasses import replace
 import numba
 import numpy as np
 
+from ..errors import LaneCompileError
 from .ir import nodes as ir
 from .ir.build import build_with_functions, function_ir
 from .ir.passes.walk import walk
@@ -62,7 +63,10 @@ def rewrite(fn, returns_array: bool = True) -> types.FunctionType | None:
         body = _returns_true(body)
     out = ir.Param(OUT, "positional", ir.Const(None, "None"))  # last, with a default: positions unchanged
     rewritten = replace(lane, params=(*lane.params, out), body=body)
-    new = load_function(rewritten, fn, {**functions, CHECK: _check_shape}, lines=True)
+    try:
+        new = load_function(rewritten, fn, {**functions, CHECK: _check_shape}, lines=True)
+    except LaneCompileError:  # the renderer cannot print it (a name it would invent is taken): allocate
+        return None
     new.__defaults__ = (*(fn.__defaults__ or ()), None)  # the original's default values, not re-evaluated
     new.__module__ = fn.__module__
     return new
