@@ -44,6 +44,8 @@ import inspect  # noqa: F401 - the example
 
 import numba
 
+from .ir import nodes as ir
+from .ir.passes.walk import own, stored, walk
 from .source import own_nodes
 
 CARRY, ENV, RESULT = "_lw_cc", "_lw_env", "_lw_r"
@@ -66,6 +68,84 @@ def lift(fdef: ast.FunctionDef, namespace: dict) -> tuple[ast.FunctionDef, int]:
     if not steps:
         return fdef, 0
     return _Lift(steps, namespace).visit(fdef), len(steps)
+
+
+def closure_steps(lane: ir.Function) -> dict[str, list[str]]:
+    """The nested defs of ``lane`` (its IR) used only as ``lw.scan`` steps, each with the
+    lane's locals it reads (sorted): the steps :func:`lift` rewrites.
+
+    Example:
+        >>> from lanewise.lane.ir.build import function_ir
+        >>> def smooth(row, alpha):
+        ...     def step(c, v):
+        ...         return alpha * v + (1 - alpha) * c, c
+        ...     return lw.scan(step, 0.0, row)
+        >>> closure_steps(function_ir(smooth))
+        {'step': ['alpha']}
+    """
+    mine = list(own(lane.body))
+    lane_locals = {p.name for p in lane.params} | stored(mine, defs=True)
+    defs: dict[str, list[ir.Def]] = {}
+    for node in mine:
+        if isinstance(node, ir.Def):
+            defs.setdefault(node.function.name, []).append(node)
+    decorated = {id(d) for n in mine if isinstance(n, ir.Unsupported) for d in n.parts if isinstance(d, ir.Def)}
+    steps = {}
+    for name, found in defs.items():
+        step = found[0].function
+        if len(found) > 1 or id(found[0]) in decorated or _rebound_ir(mine, name) \
+                or not _only_scan_steps_ir(lane, mine, name):
+            continue
+        if any(isinstance(n, ir.Unsupported) for n in walk(step.body)):
+            continue  # nonlocal, global: the step may rebind what it reads
+        captured = sorted(_free_ir(step) & lane_locals)
+        if set(captured) & set(defs):
+            continue  # it calls another function of the lane: no value to carry
+        plain = all(p.kind == "positional" and p.default is None for p in step.params)
+        if captured and len(step.params) == 2 and not step.posonly and plain:
+            steps[name] = captured
+    return steps
+
+
+def _rebound_ir(mine: list, name: str) -> bool:
+    """Whether the lane's own statements bind ``name`` (beside its ``def``)."""
+    return name in stored(mine, defs=False)
+
+
+def _is_scan_ir(p) -> bool:
+    """Whether ``p`` calls ``lw.scan`` (by its module and name: module docstring of :func:`_is_scan`)."""
+    fn = ir.called(p) if isinstance(p, ir.Prim) else None
+    return getattr(fn, "__module__", None) == "lanewise.lane.scanning" and getattr(fn, "__name__", "") == "scan"
+
+
+def _only_scan_steps_ir(lane: ir.Function, mine: list, name: str) -> bool:
+    """Every mention of ``name`` is the step (first positional argument) of an ``lw.scan`` call."""
+    steps = {id(n.args[0]) for n in mine if _is_scan_ir(n) and n.args and n.args[0] == ir.Var(name)}
+    mentions = [n for n in walk(lane.body) if n == ir.Var(name)]
+    return bool(steps) and all(id(n) in steps for n in mentions)
+
+
+def _free_ir(step: ir.Function) -> set:
+    """The names ``step`` (or a function in it) reads that ``step`` does not bind."""
+    mine = list(own(step.body))
+    bound = {p.name for p in step.params} | stored(mine, defs=True)
+    targets = {id(v) for n in walk(step.body) for v in _target_vars(n)}
+    return {n.name for n in walk(step.body) if isinstance(n, ir.Var) and id(n) not in targets} - bound
+
+
+def _target_vars(n) -> list:
+    """The :class:`Var` nodes a statement or clause binds (its targets' names)."""
+    if isinstance(n, (ir.Assign, ir.Generator)) or (isinstance(n, ir.Loop) and n.target is not None):
+        return list(_vars_of(n.target))
+    return []
+
+
+def _vars_of(t):
+    if isinstance(t, ir.Var):
+        yield t
+    elif isinstance(t, ir.Unpack):
+        for item in t.items:
+            yield from _vars_of(item)
 
 
 def _closure_steps(fdef: ast.FunctionDef, namespace: dict) -> dict[str, list[str]]:
