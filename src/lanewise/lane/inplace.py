@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import LaneCompileError
 from .ir import nodes as ir
-from .ir.build import build_with_functions, function_ir
+from .ir.build import function_ir
 from .ir.passes.walk import walk
 from .ir.render import load_function
 
@@ -53,16 +53,22 @@ def rewrite(fn, returns_array: bool = True) -> types.FunctionType | None:
     ``returns_array=False``: every ``return v`` becomes ``return True`` (numba-cuda
     device functions may not return an array, even one passed in).
     """
-    if fn.__code__.co_name == "<lambda>" or _allocation(function_ir(fn)) is None:
-        return None  # decided on the memoised IR the lane compiler built already
-    module, functions = build_with_functions(fn)
-    lane = module.entry
-    index, call = _allocation(lane)
+    lane = function_ir(fn)  # memoised: the lane compiler built it already
+    found = None if fn.__code__.co_name == "<lambda>" else _allocation(lane)
+    if found is None:
+        return None
+    index, call = found
     body = (*lane.body[:index], *_fill_statements(lane.body[index].target.name, call), *lane.body[index + 1:])
     if not returns_array:
         body = _returns_true(body)
     out = ir.Param(OUT, "positional", ir.Const(None, "None"))  # last, with a default: positions unchanged
     rewritten = replace(lane, params=(*lane.params, out), body=body)
+    # The helpers as the calls hold them (not build_with_functions: that parses every
+    # helper, NumPy's own np.full_like included, on the lane's cold first call).
+    functions = {p.op.removeprefix("call:"): ir.called(p) for p in walk(lane.body)
+                 if isinstance(p, ir.Prim) and p.op.startswith("call:")}
+    if None in functions.values():
+        return None  # a helper already gone: nothing to call
     try:
         new = load_function(rewritten, fn, {**functions, CHECK: _check_shape}, lines=True)
     except LaneCompileError:  # the renderer cannot print it (a name it would invent is taken): allocate
