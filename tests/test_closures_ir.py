@@ -19,6 +19,7 @@ import lanewise as lw
 from benchmarks.realworld import modules
 from lanewise.lane import closures
 from lanewise.lane.ir.build import build_with_functions, function_ir
+from lanewise.lane.ir.render import load_function
 from lanewise.lane.source import definition
 
 import test_lanes_doc
@@ -181,3 +182,44 @@ def test_the_ir_analysis_agrees_with_the_ast_one_on_every_reachable_function():
         steps += [f.__qualname__] if new else []
     assert differ == 0 and compared > 500
     assert {"scan_closure", "ema_filter", "clipped_filter", "smooth", "two_steps"} <= set(steps)
+
+
+def held(row, a):  # a return that is not a pair display: the pair is held in a name first
+    def step(c, v):
+        pair = (c + a * v, c)
+        if v > 0:
+            return pair
+        return c - a, c
+    return lw.scan(step, 0.0, row)
+
+
+def _lifted(lane):
+    """``lane`` lifted on the IR and loaded at the user's lines."""
+    module, functions = build_with_functions(lane)
+    lifted, count = closures.lift_ir(function_ir(lane))
+    return load_function(lifted, lane, {**functions, **closures.GLOBALS}, lines=True), count
+
+
+@pytest.mark.parametrize("lane, args", [
+    (smooth, (0.25,)), (two_steps, (0.5, 2.0)), (keyword_init, (1.5,)), (in_a_loop, (1.5,)),
+    (nested_reader, (0.5, 3.0)), (held, (0.5,)), (test_round3_programs.ema_filter, (0.3,))],
+    ids=lambda v: getattr(v, "__name__", ""))
+def test_a_lifted_lane_computes_as_written_and_its_steps_capture_nothing(lane, args):
+    row = np.linspace(-1.0, 1.0, 6)
+    lifted, count = _lifted(lane)
+    assert count == len(closures.closure_steps(function_ir(lane))) > 0
+    np.testing.assert_equal(lifted(row, *args), lane(row, *args))
+    steps = [c for c in lifted.__code__.co_consts if isinstance(c, types.CodeType)]
+    assert steps and all(not c.co_freevars for c in steps)
+    assert lifted.__code__.co_filename == lane.__code__.co_filename
+    assert _code_lines(lifted.__code__) == _code_lines(lane.__code__)  # errors name the user's lines
+
+
+def _code_lines(code) -> set:
+    found = {line for _, _, line in code.co_lines() if line is not None}
+    return found.union(*(_code_lines(c) for c in code.co_consts if isinstance(c, types.CodeType)))
+
+
+def test_a_lane_without_closure_steps_is_left_as_it_is():
+    lane = function_ir(no_capture)
+    assert closures.lift_ir(lane) == (lane, 0)
