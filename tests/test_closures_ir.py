@@ -20,6 +20,7 @@ from benchmarks.realworld import modules
 from lanewise.lane import closures
 from lanewise.lane.ir.build import build_with_functions, function_ir
 from lanewise.lane.ir.render import load_function
+from lanewise.lane.prefetch import closure_for, compile_rewritten
 from lanewise.lane.source import definition
 
 import test_lanes_doc
@@ -209,10 +210,18 @@ def test_a_lifted_lane_computes_as_written_and_its_steps_capture_nothing(lane, a
     lifted, count = _lifted(lane)
     assert count == len(closures.closure_steps(function_ir(lane))) > 0
     np.testing.assert_equal(lifted(row, *args), lane(row, *args))
+    np.testing.assert_equal(lifted(row, *args), _ast_lifted(lane)(row, *args))  # while the AST lift exists
     steps = [c for c in lifted.__code__.co_consts if isinstance(c, types.CodeType)]
     assert steps and all(not c.co_freevars for c in steps)
     assert lifted.__code__.co_filename == lane.__code__.co_filename
     assert _code_lines(lifted.__code__) == _code_lines(lane.__code__)  # errors name the user's lines
+
+
+def _ast_lifted(lane):
+    node, _ = closures.lift(definition(lane), lane.__globals__)
+    code = compile_rewritten(ast.fix_missing_locations(node), lane)
+    return types.FunctionType(code, {**lane.__globals__, **closures.GLOBALS}, lane.__name__, lane.__defaults__,
+                              closure_for(code, lane))
 
 
 def _code_lines(code) -> set:
