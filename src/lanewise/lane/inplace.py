@@ -9,7 +9,11 @@ constructor would, shape checked), so the loop nest never allocates.
 It applies only when it is certainly safe: a ``def`` whose every ``return`` is
 ``return v``, with ``v`` assigned exactly once, at the top level of the body,
 from ``np.empty/zeros/ones/full`` or their ``*_like`` forms.  Anything else keeps
-the ordinary (allocating) path.
+the ordinary (allocating) path.  The rewrite is one of the lane IR
+(:mod:`lanewise.lane.ir`): the allocation's statement becomes
+``_lw_check_shape(__lw_out, k); v = __lw_out; v[...] = 0`` on the user's line,
+and the function is rendered and loaded at the user's lines
+(:func:`~lanewise.lane.ir.render.load_function`), so errors name them.
 
 Example:
     >>> import numpy as np
@@ -25,16 +29,22 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import types
+from dataclasses import replace
 
 import numba
 import numpy as np
 
-from .source import definition
+from ..errors import LaneCompileError
+from .ir import nodes as ir
+from .ir.build import function_ir
+from .ir.passes.walk import walk
+from .ir.render import load_function
 
 OUT = "__lw_out"
+CHECK = "_lw_check_shape"
 _CTORS = {"empty": None, "zeros": 0, "ones": 1, "full": "arg1"}
+_KINDS = {id(getattr(np, kind)): kind for base in _CTORS for kind in (base, base + "_like")}
 
 
 def rewrite(fn, returns_array: bool = True) -> types.FunctionType | None:
@@ -43,100 +53,142 @@ def rewrite(fn, returns_array: bool = True) -> types.FunctionType | None:
     ``returns_array=False``: every ``return v`` becomes ``return True`` (numba-cuda
     device functions may not return an array, even one passed in).
     """
-    node = definition(fn)
-    if not isinstance(node, ast.FunctionDef) or node.args.vararg or node.args.kwarg:
-        return None
-    found = _allocation(node, fn.__globals__)
+    lane = function_ir(fn)  # memoised: the lane compiler built it already
+    found = None if fn.__code__.co_name == "<lambda>" else _allocation(lane)
     if found is None:
         return None
-    index, kind, call = found
-    node.body[index:index + 1] = _fill_statements(node.body[index].targets[0].id, kind, call)
-    if node.args.kwonlyargs:
-        return None  # Numba does not take keyword-only parameters
+    index, call = found
+    body = (*lane.body[:index], *_fill_statements(lane.body[index].target.name, call), *lane.body[index + 1:])
     if not returns_array:
-        for ret in (n for n in ast.walk(node) if isinstance(n, ast.Return)):
-            ret.value = ast.copy_location(ast.Constant(True), ret.value)
-    node.args.args.append(ast.arg(OUT))  # last, with a default: positions unchanged
-    node.args.defaults.append(ast.Constant(None))
-    node.decorator_list = []
-    return _compile(node, fn)
+        body = _returns_true(body)
+    out = ir.Param(OUT, "positional", ir.Const(None, "None"))  # last, with a default: positions unchanged
+    rewritten = replace(lane, params=(*lane.params, out), body=body)
+    # The helpers as the calls hold them (not build_with_functions: that parses every
+    # helper, NumPy's own np.full_like included, on the lane's cold first call).
+    functions = {p.op.removeprefix("call:"): ir.called(p) for p in walk(lane.body)
+                 if isinstance(p, ir.Prim) and p.op.startswith("call:")}
+    if None in functions.values():
+        return None  # a helper already gone: nothing to call
+    try:
+        new = load_function(rewritten, fn, {**functions, CHECK: _check_shape}, lines=True)
+    except LaneCompileError:  # the renderer cannot print it (a name it would invent is taken): allocate
+        return None
+    new.__defaults__ = (*(fn.__defaults__ or ()), None)  # the original's default values, not re-evaluated
+    new.__module__ = fn.__module__
+    return new
 
 
-def _allocation(node: ast.FunctionDef, globals_: dict):
-    """(statement index, constructor, call) of the returned array, if safe."""
-    returns = [n for n in ast.walk(node) if isinstance(n, ast.Return)]
-    names = {r.value.id for r in returns if isinstance(r.value, ast.Name)}
-    if len(names) != 1 or len(returns) == 0 or any(not isinstance(r.value, ast.Name) for r in returns):
+def _allocation(lane: ir.Function):
+    """(statement index, constructor call) of the returned array, if safe."""
+    if lane.source != "source" or any(p.kind != "positional" for p in lane.params):
+        return None  # no trustworthy text; Numba does not take keyword-only parameters
+    nodes = list(walk(lane.body))
+    if any(isinstance(n, (ir.Lambda, ir.Unsupported)) for n in nodes):
+        return None  # a construct the IR does not model cannot be rendered
+    returned = [_name(n.value) for n in nodes if isinstance(n, ir.Exit) and n.kind == "return"]
+    if len(set(returned)) != 1 or returned[0] is None:
         return None
-    name = names.pop()
-    stores = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name
-              and isinstance(n.ctx, ast.Store)]
-    if len(stores) != 1 or any(isinstance(n, ast.Lambda) for n in ast.walk(node)):
+    name = returned[0]
+    if sum(_binds(n).count(name) for n in nodes) != 1:
         return None
-    for i, stmt in enumerate(node.body):
-        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == name):
-            kind = _constructor(stmt.value, globals_)
-            return (i, kind, stmt.value) if kind else None
+    for i, s in enumerate(lane.body):
+        if isinstance(s, ir.Assign) and s.target == ir.Var(name) and not _chained(lane.body, i):
+            return (i, s.value) if _constructor(s.value) else None
     return None
 
 
-def _constructor(call, globals_) -> str | None:
-    """'zeros', 'zeros_like', ... if ``call`` is ``np.<that>(...)`` with plain arguments."""
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-            and isinstance(call.func.value, ast.Name)
-            and globals_.get(call.func.value.id) is np and call.args):
+def _name(value) -> str | None:
+    """The name ``return name`` returns (a local, or a global of that name), else None."""
+    if isinstance(value, ir.Var) or (isinstance(value, ir.Global) and "." not in value.name):
+        return value.name
+    return None
+
+
+def _binds(n) -> list:
+    """The names node ``n`` binds, once per binding (``a, a = ...`` binds ``a`` twice)."""
+    if isinstance(n, (ir.Assign, ir.Generator)) or (isinstance(n, ir.Loop) and n.target is not None):
+        return _target_names(n.target)
+    if isinstance(n, ir.Prim) and n.op == "walrus":
+        return [dict(n.params)["name"]]
+    return []
+
+
+def _target_names(t) -> list:
+    if isinstance(t, ir.Var):
+        return [t.name]
+    return [name for item in t.items for name in _target_names(item)] if isinstance(t, ir.Unpack) else []
+
+
+def _chained(body: tuple, i: int) -> bool:
+    """Whether ``body[i]`` is one store of ``a = v = ...`` (the IR shares the value between them)."""
+    value = body[i].value
+    return any(_stored(body[j]) is value for j in (i - 1, i + 1) if 0 <= j < len(body))
+
+
+def _stored(s):
+    if isinstance(s, ir.Assign):
+        return s.value
+    if isinstance(s, ir.Do) and isinstance(s.expr, ir.Prim) and s.expr.op in ("setitem", "setattr"):
+        return s.expr.args[-1]
+    return None
+
+
+def _constructor(call) -> str | None:
+    """'zeros', 'zeros_like', ... if ``call`` calls NumPy's function of that name with plain arguments."""
+    if not (isinstance(call, ir.Prim) and call.args):
         return None
-    kind = call.func.attr
-    base = kind.removesuffix("_like")
-    if base not in _CTORS or any(k.arg not in ("dtype", "fill_value") for k in call.keywords):
+    kind = _KINDS.get(id(ir.called(call)))  # np.zeros is a builtin, np.full a Python function (call:full)
+    if kind is None or ir.called(call) is not getattr(np, kind):
+        return None
+    if any(isinstance(a, ir.Prim) and a.op == "star" for a in call.args):
+        return None
+    if any(k not in ("dtype", "fill_value") for k, _ in call.keywords) or _fill(kind, call) is _MISSING:
         return None
     return kind
 
 
-def _fill_statements(name: str, kind: str, call: ast.Call) -> list[ast.stmt]:
-    base = kind.removesuffix("_like")
-    shape = (ast.Attribute(call.args[0], "shape", ast.Load()) if kind.endswith("_like")
-             else call.args[0])
-    fill = _CTORS[base]
-    if fill == "arg1":
-        fill_expr = call.args[1] if len(call.args) > 1 else next(
-            k.value for k in call.keywords if k.arg == "fill_value")
-    else:
-        fill_expr = None if fill is None else ast.Constant(fill)
-    check = ast.Expr(ast.Call(ast.Name("_lw_check_shape", ast.Load()),
-                              [ast.Name(OUT, ast.Load()), shape], []))
-    stmts = [check, ast.Assign([ast.Name(name, ast.Store())], ast.Name(OUT, ast.Load()))]
-    if fill_expr is not None:
-        target = ast.Subscript(ast.Name(name, ast.Load()), ast.Constant(Ellipsis), ast.Store())
-        stmts.append(ast.Assign([target], fill_expr))
-    for s in stmts:
-        ast.copy_location(s, call)
-        ast.fix_missing_locations(s)
+_MISSING = object()
+
+
+def _fill(kind: str, call: ir.Prim):
+    """The value the constructor fills its array with (None: left as it is)."""
+    fill = _CTORS[kind.removesuffix("_like")]
+    if fill != "arg1":
+        return None if fill is None else ir.Const(fill, "int")
+    if len(call.args) > 1:
+        return call.args[1]
+    return next((v for k, v in call.keywords if k == "fill_value"), _MISSING)
+
+
+def _fill_statements(name: str, call: ir.Prim) -> list:
+    """``_lw_check_shape(__lw_out, shape); name = __lw_out; name[...] = fill``, at the call's place."""
+    kind, loc, out = _constructor(call), call.loc, ir.Var(OUT)
+    shape = ir.Prim("attr", (call.args[0],), loc, params=(("name", "shape"),)) if kind.endswith("_like") \
+        else call.args[0]
+    stmts = [ir.Do(ir.Prim(f"call:{CHECK}", (out, shape), loc), loc), ir.Assign(ir.Var(name), out, loc)]
+    fill = _fill(kind, call)
+    if fill is not None:
+        stmts.append(ir.Do(ir.Prim("setitem", (ir.Var(name), ir.Const(Ellipsis), fill), loc), loc))
     return stmts
 
 
-def _compile(node: ast.FunctionDef, fn) -> types.FunctionType:
-    code = fn.__code__
-    free = list(code.co_freevars)
-    # Closures: define the function inside a factory taking the free variables.
-    factory = ast.FunctionDef("__lw_factory", ast.arguments([], [ast.arg(v) for v in free], None, [],
-                                                            [], None, []),
-                              [node, ast.Return(ast.Name(node.name, ast.Load()))], [])
-    for n in (factory, factory.body[-1], factory.body[-1].value):
-        ast.copy_location(n, node)
-    module = ast.Module([factory], [])
-    ast.increment_lineno(module, code.co_firstlineno - node.lineno)
-    ast.fix_missing_locations(module)
-    namespace = dict(fn.__globals__)
-    namespace["_lw_check_shape"] = _check_shape
-    exec(compile(module, code.co_filename, "exec"), namespace)
-    cells = [c.cell_contents for c in fn.__closure__ or ()]
-    new = namespace["__lw_factory"](*cells)
-    new.__defaults__ = (*(fn.__defaults__ or ()), None)
-    new.__qualname__ = fn.__qualname__
-    new.__module__ = fn.__module__
-    return new
+def _returns_true(node):
+    """``node`` with every ``return v`` (in nested functions too) a ``return True``."""
+    if isinstance(node, tuple):
+        return tuple(_returns_true(n) for n in node)
+    if isinstance(node, ir.Exit) and node.kind == "return":
+        return replace(node, value=ir.Const(True, "bool"))
+    if isinstance(node, ir.If):
+        return replace(node, then=_returns_true(node.then), orelse=_returns_true(node.orelse))
+    if isinstance(node, ir.Loop):
+        return replace(node, body=_returns_true(node.body), orelse=_returns_true(node.orelse))
+    if isinstance(node, ir.Try):
+        handlers = tuple(replace(h, body=_returns_true(h.body)) for h in node.handlers)
+        return replace(node, body=_returns_true(node.body), handlers=handlers, orelse=_returns_true(node.orelse),
+                       final=_returns_true(node.final))
+    if isinstance(node, ir.Def):
+        return replace(node, function=replace(node.function, body=_returns_true(node.function.body)))
+    return node
 
 
 def _check_shape(out, shape):

@@ -366,14 +366,23 @@ class _Renderer:
         self.locals = _locals(fn)
         self.first = fn.loc.line if lines else None  # lines=True: the def's line is the text's first
         self.placed: list = []  # per line of text: the user's line of the statement on it (None: no statement)
+        self.simple = None  # (row, depth) of the last line when it holds simple statements only
 
-    def emit(self, out: list, depth: int, text: str, loc=None) -> None:
+    def emit(self, out: list, depth: int, text: str, loc=None, simple: bool = False) -> None:
         """One line of text; with ``lines``, on its statement's line (counted from the
-        def's) when the lines before leave room, else on the next."""
+        def's) when the lines before leave room; a simple statement whose line is the
+        last one, itself simple statements at this depth, joins it after ``;`` (as
+        ``a = 1; b = 2`` is written, or a pass's statements put at the user's one: the
+        lines below stay the user's); else on the next line."""
         if self.first is not None and loc is not None:
-            out.extend([""] * (loc.line - self.first - len(out)))
+            row = loc.line - self.first
+            if simple and row == len(out) - 1 and self.simple == (row, depth):
+                out[-1] += "; " + text  # its line is already placed
+                return
+            out.extend([""] * (row - len(out)))
         self.placed += [None] * (len(out) - len(self.placed)) + [None if loc is None else loc.line]
         out.append(_INDENT * depth + text)
+        self.simple = (len(out) - 1, depth) if simple else None
 
     def refuse(self, loc, what: str):
         raise _refusal(self.fn, loc or self.fn.loc, what)
@@ -407,7 +416,7 @@ class _Renderer:
                 group.append(stmts[k + len(group)])  # a = b = v: one value, one evaluation
             if len(group) > 1:
                 targets = " = ".join(self.store_target(s) for s in group)
-                self.emit(out, depth, f"{targets} = {self.expr(value)}", group[0].loc)
+                self.emit(out, depth, f"{targets} = {self.expr(value)}", group[0].loc, simple=True)
             else:
                 self.stmt(stmts[k], depth, out)
             k += len(group)
@@ -415,7 +424,7 @@ class _Renderer:
     def stmt(self, s, depth: int, out: list) -> None:
         line = getattr(self, "stmt_" + type(s).__name__)(s, depth, out)
         if line is not None:  # a simple statement; a compound one wrote its lines
-            self.emit(out, depth, line, s.loc)
+            self.emit(out, depth, line, s.loc, simple=True)
 
     def stmt_Assign(self, s, depth, out):
         augmented = self.augmented(s)
