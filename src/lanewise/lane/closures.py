@@ -32,22 +32,20 @@ Example:
     ...     def step(c, v):
     ...         return alpha * v + (1 - alpha) * c, c
     ...     return lw.scan(step, 0.0, row)
-    >>> node, count = lift(ast.parse(inspect.getsource(smooth)).body[0], smooth.__globals__)
+    >>> from lanewise.lane.ir.build import function_ir
+    >>> lifted, count = lift_ir(function_ir(smooth))
     >>> count
     1
 """
 
 from __future__ import annotations
 
-import ast
-import inspect  # noqa: F401 - the example
 from dataclasses import replace
 
 import numba
 
 from .ir import nodes as ir
 from .ir.passes.walk import own, stored, walk
-from .source import own_nodes
 
 CARRY, ENV, RESULT = "_lw_cc", "_lw_env", "_lw_r"
 
@@ -61,19 +59,9 @@ def _lw_uncapture(result):
 GLOBALS = {"_lw_uncapture": _lw_uncapture}
 
 
-def lift(fdef: ast.FunctionDef, namespace: dict) -> tuple[ast.FunctionDef, int]:
-    """``fdef`` with its closure steps lifted (module docstring), and how many were.
-
-    ``namespace``: the lane's globals, to know which calls are ``lw.scan``'s."""
-    steps = _closure_steps(fdef, namespace)
-    if not steps:
-        return fdef, 0
-    return _Lift(steps, namespace).visit(fdef), len(steps)
-
-
 def closure_steps(lane: ir.Function) -> dict[str, list[str]]:
     """The nested defs of ``lane`` (its IR) used only as ``lw.scan`` steps, each with the
-    lane's locals it reads (sorted): the steps :func:`lift` rewrites.
+    lane's locals it reads (sorted): the steps :func:`lift_ir` rewrites.
 
     Example:
         >>> import lanewise as lw
@@ -111,7 +99,7 @@ def closure_steps(lane: ir.Function) -> dict[str, list[str]]:
 
 def lift_ir(lane: ir.Function) -> tuple[ir.Function, int]:
     """``lane`` (its IR) with its closure steps lifted (module docstring), and how many
-    were: the rewrite :func:`lift` makes, on the IR.  Load the result with
+    were.  Load the result with
     :func:`~lanewise.lane.ir.render.load_function`, adding :data:`GLOBALS` to the
     functions (``call:_lw_uncapture``).
 
@@ -165,7 +153,7 @@ def _uncaptured(scan: ir.Prim, captured: list) -> ir.Prim:
         scan = replace(scan, args=(scan.args[0], pair(scan.args[1]), *scan.args[2:]))
     else:
         scan = replace(scan, keywords=tuple((k, pair(v) if k == "init" else v) for k, v in scan.keywords))
-    return ir.Prim("call:_lw_uncapture", (scan,), scan.loc)
+    return ir.Prim("call:_lw_uncapture", (scan,), scan.loc, callee=ir.Callee(_lw_uncapture))
 
 
 def _step(step: ir.Function, captured: list) -> ir.Function:
@@ -216,7 +204,7 @@ def _rebound_ir(mine: list, name: str) -> bool:
 
 
 def _is_scan_ir(p) -> bool:
-    """Whether ``p`` calls ``lw.scan`` (by its module and name: module docstring of :func:`_is_scan`)."""
+    """Whether ``p`` calls ``lw.scan`` (by the object called: a renamed or closure-held ``lw`` too)."""
     fn = ir.called(p) if isinstance(p, ir.Prim) else None
     return getattr(fn, "__module__", None) == "lanewise.lane.scanning" and getattr(fn, "__name__", "") == "scan"
 
@@ -249,135 +237,3 @@ def _vars_of(t):
     elif isinstance(t, ir.Unpack):
         for item in t.items:
             yield from _vars_of(item)
-
-
-def _closure_steps(fdef: ast.FunctionDef, namespace: dict) -> dict[str, list[str]]:
-    """Nested defs of ``fdef`` used only as scan steps -> the lane locals they read."""
-    lane_locals = _bound_names(fdef)
-    defs: dict[str, list[ast.FunctionDef]] = {}
-    for node in own_nodes(fdef):
-        if isinstance(node, ast.FunctionDef):
-            defs.setdefault(node.name, []).append(node)
-    steps = {}
-    for name, found in defs.items():
-        node = found[0]
-        if len(found) > 1 or _rebound(fdef, name) or not _only_scan_steps(fdef, name, namespace):
-            continue
-        if any(isinstance(n, (ast.Nonlocal, ast.Global)) for n in ast.walk(node)) or node.decorator_list:
-            continue
-        captured = sorted(_free_names(node) & lane_locals)
-        if set(captured) & set(defs):
-            continue  # it calls another function of the lane: no value to carry
-        if captured and len(node.args.args) == 2 and not node.args.posonlyargs and _plain_args(node.args):
-            steps[name] = captured
-    return steps
-
-
-def _bound_names(fdef) -> set[str]:
-    """Parameters and locals of ``fdef``."""
-    a = fdef.args
-    names = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
-    names |= {p.arg for p in (a.vararg, a.kwarg) if p is not None}
-    for node in own_nodes(fdef):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-    return names
-
-
-def _rebound(fdef, name: str) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
-               for n in own_nodes(fdef))
-
-
-def _is_scan(func, namespace: dict) -> bool:
-    """Whether a call's function expression (``lw.scan``, ``scan``) is ``lw.scan``."""
-    path = []
-    while isinstance(func, ast.Attribute):
-        path.append(func.attr)
-        func = func.value
-    if not isinstance(func, ast.Name) or func.id not in namespace:
-        return False
-    value = namespace[func.id]
-    for attr in reversed(path):
-        value = getattr(value, attr, None)
-    # lw.scan by name, not by an import of lane.scanning: that imports the lane
-    # compiler (lanefn), which imports this rewrite (an import cycle).
-    return getattr(value, "__module__", None) == "lanewise.lane.scanning" and getattr(value, "__name__", "") == "scan"
-
-
-def _only_scan_steps(fdef, name: str, namespace: dict) -> bool:
-    """Every read of ``name`` is the step (first positional argument) of an ``lw.scan`` call."""
-    steps = {id(n.args[0]) for n in own_nodes(fdef)
-             if isinstance(n, ast.Call) and _is_scan(n.func, namespace) and n.args
-             and isinstance(n.args[0], ast.Name) and n.args[0].id == name}
-    reads = [n for n in ast.walk(fdef) if isinstance(n, ast.Name) and n.id == name]
-    return bool(steps) and all(id(n) in steps for n in reads)
-
-
-def _free_names(node: ast.FunctionDef) -> set[str]:
-    """Names ``node`` reads without binding them (its free variables and globals)."""
-    bound = _bound_names(node)
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
-
-
-def _plain_args(a: ast.arguments) -> bool:
-    return not (a.vararg or a.kwarg or a.kwonlyargs or a.defaults)
-
-
-def _names_tuple(names, ctx):
-    return ast.Tuple([ast.Name(n, ctx()) for n in names], ctx())
-
-
-class _Lift(ast.NodeTransformer):
-    def __init__(self, steps: dict[str, list[str]], namespace: dict):
-        self.steps, self.namespace = steps, namespace
-
-    def visit_FunctionDef(self, node):
-        if node.name not in self.steps:
-            return self.generic_visit(node)
-        captured = self.steps[node.name]
-        carry = node.args.args[0].arg
-        node.args.args[0] = ast.arg(CARRY)
-        # The step's own nested functions may return: only this function's returns change.
-        node.body = [ast.parse(f"{carry}, {ENV} = {CARRY}").body[0],
-                     ast.Assign([_names_tuple(captured, ast.Store)], ast.Name(ENV, ast.Load())),
-                     *[_Returns().visit(s) for s in node.body]]
-        return ast.fix_missing_locations(ast.copy_location(node, node))
-
-    def visit_Call(self, node):
-        self.generic_visit(node)
-        if not (_is_scan(node.func, self.namespace) and node.args and isinstance(node.args[0], ast.Name)
-                and node.args[0].id in self.steps):
-            return node
-        captured = self.steps[node.args[0].id]
-        env = _names_tuple(captured, ast.Load)
-        if len(node.args) >= 2:
-            node.args[1] = ast.Tuple([node.args[1], env], ast.Load())
-        else:
-            for k in node.keywords:
-                if k.arg == "init":
-                    k.value = ast.Tuple([k.value, env], ast.Load())
-        return ast.copy_location(ast.Call(ast.Name("_lw_uncapture", ast.Load()), [node], []), node)
-
-
-class _Returns(ast.NodeTransformer):
-    """``return c, y`` -> ``return (c, _lw_env), y`` in one function (not nested ones)."""
-
-    def visit_FunctionDef(self, node):
-        return node
-
-    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
-
-    def visit_Return(self, node):
-        value = node.value
-        if isinstance(value, ast.Tuple) and len(value.elts) == 2 and not any(
-                isinstance(e, ast.Starred) for e in value.elts):
-            carry, y = value.elts
-            out = ast.Return(ast.Tuple([ast.Tuple([carry, ast.Name(ENV, ast.Load())], ast.Load()), y], ast.Load()))
-            return ast.copy_location(out, node)
-        # Any other value: (carry, y) held in a name first.
-        held = ast.Assign([ast.Name(RESULT, ast.Store())], value or ast.Constant(None))
-        out = ast.Return(ast.parse(f"(({RESULT}[0], {ENV}), {RESULT}[1])", mode="eval").body)
-        return [ast.copy_location(held, node), ast.copy_location(out, node)]

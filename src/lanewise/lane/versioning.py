@@ -63,10 +63,9 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import load_item
 
 from . import closures, prefetch
-from .source import definition
 from ..errors import LaneCompileError
 from .ir import nodes as ir
-from .ir.build import function_ir, function_of_tree
+from .ir.build import function_ir
 from .ir.render import compile_code
 from .ir.passes.walk import mapped, stored, walk
 from .prefetch import array_name, each_loop, loads, prefetch_loops, range_step
@@ -282,7 +281,7 @@ def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
     lane = function_ir(fn)  # built already by the checks lanefn runs first
     if lane.source != "source" or fn.__code__.co_name == "<lambda>":
         return None  # no text the user wrote (or no statements) to rewrite
-    lane, lifted = _lifted(fn, lane)
+    lane, lifted = closures.lift_ir(lane)
     lane, prefetches = prefetch_loops(lane)  # first: both copies of a versioned loop prefetch
     lane, versions = version_loops(lane) if versioning else (lane, 0)
     if not (lifted or prefetches or versions):
@@ -294,15 +293,6 @@ def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
     except LaneCompileError:  # a construct the IR cannot print back: the lane is compiled as written
         return None
     return Rewrite(code, versions > 0, more)
-
-
-def _lifted(fn: types.FunctionType, lane: ir.Function) -> tuple[ir.Function, int]:
-    """``lane`` with its closure scan steps lifted (lane.closures, a pass over the
-    ``def``'s syntax tree for now: the lifted tree is read into the IR), and how many."""
-    if not any(isinstance(n, ir.Def) for n in walk(lane.body)):
-        return lane, 0  # no nested def: no step to lift (and no text to parse)
-    tree, count = closures.lift(definition(fn), fn.__globals__)
-    return (function_of_tree(fn, tree), count) if count else (lane, 0)
 
 
 def closure_for(code: types.CodeType, fn: types.FunctionType):
