@@ -112,6 +112,9 @@ class Config:
     #: kernel (same results, more time per call).  Read when the first operator
     #: is defined.
     torch_native: bool = field(default_factory=lambda: _flag("LANEWISE_TORCH_NATIVE", True))
+    #: Run the tpu backend's Pallas kernels in interpret mode (on the CPU, no TPU needed:
+    #: how CI tests them) (``LANEWISE_TPU_INTERPRET=1``).
+    tpu_interpret: bool = field(default_factory=lambda: _flag("LANEWISE_TPU_INTERPRET", False))
 
     @contextlib.contextmanager
     def overridden(self, **values):

@@ -1,0 +1,294 @@
+"""backend="tpu": lanes lowered from the lane IR to one Pallas kernel, run in interpret mode.
+
+CI has no TPU: every kernel here runs with ``LANEWISE_TPU_INTERPRET`` semantics
+(``lw.config.tpu_interpret``) on the CPU, the same Pallas kernel a TPU runs.  Each
+lane is diff-tested against the reference backend (``backend="python"``) or a
+float32 NumPy reference: float32 results within a float32 tolerance, integer and
+bool results exactly.  Sizes stay at a few (8, 128) tiles: interpret mode is slow.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+import jax  # noqa: E402
+
+import lanewise as lw  # noqa: E402
+from lanewise import LaneCompileError, LaneTypeError  # noqa: E402
+from lanewise.backends import tpu  # noqa: E402
+
+from corpus import BY_NAME  # noqa: E402
+
+#: Lanes of three tiles, the last one partial: padding lanes are exercised.
+N = 2 * 1024 + 300
+
+
+@pytest.fixture(autouse=True)
+def interpret():
+    with lw.config.overridden(tpu_interpret=True):
+        yield
+
+
+def on_tpu(lane, *args):
+    return lw.vmap(lane, backend="tpu")(*args)
+
+
+def reference(lane, *args):
+    return lw.vmap(lane, backend="python")(*args)
+
+
+def assert_match(got, want):
+    """float32 tolerance for floats (the reference may compute in float64), exact otherwise."""
+    got_leaves, want_leaves = jax.tree.leaves(got), jax.tree.leaves(want)
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves, strict=True):
+        assert isinstance(g, jax.Array)
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w.astype(np.float32), rtol=2e-5, atol=2e-5)
+        else:
+            assert g.dtype.kind == w.dtype.kind or {g.dtype.kind, w.dtype.kind} <= set("iu")
+            np.testing.assert_array_equal(g, w)
+
+
+def floats(n=N, lo=-3.0, hi=3.0, seed=0):
+    return np.random.default_rng(seed).uniform(lo, hi, n).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- corpus lanes
+
+
+@pytest.mark.parametrize("name", ["arith", "branchy", "sincos", "npfuncs", "helper", "closure"])
+def test_corpus_float32_lanes_match_the_reference(name):
+    entry = BY_NAME[name]
+    args = [floats(seed=k) for k in range(len(entry.kinds))]
+    assert_match(on_tpu(entry.lane, *args), reference(entry.lane, *args))
+
+
+def test_corpus_int32_lanes_match_the_reference_exactly():
+    a = np.random.default_rng(1).integers(-1000, 1000, N).astype(np.int32)
+    b = np.random.default_rng(2).integers(-1000, 1000, N).astype(np.int32)
+    assert_match(on_tpu(BY_NAME["arith"].lane, a, b), reference(BY_NAME["arith"].lane, a, b))
+    n = np.random.default_rng(3).integers(1, 5000, N).astype(np.int32)
+    assert_match(on_tpu(BY_NAME["collatz"].lane, n), reference(BY_NAME["collatz"].lane, n))
+
+
+def test_corpus_loops_with_break_and_continue():
+    x = floats(lo=0.0, hi=2.0)
+    n = np.random.default_rng(4).integers(0, 12, N).astype(np.int32)
+    assert_match(on_tpu(BY_NAME["loops"].lane, x, n), reference(BY_NAME["loops"].lane, x, n))
+
+
+def test_corpus_bool_lanes():
+    rng = np.random.default_rng(5)
+    a, b = rng.random(N) < 0.5, rng.random(N) < 0.5
+    got = on_tpu(BY_NAME["logic"].lane, a, b)
+    assert got.dtype == bool
+    assert_match(got, reference(BY_NAME["logic"].lane, a, b))
+
+
+# ----------------------------------------------------------------------------- hand-written lanes
+
+
+def first_root(x):
+    """Early return from a while loop, a continue, and a value that changes type in the loop."""
+    k = 0
+    s = 0
+    while k < 40:
+        k += 1
+        if k % 4 == 0:
+            continue
+        s += x * 0.5
+        if s > 3.0:
+            return k, s
+    return -1, s
+
+
+def nested(x, n):
+    total = 0.0
+    for i in range(n):
+        for j in range(i, 0, -1):
+            if j == 3:
+                break
+            total += x / j
+    return total
+
+
+def branches(x, y):
+    if x > 1.0:
+        r = math.sqrt(x)
+    elif x < -1.0:
+        r = math.exp(x) + abs(y)
+    else:
+        r = math.tanh(x) if y > 0 else math.cos(x) * math.sin(y)
+    return max(r, y), min(r, -y), math.floor(r), float(math.fabs(r)) ** 2, x > y and y > 0
+
+
+def integers(a, b):
+    return a // 7, a % 7, -a // 3, (a * b) >> 2, a & b | 5, int(a / 3)
+
+
+def test_early_return_continue_and_tuples():
+    x = floats(lo=-1.0, hi=2.0)
+    assert_match(on_tpu(first_root, x), reference(first_root, x))
+
+
+def test_nested_loops_with_descending_range_and_break():
+    x = floats()
+    n = np.random.default_rng(6).integers(0, 9, N).astype(np.int32)
+    assert_match(on_tpu(nested, x, n), reference(nested, x, n))
+
+
+def test_elif_ifexp_math_and_builtins():
+    x, y = floats(lo=-4.0, hi=4.0, seed=7), floats(seed=8)
+    got = on_tpu(branches, x, y)
+    assert got[2].dtype == np.int32  # math.floor gives an int
+    assert_match(got, reference(branches, x, y))
+
+
+def test_integer_operators_follow_python_floor_rules():
+    rng = np.random.default_rng(9)
+    a, b = (rng.integers(-5000, 5000, N).astype(np.int32) for _ in range(2))
+    assert_match(on_tpu(integers, a, b), reference(integers, a, b))
+
+
+def test_int32_overflow_wraps_as_jax_does():
+    big = np.array([2**30, -(2**30), 7], np.int32)
+    got = np.asarray(on_tpu(lambda a: a * 4 + 1, big))
+    np.testing.assert_array_equal(got, (big.astype(np.int64) * 4 + 1).astype(np.int32))
+
+
+def test_nested_vmap_out_axes_and_scalar_arguments():
+    x = floats(n=6 * 50).reshape(6, 50)
+    inner = lw.vmap(lambda a, s: a * s + 1.0, in_axes=(0, None))
+    got = lw.vmap(inner, in_axes=(1, None), out_axes=1, backend="tpu")(x, 2.5)
+    want = lw.vmap(inner, in_axes=(1, None), out_axes=1, backend="python")(x, 2.5)
+    assert_match(got, want)
+
+
+def test_jax_arrays_in_jax_arrays_out():
+    x = jax.numpy.asarray(floats(n=100))
+    got = on_tpu(BY_NAME["branchy"].lane, x)
+    assert isinstance(got, jax.Array)
+    assert_match(got, reference(BY_NAME["branchy"].lane, np.asarray(x)))
+
+
+# ----------------------------------------------------------------------------- divergent lanes
+
+
+def mandelbrot(cr, ci):
+    zr = zi = 0.0
+    n = 0
+    while n < 200 and zr * zr + zi * zi <= 4.0:
+        zr, zi = zr * zr - zi * zi + cr, 2.0 * zr * zi + ci
+        n += 1
+    return n
+
+
+def mandelbrot_numpy(cr, ci):
+    """The same escape counts, all lanes at once in float32 NumPy."""
+    zr, zi = np.zeros_like(cr), np.zeros_like(ci)
+    n = np.zeros(cr.shape, np.int32)
+    for _ in range(200):
+        going = (zr * zr + zi * zi <= np.float32(4.0))
+        if not going.any():
+            break
+        zr, zi = (np.where(going, zr * zr - zi * zi + cr, zr),
+                  np.where(going, np.float32(2.0) * zr * zi + ci, zi))
+        n += going
+    return n
+
+
+def test_escape_time_fractal_matches_a_float32_numpy_reference():
+    re, im = np.meshgrid(np.linspace(-2.0, 0.6, 64, dtype=np.float32),
+                         np.linspace(-1.2, 1.2, 48, dtype=np.float32))
+    got = np.asarray(lw.vmap(lw.vmap(mandelbrot), backend="tpu")(re, im))
+    want = mandelbrot_numpy(re, im)
+    assert got.shape == want.shape and got.dtype == np.int32
+    assert np.mean(got != want) <= 0.002  # float32 rounding may differ at the boundary only
+
+
+def test_a_tile_whose_lanes_finish_early_leaves_its_loop_early():
+    def count(x):
+        k = 0
+        while k < x:
+            k += 1
+        return k
+
+    x = np.zeros(3 * 1024, np.int32)
+    x[1024:2048] = 50  # only the second tile has long lanes
+    x[2048 + 17] = 9  # the third: one lane of 9 iterations
+    call = tpu.bind_call(lw.vmap(count), (x,), {})
+    exe = tpu.build(call)
+    np.testing.assert_array_equal(np.asarray(tpu.iterations(exe, call)), [0, 50, 9])
+    np.testing.assert_array_equal(np.asarray(on_tpu(count, x)), x)
+
+
+def test_padding_lanes_never_run_a_loop():
+    def spin(x):  # a padding lane given 0 would loop forever
+        k = 0
+        while x * k != 7:
+            k += 1
+        return k
+
+    x = np.ones(5, np.int32)
+    call = tpu.bind_call(lw.vmap(spin), (x,), {})
+    exe = tpu.build(call)
+    assert np.asarray(tpu.iterations(exe, call)).tolist() == [7]
+    np.testing.assert_array_equal(np.asarray(on_tpu(spin, x)), 7)
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize("dtype, fix", [(np.float64, "x.astype(np.float32)"), (np.int64, "x.astype(np.int32)")])
+def test_64_bit_arguments_are_refused_with_the_fix(dtype, fix):
+    def lane(x):
+        return x + 1
+
+    with pytest.raises(LaneTypeError, match=rf"argument x is {np.dtype(dtype)}.*{re.escape(fix)}"):
+        on_tpu(lane, np.ones(4, dtype))
+
+
+def test_a_primitive_without_a_tpu_rule_names_itself_and_the_line():
+    def lane(x):
+        return np.logaddexp(x, 1.0)
+
+    line = lane.__code__.co_firstlineno + 1
+    with pytest.raises(LaneCompileError, match=rf"np.logaddexp is not supported on the tpu backend "
+                                               rf"\(.*test_tpu_backend.py:{line}\)"):
+        on_tpu(lane, floats(n=8))
+
+
+def test_unsupported_constructs_name_the_line():
+    def lane(x):
+        try:
+            return x
+        except ValueError:
+            return 0.0
+
+    line = lane.__code__.co_firstlineno + 1
+    with pytest.raises(LaneCompileError, match=rf"not supported on the tpu backend \(.*test_tpu_backend.py:{line}\)"):
+        on_tpu(lane, floats(n=8))
+
+
+def test_without_a_tpu_and_interpret_mode_the_error_says_how():
+    if jax.default_backend() == "tpu":
+        pytest.skip("a TPU is attached")
+    with lw.config.overridden(tpu_interpret=False):
+        with pytest.raises(lw.BackendError, match="LANEWISE_TPU_INTERPRET=1"):
+            on_tpu(lambda x: x + 1.0, floats(n=8))
+
+
+def test_importing_lanewise_does_not_import_jax():
+    code = "import sys, lanewise; print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
