@@ -292,3 +292,11 @@ def test_importing_lanewise_does_not_import_jax():
     code = "import sys, lanewise; print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_bool_literals_and_bool_values_count_as_ints():
+    def lane(x, b):
+        return (True + True) * x + (b + b) - (x > 0), -b
+
+    x, b = floats(n=300), np.random.default_rng(10).random(300) < 0.5
+    assert_match(on_tpu(lane, x, b), reference(lane, x, b))

@@ -28,6 +28,8 @@ FLOAT_RESULT = frozenset({math.pow})
 
 def _int(v):
     """Bools counted as ints (Python arithmetic); anything else unchanged."""
+    if isinstance(v, bool):  # a literal: a Python int, weakly typed as JAX types ints
+        return int(v)
     return v.astype(jnp.int32) if jnp.result_type(v) == jnp.bool_ else v
 
 
