@@ -300,3 +300,16 @@ def test_bool_literals_and_bool_values_count_as_ints():
 
     x, b = floats(n=300), np.random.default_rng(10).random(300) < 0.5
     assert_match(on_tpu(lane, x, b), reference(lane, x, b))
+
+
+def test_lanewise_debug_prints_the_kernel(capsys):
+    def lane(x):
+        while x < 10.0:
+            x = x * 2.0
+        return x
+
+    with lw.config.overridden(debug=True):
+        got = on_tpu(lane, np.array([1.0, 3.0, 20.0], np.float32))
+    np.testing.assert_array_equal(np.asarray(got), [16.0, 12.0, 20.0])
+    text = capsys.readouterr().out
+    assert "lanewise tpu kernel of" in text and "pallas_call" in text and "while" in text

@@ -28,6 +28,7 @@ import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 
+from ...config import config
 from ...errors import LaneTypeError
 from .lower import lower
 
@@ -119,9 +120,15 @@ def compiled(lane, dtypes: tuple, bools: tuple, interpret: bool, count_iteration
         return results, iterations
 
     jitted = jax.jit(run)
+    printed = []
 
     def call(lanes, *tiled):
-        results, iterations = jitted(jnp.asarray([lanes], jnp.int32), *tiled)
+        lanes = jnp.asarray([lanes], jnp.int32)
+        if config.debug and not printed:  # the kernel as JAX traced it, once (LANEWISE_DEBUG=1)
+            printed.append(True)
+            print(f"# ---- lanewise tpu kernel of {getattr(lane, '__qualname__', lane)}\n"
+                  f"{jax.make_jaxpr(run)(lanes, *tiled)}")
+        results, iterations = jitted(lanes, *tiled)
         return results, structure["tree"], iterations
 
     return call
