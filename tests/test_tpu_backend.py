@@ -313,3 +313,43 @@ def test_lanewise_debug_prints_the_kernel(capsys):
     np.testing.assert_array_equal(np.asarray(got), [16.0, 12.0, 20.0])
     text = capsys.readouterr().out
     assert "lanewise tpu kernel of" in text and "pallas_call" in text and "while" in text
+
+
+def many_functions(x, y):
+    """Positive ``x``, any ``y``: one kernel for the table's float functions."""
+    return (math.sqrt(x), math.exp(y), math.log(x), math.log10(x), math.log2(x), math.log1p(x),
+            math.expm1(y), math.sin(y), math.cos(y), math.tan(y * 0.3), math.atan(y), math.asinh(y),
+            math.tanh(y), math.fabs(y), math.ceil(y), np.trunc(y), math.pow(x, y), math.hypot(x, y),
+            math.atan2(y, x), math.copysign(x, y), math.fmod(y, x), math.erf(y), math.degrees(y),
+            np.cbrt(y), np.sign(y), np.square(y), np.exp2(y), np.arcsin(y / 4.0), np.arccos(y / 4.0),
+            np.maximum(x, y), np.minimum(x, y), np.isnan(y), np.isfinite(x / y), np.where(y > 0, x, y),
+            y // x, y % x, x ** y, np.floor(y), np.rint(y))
+
+
+def test_math_and_numpy_functions_match_the_reference():
+    x, y = floats(n=700, lo=0.1, hi=3.0, seed=11), floats(n=700, seed=12)
+    got = on_tpu(many_functions, x, y)
+    assert got[14].dtype == np.int32 and got[37].dtype == np.float32  # math.ceil: an int; np.floor: a float
+    assert_match(got, reference(many_functions, x, y))
+
+
+def test_locals_first_assigned_in_a_loop_and_other_refusals_name_the_line():
+    def after_loop(x, n):
+        for i in range(n):
+            last = x * i
+        return last
+
+    def over_a_tuple(x):
+        s = 0.0
+        for v in (1.0, 2.0):
+            s += v * x
+        return s
+
+    with pytest.raises(LaneCompileError, match="last may be undefined here.*assign it before the loop"):
+        on_tpu(after_loop, floats(n=8), np.full(8, 3, np.int32))
+    line = over_a_tuple.__code__.co_firstlineno + 2
+    with pytest.raises(LaneCompileError, match=rf"a for loop over anything but range\(\) is not supported on "
+                                               rf"the tpu backend \(.*test_tpu_backend.py:{line}\)"):
+        on_tpu(over_a_tuple, floats(n=8))
+    with pytest.raises(LaneCompileError, match="gives each lane an array"):
+        on_tpu(lambda row: row[0], floats(n=16).reshape(4, 4))
