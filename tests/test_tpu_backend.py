@@ -353,3 +353,31 @@ def test_locals_first_assigned_in_a_loop_and_other_refusals_name_the_line():
         on_tpu(over_a_tuple, floats(n=8))
     with pytest.raises(LaneCompileError, match="gives each lane an array"):
         on_tpu(lambda row: row[0], floats(n=16).reshape(4, 4))
+
+
+def test_w2_escape_time_lane_as_benchmarked_in_float32():
+    """benchmarks/w2_fractal.py's lane itself (a for-range loop with an early return,
+    a global bound) on a small float32 grid, against a float32 NumPy reference."""
+    from benchmarks import w2_fractal as w2
+
+    re, im = (np.linspace(*bounds, n, dtype=np.float32) for bounds, n in ((w2.RE, 40), (w2.IM, 36)))
+    grid = lw.vmap(lw.vmap(w2.escape, in_axes=(None, 0)), in_axes=(0, None), backend="tpu")
+    got = np.asarray(grid(re, im))
+    cr, ci = np.meshgrid(re, im, indexing="ij")
+    zr, zi = np.zeros_like(cr), np.zeros_like(ci)
+    want = np.full(cr.shape, w2.MAX_ITER)
+    going = np.ones(cr.shape, bool)
+    with np.errstate(all="ignore"):  # escaped points overflow: no longer read
+        for n in range(w2.MAX_ITER):
+            zr, zi = zr * zr - zi * zi + cr, np.float32(2) * zr * zi + ci
+            escaped = going & (zr * zr + zi * zi > np.float32(4.0))
+            want[escaped] = n
+            going &= ~escaped
+    assert got.shape == want.shape
+    # 500 float32 iterations are chaotic on the set's boundary: XLA on the CPU contracts
+    # a*b+c into FMA (benchmarks/w2_fractal.py), which moves a slowly escaping point's
+    # count; fast escapers match exactly, and the few others escape late in both.
+    differ = got != want
+    assert np.mean(differ) <= 0.005
+    assert np.minimum(got, want)[differ].min(initial=w2.MAX_ITER) >= 50
+    assert differ.sum() < (np.minimum(got, want) >= 50).sum() / 20
