@@ -381,3 +381,37 @@ def test_w2_escape_time_lane_as_benchmarked_in_float32():
     assert np.mean(differ) <= 0.005
     assert np.minimum(got, want)[differ].min(initial=w2.MAX_ITER) >= 50
     assert differ.sum() < (np.minimum(got, want) >= 50).sum() / 20
+
+
+def _steps_to(x, limit):
+    """A helper with its own loop and early return."""
+    k = 0
+    while True:
+        if x > limit:
+            return k
+        x = x * 1.5 + 0.1
+        k += 1
+
+
+def calls_a_looping_helper(x, n):
+    total = 0
+    for i in range(n):
+        if i % 2 == 0:
+            total += _steps_to(x, 10.0 + i)
+        else:
+            total -= 1
+    return total
+
+
+def test_a_looping_helper_inlined_in_a_loop_under_a_branch():
+    x = floats(lo=0.0, hi=5.0, seed=13)
+    n = np.random.default_rng(14).integers(0, 7, N).astype(np.int32)
+    assert_match(on_tpu(calls_a_looping_helper, x, n), reference(calls_a_looping_helper, x, n))
+
+
+def test_an_unmapped_python_int_bounds_the_loop():
+    cr, ci = floats(n=500, lo=-2.0, hi=0.5, seed=15), floats(n=500, lo=-1.0, hi=1.0, seed=16)
+    escape = BY_NAME["escape"].lane
+    got = lw.vmap(escape, in_axes=(0, 0, None), backend="tpu")(cr, ci, 25)
+    want = lw.vmap(escape, in_axes=(0, 0, None), backend="python")(cr, ci, 25)
+    assert_match(got, want)  # float32 on both sides (Python's 0.0 is weak beside a float32), 25 iterations
