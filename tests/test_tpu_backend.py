@@ -415,3 +415,63 @@ def test_an_unmapped_python_int_bounds_the_loop():
     got = lw.vmap(escape, in_axes=(0, 0, None), backend="tpu")(cr, ci, 25)
     want = lw.vmap(escape, in_axes=(0, 0, None), backend="python")(cr, ci, 25)
     assert_match(got, want)  # float32 on both sides (Python's 0.0 is weak beside a float32), 25 iterations
+
+
+# ----------------------------------------------------------------------------- docs/tpu.md, row by row
+
+
+def _refused(dtype, fix):
+    with pytest.raises(LaneTypeError, match=re.escape(f"pass x.astype({fix})")):
+        on_tpu(lambda x: x + 1, np.ones(3, dtype))
+
+
+def _widened():
+    def lane(b, i8, i16, u8, u16):
+        return b + i8 + i16 + u8 + u16
+
+    args = (np.array([True, False]), np.array([-128, 127], np.int8), np.array([-32768, 5], np.int16),
+            np.array([255, 0], np.uint8), np.array([65535, 1], np.uint16))
+    got = on_tpu(lane, *args)
+    assert got.dtype == np.int32 and np.asarray(got).tolist() == [1 - 128 - 32768 + 255 + 65535, 133]
+
+
+def _dtype_and_values(lane, args, dtype, values):
+    got = on_tpu(lane, *args)
+    assert [np.asarray(g).dtype for g in jax.tree.leaves(got)] == [np.dtype(d) for d in dtype]
+    assert [np.asarray(g).tolist() for g in jax.tree.leaves(got)] == values
+
+
+def _unmapped_float():
+    got = lw.vmap(lambda x, s: x * s, in_axes=(0, None), backend="tpu")(np.array([2], np.int32), 0.25)
+    assert got.dtype == np.float32 and np.asarray(got).tolist() == [0.5]
+
+
+#: docs/tpu.md's rows: each runs its construct on the tpu backend.
+TPU_MD = {
+    "T01": lambda: _refused(np.float64, "np.float32"),
+    "T02": lambda: _refused(np.int64, "np.int32"),
+    "T03": _widened,
+    "T04": lambda: _dtype_and_values(lambda x: x * 0.5, (np.array([3.0], np.float32),), ["float32"], [[1.5]]),
+    "T05": lambda: _dtype_and_values(lambda n: n + 1, (np.array([41], np.int32),), ["int32"], [[42]]),
+    "T06": lambda: _dtype_and_values(lambda a: a * 4, (np.array([2**30], np.int32),), ["int32"], [[0]]),
+    "T07": lambda: _dtype_and_values(lambda x: (float(x), int(x), math.floor(x)), (np.array([-2.5], np.float32),),
+                                     ["float32", "int32", "int32"], [[-2.5], [-2], [-3]]),
+    "T08": lambda: _dtype_and_values(lambda x: True + True + x, (np.array([1], np.int32),), ["int32"], [[3]]),
+    "T09": lambda: _unmapped_float(),
+}
+
+
+def _tpu_md_rows():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "tpu.md").read_text()
+    return re.findall(r"^\| `(T\d+)` \|", text, re.M)
+
+
+def test_tpu_md_rows_and_cases_are_one_set():
+    assert sorted(_tpu_md_rows()) == sorted(TPU_MD)
+
+
+@pytest.mark.parametrize("row", sorted(TPU_MD))
+def test_tpu_md_row(row):
+    TPU_MD[row]()
