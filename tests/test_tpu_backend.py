@@ -10,6 +10,7 @@ bool results exactly.  Sizes stay at a few (8, 128) tiles: interpret mode is slo
 from __future__ import annotations
 
 import math
+import os
 import re
 import subprocess
 import sys
@@ -30,9 +31,19 @@ from corpus import BY_NAME  # noqa: E402
 N = 2 * 1024 + 300
 
 
+#: ``LANEWISE_TPU_TESTS_ON_CHIP=1`` on a machine with a TPU runs these tests on the chip
+#: (Mosaic compiles each kernel) instead of in interpret mode.
+ON_CHIP = os.environ.get("LANEWISE_TPU_TESTS_ON_CHIP") == "1" and jax.default_backend() == "tpu"
+
+
+#: float32 tolerance: the chip's exp/log/tanh are approximations (up to a few thousand
+#: ulps near log's zero, docs/tpu.md), the CPU's are within a few ulps.
+RTOL = 2e-4 if ON_CHIP else 2e-5
+
+
 @pytest.fixture(autouse=True)
 def interpret():
-    with lw.config.overridden(tpu_interpret=True):
+    with lw.config.overridden(tpu_interpret=not ON_CHIP, tpu_tile=(8, 128), tpu_unroll=1):
         yield
 
 
@@ -53,7 +64,7 @@ def assert_match(got, want):
         g, w = np.asarray(g), np.asarray(w)
         assert g.shape == w.shape
         if w.dtype.kind == "f":
-            np.testing.assert_allclose(g, w.astype(np.float32), rtol=2e-5, atol=2e-5)
+            np.testing.assert_allclose(g, w.astype(np.float32), rtol=RTOL, atol=RTOL)
         else:
             assert g.dtype.kind == w.dtype.kind or {g.dtype.kind, w.dtype.kind} <= set("iu")
             np.testing.assert_array_equal(g, w)
@@ -246,6 +257,82 @@ def test_padding_lanes_never_run_a_loop():
     np.testing.assert_array_equal(np.asarray(on_tpu(spin, x)), 7)
 
 
+def test_the_loop_check_unrolled_runs_whole_rounds_with_the_same_results():
+    def count(x):
+        k = 0
+        while k < x:
+            k += 1
+        return k
+
+    x = np.zeros(3 * 1024, np.int32)
+    x[1024:2048] = 50
+    x[2048 + 17] = 9
+    with lw.config.overridden(tpu_unroll=4):
+        call = tpu.bind_call(lw.vmap(count), (x,), {})
+        exe = tpu.build(call)
+        # a tile checks "some lane active" every 4 iterations: 50 -> 52, 9 -> 12
+        np.testing.assert_array_equal(np.asarray(tpu.iterations(exe, call)), [0, 52, 12])
+        np.testing.assert_array_equal(np.asarray(on_tpu(count, x)), x)
+
+
+def escape32(cr, ci):
+    zr = zi = 0.0
+    for n in range(60):
+        zr, zi = zr * zr - zi * zi + cr, 2 * zr * zi + ci
+        if zr * zr + zi * zi > 4.0:
+            return n
+    return 60
+
+
+@pytest.mark.parametrize("tile, unroll", [((8, 128), 1), ((16, 256), 3), ((8, 256), 8)])
+def test_a_lane_plane_in_blocks_of_tiles_matches_the_reference(tile, unroll):
+    """Two vmap levels whose last is at least a tile wide: each tile a block of the
+    (rows, cols) plane, padded in both directions; out_axes swapped."""
+    re, im = np.linspace(-2, 0.6, 13, dtype=np.float32), np.linspace(-1.3, 1.3, 300, dtype=np.float32)
+    with lw.config.overridden(tpu_tile=tile, tpu_unroll=unroll):
+        plane = lw.vmap(lw.vmap(escape32, in_axes=(None, 0)), in_axes=(0, None), out_axes=1, backend="tpu")
+        call = tpu.bind_call(plane, (re, im), {})
+        exe = tpu.build(call)
+        assert "13 x 300 plane" in tpu.explain(exe, call)[0]
+        got = plane(re, im)
+    want = lw.vmap(lw.vmap(escape32, in_axes=(None, 0)), in_axes=(0, None), out_axes=1, backend="python")(re, im)
+    assert got.shape == (300, 13)
+    assert (np.asarray(got) != np.asarray(want)).mean() <= 0.01  # float32 against float64 near the boundary
+
+
+def test_tiles_that_are_not_whole_registers_are_refused():
+    with lw.config.overridden(tpu_tile=(8, 100)), pytest.raises(lw.BackendError, match=r"tpu_tile.*\(8, 128\)"):
+        lw.vmap(escape32, backend="tpu")(np.zeros(3, np.float32), np.zeros(3, np.float32))
+
+
+def suspended(x, n):
+    """Stores after lanes wait: at a continue, after a break, after a per-lane range end,
+    and in a loop under a branch whose other lanes keep their values."""
+    s = 0.0
+    t = x
+    for k in range(6):
+        if k == n:
+            continue
+        s += x * k
+        if s > 9.0:
+            break
+        t = t + 1.0
+    u = x
+    if x > 0.5:
+        for j in range(n):
+            u = u * 1.5
+    w = 0.0
+    for j in range(n, 4):
+        w += x
+    return s, t, u, w
+
+
+def test_stores_keep_the_values_of_lanes_that_wait():
+    x = floats(lo=0.0, hi=2.0)
+    n = (np.arange(N) % 5).astype(np.int32)
+    assert_match(on_tpu(suspended, x, n), reference(suspended, x, n))
+
+
 # ----------------------------------------------------------------------------- refusals
 
 
@@ -331,6 +418,38 @@ def test_math_and_numpy_functions_match_the_reference():
     got = on_tpu(many_functions, x, y)
     assert got[14].dtype == np.int32 and got[37].dtype == np.float32  # math.ceil: an int; np.floor: a float
     assert_match(got, reference(many_functions, x, y))
+
+
+def hyperbolic_and_inverse(x, y, z):
+    """``x`` in (-1, 1), ``y`` any, ``z`` >= 1: the functions Mosaic lacks, lowered by formulas."""
+    return (math.sinh(y), math.cosh(y), math.asinh(y), math.acosh(z), math.atanh(x), math.asin(x),
+            math.acos(x), math.atan(y), np.cbrt(y), math.erfc(y), np.arcsinh(y * 1e20), np.cosh(y * 20.0),
+            np.sinh(y * 1e-3))
+
+
+def test_functions_lowered_by_formulas_match_the_reference():
+    """arcsin..erfc have no Mosaic lowering in jax 0.10: ops.py writes them with exp,
+    log1p and arctan2.  Over their domains, with large and tiny arguments, against
+    the CPU backend (float64) at a float32 tolerance."""
+    x = floats(lo=-0.999, hi=0.999, seed=21)
+    y = np.concatenate([floats(n=N - 6, lo=-4.0, hi=4.0, seed=22), [0.0, 1e-7, -1e-7, 0.49, -4.4, 4.4]])
+    z = floats(lo=1.0, hi=1e4, seed=23)
+    assert_match(on_tpu(hyperbolic_and_inverse, x, y.astype(np.float32), z),
+                 reference(hyperbolic_and_inverse, x, y.astype(np.float32), z))
+
+
+def test_a_range_of_literal_bounds_never_runs_past_its_end():
+    def three(x):
+        s = 0.0
+        for k in range(3):
+            s += x * k
+        return s
+
+    x = floats(n=10)
+    with lw.config.overridden(tpu_unroll=16):
+        call = tpu.bind_call(lw.vmap(three), (x,), {})
+        assert np.asarray(tpu.iterations(tpu.build(call), call)).tolist() == [3]
+        assert_match(on_tpu(three, x), reference(three, x))
 
 
 def test_locals_first_assigned_in_a_loop_and_other_refusals_name_the_line():

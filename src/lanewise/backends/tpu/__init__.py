@@ -71,6 +71,8 @@ class Executable:
                             for leaf in leaves)
         self.bools = tuple(leaf.dtype.kind == "b" for leaf in leaves)
         self.interpret = _interpret()
+        self.tile = kernel.check_tile(config.tpu_tile)
+        self.unroll = max(1, int(config.tpu_unroll))
         self.kernel = kernel
 
     def __call__(self, call: Call, count_iterations: bool = False):
@@ -83,14 +85,13 @@ class Executable:
 
     def _run(self, call: Call, count_iterations: bool):
         lane = call.lane
-        fn = self.kernel.compiled(lane, self.travel, self.bools, self.interpret, count_iterations)
-        lanes = int(np.prod(call.sizes))
-        count = self.kernel.tiles_for(lanes)
-        tiled = [self.kernel.as_tiles(_grid(leaf, value, call.sizes, dtype), count)
+        where = self.kernel.layout(tuple(call.sizes), self.tile)
+        fn = self.kernel.compiled(lane, self.travel, self.bools, self.interpret, count_iterations,
+                                  self.tile, self.unroll, where.plane)
+        tiled = [self.kernel.as_tiles(_grid(leaf, value, call.sizes, dtype), where)
                  for leaf, value, dtype in zip(call.signature.leaves, call.values, self.travel, strict=True)]
-        results, tree, iterations = fn(lanes, *tiled)
-        flat = [r.reshape(-1)[:lanes].reshape(call.sizes) for r in results]
-        return flat, tree, iterations
+        results, tree, iterations = fn(where, *tiled)
+        return [self.kernel.from_tiles(r, where, tuple(call.sizes)) for r in results], tree, iterations
 
 
 def _scalar_dtype(leaf) -> np.dtype:
@@ -154,8 +155,13 @@ def _place(values, level_dims):
 
 
 def explain(exe, call: Call) -> list[str]:
-    return ["schedule: one Pallas kernel; lanes in (8, 128) tiles, one grid step per tile; loops leave a "
-            "tile when all of its lanes are done"]
+    rows, cols = exe.tile
+    where = exe.kernel.layout(tuple(call.sizes), exe.tile)
+    placed = (f"the lanes as a {where.rows} x {where.cols} plane (the last vmap level along columns), "
+              f"each tile a block of it" if where.plane else "the lanes in C order, filling each tile row by row")
+    return [f"schedule: one Pallas kernel over a {where.grid[0]} x {where.grid[1]} grid of ({rows}, {cols}) tiles; "
+            f"{placed}; a loop leaves a tile when all of its lanes are done, checked every {exe.unroll} "
+            f"iteration(s)" + (" (interpret mode: on the CPU)" if exe.interpret else "")]
 
 
 def build_reduce(op, axis, call: Call):

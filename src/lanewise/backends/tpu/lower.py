@@ -48,6 +48,7 @@ from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
 from .ops import FLOAT_RESULT, INT_RESULT, OPS
+from .ops import where as lanes_where
 
 #: IR operator names -> the ``operator`` primitive whose TPU rule computes them.
 _OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "truediv", "floordiv": "floordiv",
@@ -70,19 +71,43 @@ def refuse(what: str, loc: ir.Loc) -> LaneCompileError:
     return LaneCompileError(f"{what} is not supported on the tpu backend ({where(loc)})")
 
 
-def lower(lane, count_iterations: bool = False):
+#: How loops are lowered for Mosaic (the TPU compiler); the device probe
+#: (benchmarks/device/tpu_probe.py) measures which forms compile.  ``int_masks``: masks
+#: and bool locals cross a loop boundary as int32 (Mosaic cannot yield i1 vectors);
+#: ``scalar_counter``: a range loop counts its iterations in one int32 scalar (the same
+#: for every lane of a tile) instead of a tile; ``materialise``: a carried tile made
+#: from a constant is computed from the tile's lanes (a splat has a layout Mosaic
+#: cannot yield).  ``LANEWISE_TPU_LOWERING="int_masks=0,materialise=0"`` overrides them.
+LOWERING = {"int_masks": True, "scalar_counter": True, "materialise": True}
+
+
+def _lowering() -> dict:
+    import os
+
+    options = dict(LOWERING)
+    for item in filter(None, os.environ.get("LANEWISE_TPU_LOWERING", "").split(",")):
+        key, _, value = item.partition("=")
+        options[key.strip()] = value.strip() not in ("0", "false", "")
+    return options
+
+
+def lower(lane, count_iterations: bool = False, unroll: int = 1):
     """The tile function of ``lane``: ``tile(valid, *args) -> (results, structure, iterations)``.
 
     ``valid``: the tile's real lanes (padding lanes are never active in a loop);
     ``args``: one value per lane parameter; ``results``: the tuple of result leaves
     (a lane returning one value gives a 1-tuple); ``structure``: their JAX tree;
     ``iterations``: with ``count_iterations``, how many loop iterations the tile ran
-    (an int32 scalar, summed over its loops), else None."""
+    (an int32 scalar, summed over its loops), else None.  ``unroll``: loop
+    iterations per check of "some lane of the tile is still active" (the check is a
+    reduction over the tile; iterations after a tile's last lane is done change
+    nothing, since no lane is live in them, but they are counted)."""
     module, _ = build_with_functions(lane)
     functions = {f.name: f for f in module.functions()}
+    options = _lowering()
 
     def tile(valid, *args):
-        lowering = _Lowering(functions, valid, count_iterations)
+        lowering = _Lowering(functions, valid, count_iterations, max(1, int(unroll)), options)
         result = lowering.call(module.entry, list(args), valid, module.entry.loc)
         leaves, tree = jax.tree.flatten(result)
         return tuple(leaves), tree, lowering.iterations
@@ -101,23 +126,32 @@ class _Frame:
 @dataclass
 class _State:
     """Where the lowering stands in one function: its locals, the live lanes, the
-    enclosing loop's broken lanes (None outside a loop)."""
+    enclosing loop (None outside a loop).
+
+    ``full``: every lane outside ``live`` is dead here -- it returned, is padding, or
+    sits in the other branch of an ``if`` (whose merge selects by the condition) --
+    so a store need not keep the other lanes' values (no select).  A lane that
+    ``break``, ``continue`` or leaves a loop by a condition of its own is not
+    dead (its locals are read later): ``full`` is False from there on."""
 
     function: ir.Function
     env: dict
     live: object
     frame: _Frame
     loop: "_Loop | None" = None
+    full: bool = True
 
     def branch(self, live) -> "_State":
-        return _State(self.function, dict(self.env), live, self.frame, self.loop)
+        return _State(self.function, dict(self.env), live, self.frame, self.loop, self.full)
 
 
 @dataclass
 class _Loop:
-    """The innermost loop being lowered: the lanes that left it by ``break``."""
+    """The innermost loop being lowered: the lanes that left it by ``break`` and those
+    waiting for its next iteration after ``continue`` (None: no lane)."""
 
-    broke: object
+    broke: object = None
+    continued: object = None
 
 
 def _select(mask, new, old):
@@ -129,7 +163,7 @@ def _select(mask, new, old):
             raise LaneCompileError("a local holds a tuple on one path and another value on another; "
                                    "the tpu backend needs one structure per local")
         return tuple(_select(mask, n, o) for n, o in zip(new, old, strict=True))
-    return jnp.where(mask, new, old)
+    return lanes_where(mask, new, old)
 
 
 def _truth(v):
@@ -140,9 +174,12 @@ def _truth(v):
 
 
 class _Lowering:
-    def __init__(self, functions: dict, valid, count_iterations: bool):
+    def __init__(self, functions: dict, valid, count_iterations: bool, unroll: int = 1, options=None):
         self.functions = functions
+        self.unroll = unroll
+        self.options = options if options is not None else dict(LOWERING)
         self.valid = valid
+        self.nobody = jnp.zeros(valid.shape, bool)  # the live lanes after an exit: known to be none
         self.shape = valid.shape
         self.counting = count_iterations
         self.iterations = jnp.int32(0) if count_iterations else None
@@ -170,6 +207,10 @@ class _Lowering:
             raise refuse(f"a lane or helper ({fn.name}) that returns no value", fn.loc)
         return state.frame.result
 
+    def union(self, a, b):
+        """``a | b`` of two masks, without an operation where one is known to hold no lane."""
+        return b if a is self.nobody else a if b is self.nobody else a | b
+
     # ------------------------------------------------------------------ statements
 
     def block(self, stmts, st: _State) -> None:
@@ -194,7 +235,8 @@ class _Lowering:
 
     def assign(self, target, value, st: _State, loc: ir.Loc) -> None:
         if isinstance(target, ir.Var):
-            st.env[target.name] = _select(st.live, value, st.env.get(target.name))
+            st.env[target.name] = value if st.full and not isinstance(value, tuple) \
+                else _select(st.live, value, st.env.get(target.name))
         elif isinstance(target, ir.Unpack) and target.star is None:
             if not isinstance(value, tuple) or len(value) != len(target.items):
                 raise LaneCompileError(f"cannot unpack into {len(target.items)} names ({where(loc)})")
@@ -216,7 +258,8 @@ class _Lowering:
             a, b = then.env.get(name), other.env.get(name)
             # a local bound on one path only is undefined on the other: Python would raise there
             st.env[name] = a if b is None else b if a is None else _select(cond, a, b)
-        st.live = then.live | other.live
+        st.live = self.union(then.live, other.live)
+        st.full = then.full and other.full
 
     def exit(self, s: ir.Exit, st: _State) -> None:
         if s.kind == "return":
@@ -228,9 +271,12 @@ class _Lowering:
             frame.returned = st.live if frame.returned is None else frame.returned | st.live
         elif st.loop is None:
             raise LaneCompileError(f"{s.kind} outside a loop ({where(s.loc)})")
-        elif s.kind == "break":
-            st.loop.broke = st.loop.broke | st.live
-        st.live = jnp.zeros(self.shape, bool)  # continue: the lanes wait for the next iteration
+        else:  # the lanes wait after the loop (break) or for its next iteration (continue)
+            kind = "broke" if s.kind == "break" else "continued"
+            before = getattr(st.loop, kind)
+            setattr(st.loop, kind, st.live if before is None else before | st.live)
+            st.full = False
+        st.live = self.nobody
 
     # ------------------------------------------------------------------ loops
 
@@ -247,6 +293,11 @@ class _Lowering:
         names = sorted(n for n in stored | ({s.target.name} if s.kind == "range" else set()) if n in st.env)
         frame = st.frame
         entry = st.live
+        # the body's stores need no select if every lane not live in it is dead: no lane
+        # waits after a break, and the lanes of a tile leave the loop together (a range
+        # of bounds the same for all of them)
+        full = st.full and not _breaks(s.body) and s.kind == "range" and self.options["scalar_counter"] \
+            and all(jnp.ndim(b) == 0 for b in (start, stop))
 
         def going(env, live, i):
             """The lanes of ``live`` that (re-)enter the loop's body: its condition, evaluated
@@ -255,41 +306,84 @@ class _Lowering:
                 return live & ((i > stop) if step < 0 else (i < stop))
             return live & _truth(self.expr(s.cond, _State(st.function, env, live, frame)))
 
+        def counter(carry):
+            """The range loop's value of this iteration: start + k * step."""
+            if "k" in carry:
+                return start + carry["k"] * step if not (isinstance(start, int) and start == 0 and step == 1) \
+                    else carry["k"]
+            return carry.get("i")
+
         def body(carry):
             env = dict(st.env)
             env.update(carry["vars"])
             inner = _State(st.function, env, carry["active"], _Frame(carry["result"], carry["returned"]),
-                           _Loop(jnp.zeros(self.shape, bool)))
+                           _Loop(), full)
             self.iterations = carry.get("iterations")
             if s.kind == "range":
-                self.assign(s.target, carry["i"], inner, s.loc)
+                self.assign(s.target, counter(carry), inner, s.loc)
             self.block(s.body, inner)
             returned = inner.frame.returned
-            stays = carry["active"] & ~inner.loop.broke  # continue: the lanes stay
-            if returned is not None:
-                stays = stays & ~returned
+            # the lanes that ran to the end of the body, and those that continued
+            stays = inner.live if inner.loop.continued is None else self.union(inner.live, inner.loop.continued)
             out = {"vars": {n: inner.env[n] for n in names}, "result": inner.frame.result, "returned": returned}
-            if s.kind == "range":
+            if "k" in carry:
+                out["k"] = carry["k"] + 1
+            elif s.kind == "range":
                 out["i"] = carry["i"] + step
-            out["active"] = going(inner.env, stays, out.get("i"))
+            out["active"] = going(inner.env, stays, counter(out))
             if self.counting:
                 out["iterations"] = self.iterations + 1  # inner loops' iterations included
             return out
 
         carry = {"vars": {n: st.env[n] for n in names}, "result": frame.result, "returned": frame.returned}
-        if s.kind == "range":
+        if s.kind == "range" and self.options["scalar_counter"]:
+            carry["k"] = jnp.int32(0)  # the lanes of a tile enter together: one count serves them all
+        elif s.kind == "range":
             carry["i"] = jnp.broadcast_to(jnp.asarray(start, jnp.int32), self.shape)
-        carry["active"] = going(st.env, entry & self.valid, carry.get("i"))
+        carry["active"] = going(st.env, entry & self.valid, counter(carry))
         if self.counting:
             carry["iterations"] = self.iterations
         carry = self.settle(body, carry, s.loc)
-        final = lax.while_loop(lambda c: jnp.any(c["active"]), lambda c: self.fixed(body(c), c), carry)
+        unroll = self.unroll
+        if s.kind == "range" and all(isinstance(b, int) for b in (start, stop)):
+            unroll = max(1, min(unroll, len(range(start, stop, step))))  # no round past a known end
+        final = self.while_loop(body, carry, unroll)
         st.env.update(final["vars"])
         frame.result, frame.returned = final["result"], final["returned"]
         if frame.returned is not None:
             st.live = entry & ~frame.returned
         if self.counting:
             self.iterations = final["iterations"]
+
+    def while_loop(self, body, carry, unroll: int):
+        """``lax.while_loop`` of ``body`` while some lane of the tile is active, ``unroll``
+        iterations per check, the carry in the form Mosaic compiles (:data:`LOWERING`)."""
+        kinds = jax.tree.map(lambda c: c.dtype, carry)
+        masks = self.options["int_masks"]
+
+        def encode(tree):
+            return jax.tree.map(lambda v: v.astype(jnp.int32) if masks and v.dtype == jnp.bool_ else v, tree)
+
+        def decode(tree):
+            return jax.tree.map(lambda v, k: v != 0 if k == jnp.bool_ and v.dtype != jnp.bool_ else v, tree, kinds)
+
+        def step(c):
+            c = decode(c)
+            for _ in range(unroll):
+                c = self.fixed(body(c), c)
+            return encode(c)
+
+        start = encode(carry)
+        if self.options["materialise"]:
+            start = jax.tree.map(self.materialised, start)
+        return decode(lax.while_loop(lambda c: jnp.any(decode(c)["active"]), step, start))
+
+    def materialised(self, v):
+        """A tile with ``v``'s values in the real lanes, computed from the tile's lanes (a
+        constant splat has a replicated layout, which a Mosaic loop cannot yield)."""
+        if v.shape != self.shape or v.dtype == jnp.bool_:
+            return v
+        return jnp.where(self.valid, v, v + jnp.ones((), v.dtype))
 
     def range_bounds(self, s: ir.Loop, st: _State):
         p = s.iter
@@ -311,7 +405,10 @@ class _Lowering:
         fixed dtype (the dtype a value takes in the body: ``s = 0`` then ``s += x``
         carries a float), the result created if the body returns.  A fixed point of
         the body's types, reached in a few rounds."""
+        count = carry.pop("k", None)
         carry = self.tiles(carry)
+        if count is not None:
+            carry["k"] = count
         for _ in range(4):
             out = jax.eval_shape(body, carry)
             if carry["result"] is None and out["result"] is not None:
@@ -329,8 +426,8 @@ class _Lowering:
         return jax.tree.map(lambda v: jnp.broadcast_to(jnp.asarray(v, jnp.result_type(v)), self.shape), tree)
 
     def fixed(self, out, carry):
-        """The body's values in the carry's dtypes and shapes."""
-        return jax.tree.map(lambda o, c: jnp.broadcast_to(jnp.asarray(o).astype(c.dtype), self.shape), out, carry)
+        """The body's values in the carry's dtypes and shapes (a scalar stays a scalar)."""
+        return jax.tree.map(lambda o, c: jnp.broadcast_to(jnp.asarray(o).astype(c.dtype), c.shape), out, carry)
 
     # ------------------------------------------------------------------ expressions
 
@@ -426,6 +523,16 @@ class _Lowering:
         if isinstance(value, tuple) and isinstance(index, ir.Const) and isinstance(index.value, int):
             return value[index.value]
         raise refuse("indexing (only a tuple by a literal index is lowered)", p.loc)
+
+
+def _breaks(stmts) -> bool:
+    """Whether a loop body breaks out of its own loop (not of a nested one)."""
+    for s in stmts:
+        if isinstance(s, ir.Exit) and s.kind == "break":
+            return True
+        if isinstance(s, ir.If) and (_breaks(s.then) or _breaks(s.orelse)):
+            return True
+    return False
 
 
 def _folded(op: str, args: list):

@@ -60,19 +60,110 @@ def _fmod(x, y):
     return lax.rem(x.astype(dtype), y.astype(dtype))
 
 
+def where(mask, a, b):
+    """``a`` in the lanes of ``mask``, ``b`` elsewhere.  Two bools by logic operations:
+    Mosaic cannot select between i1 vectors (it widens them to i8 and fails)."""
+    if jnp.result_type(a) == jnp.bool_ and jnp.result_type(b) == jnp.bool_:
+        return (mask & a) | (~mask & b)
+    return jnp.where(mask, a, b)
+
+
+def _expm1(x):
+    """``exp(x) - 1`` without cancellation near 0 (Kahan's formula: Mosaic has no expm1)."""
+    u = jnp.exp(x)
+    um1 = u - 1.0
+    return jnp.where(u == 1.0, x, jnp.where(um1 == -1.0, -1.0, um1 * x / jnp.log(jnp.where(u == 1.0, 2.0, u))))
+
+
+# Functions Mosaic (jax 0.10) does not lower, written with ones it does (measured on the
+# chip by benchmarks/device/tpu_ops.py); interpret mode runs the same formulas, so CI
+# tests what the chip computes.
+_LN2 = 0.6931471805599453
+
+
+def _arctan(x):
+    return jnp.arctan2(x, jnp.ones_like(x))
+
+
+def _arcsin(x):
+    return jnp.arctan2(x, jnp.sqrt((1.0 - x) * (1.0 + x)))
+
+
+def _arccos(x):
+    return jnp.arctan2(jnp.sqrt((1.0 - x) * (1.0 + x)), x)
+
+
+def _half_exp(a):
+    """e^a / 2 for a >= 0, finite up to cosh's own overflow (e^a alone overflows sooner)."""
+    e = jnp.exp(0.5 * a)
+    return (e * 0.5) * e
+
+
+def _cosh(x):
+    h = _half_exp(jnp.abs(x))
+    return h + 0.25 / h
+
+
+def _sinh(x):
+    a = jnp.abs(x)
+    h = _half_exp(a)
+    a2 = a * a  # below 0.5 the difference of exponentials cancels: Taylor to x^9 instead
+    small = a * (1.0 + a2 / 6.0 * (1.0 + a2 / 20.0 * (1.0 + a2 / 42.0 * (1.0 + a2 / 72.0))))
+    return jnp.sign(x) * jnp.where(a < 0.5, small, h - 0.25 / h)
+
+
+def _arcsinh(x):
+    a = jnp.abs(x)
+    big = a > 1e18  # a*a overflows: asinh(a) = log(2a)
+    safe = jnp.where(big, 0.0, a)
+    near = jnp.log1p(safe + safe * safe / (1.0 + jnp.sqrt(1.0 + safe * safe)))
+    return jnp.sign(x) * jnp.where(big, jnp.log(a) + _LN2, near)
+
+
+def _arccosh(x):
+    big = x > 1e18
+    safe = jnp.where(big, 1.0, x)
+    t = safe - 1.0
+    near = jnp.log1p(t + jnp.sqrt(t * (safe + 1.0)))
+    return jnp.where(big, jnp.log(x) + _LN2, near)
+
+
+def _arctanh(x):
+    return 0.5 * (jnp.log1p(x) - jnp.log1p(-x))
+
+
+def _cbrt(x):
+    a = jnp.abs(x)
+    y = jnp.exp(jnp.log(jnp.where(a == 0, 1.0, a)) / 3.0)
+    y = y - (y * y * y - a) / (3.0 * y * y)  # one Newton step
+    return jnp.where((a == 0) | jnp.isinf(a), x, jnp.sign(x) * y)
+
+
+def _erfc(x):
+    """Numerical Recipes' erfcc (fractional error < 1.2e-7), no cancellation for large x."""
+    z = jnp.abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    r = t * jnp.exp(-z * z + poly)
+    return jnp.where(x >= 0, r, 2.0 - r)
+
+
 def _float_fn(fn):
     """A math function: ints (and bools) are converted to float32 first, as Python does."""
     return lambda *args: fn(*(_float(a) if not jnp.issubdtype(jnp.result_type(a), jnp.floating) else a
                               for a in args))
 
 
-_SAME = ("exp", "expm1", "exp2", "log", "log1p", "log10", "log2", "sqrt", "cbrt", "sin", "cos", "tan", "arcsin",
-         "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "degrees", "radians",
+_SAME = ("exp", "exp2", "log", "log1p", "log10", "log2", "sqrt", "sin", "cos", "tan", "tanh", "degrees", "radians",
          "rad2deg", "deg2rad", "copysign", "arctan2", "hypot", "rint", "reciprocal", "signbit")
 
 OPS = {
     **{name: _float_fn(getattr(jnp, name)) for name in _SAME},
-    "erf": _float_fn(lax.erf), "erfc": _float_fn(lax.erfc),
+    "expm1": _float_fn(_expm1), "erf": _float_fn(lax.erf), "erfc": _float_fn(_erfc),
+    **{name: _float_fn(fn) for name, fn in (("arctan", _arctan), ("arcsin", _arcsin), ("arccos", _arccos),
+                                            ("sinh", _sinh), ("cosh", _cosh), ("arcsinh", _arcsinh),
+                                            ("arccosh", _arccosh), ("arctanh", _arctanh), ("cbrt", _cbrt))},
     "fabs": _float_fn(jnp.abs),
     # operators
     "add": _arith(jnp.add), "sub": _arith(jnp.subtract), "mul": _arith(jnp.multiply),
@@ -95,5 +186,5 @@ OPS = {
     "minimum": _arith(jnp.minimum), "fmin": _arith(jnp.fmin), "min": _arith(jnp.minimum),
     "isnan": jnp.isnan, "isinf": jnp.isinf, "isfinite": jnp.isfinite,
     "float": _float, "int": _as_int, "int32": _as_int, "bool": lambda v: jnp.asarray(v) != 0,
-    "where": lambda c, a, b: jnp.where(jnp.asarray(c) != 0, a, b),
+    "where": lambda c, a, b: where(jnp.asarray(c) != 0, a, b),
 }
