@@ -19,7 +19,8 @@ one formatting rule per unit (:func:`formatted`):
 Results files (:data:`SOURCES`): ``full`` (``python -m benchmarks.run``),
 ``spmd`` (``python -m benchmarks.spmd``), ``w4`` (``python -m benchmarks.w4_fuse``),
 ``autodiff``, ``jax_bridge``, ``torch_bridge`` and ``random_draws`` (their
-``benchmarks/*.py``),
+``benchmarks/*.py``), ``tpu`` (``benchmarks/device/tpu_all.sh`` on a TPU, then
+``python -m benchmarks.device.tpu_results``),
 and ``commands`` (``python -m benchmarks.commands``: README's two commands).
 Each results file records the machine, date and command of its run.
 
@@ -87,6 +88,7 @@ SOURCES = {
     "torch_bridge": (RESULTS / "torch_bridge.json", _rows),
     "commands": (RESULTS / "commands.json", _rows),
     "random_draws": (RESULTS / "random_draws.json", _rows),
+    "tpu": (RESULTS / "tpu.json", _rows),  # benchmarks/device/tpu_all.sh on the chip, via tpu_results.py
 }
 
 

@@ -147,10 +147,10 @@ def test_a_missing_rule_names_the_primitive_the_backend_and_the_line():
                                                    r"\(model\.py:12\)$") as info:
         rule(lookup(np.logaddexp), "tpu", "model.py:12")
     assert isinstance(info.value, primitives.UnsupportedPrimitive.__mro__[1])  # a LaneCompileError
-    with pytest.raises(UnsupportedPrimitive, match=r"^math\.cos is not supported on the tpu backend \(m\.py:3\)$"):
-        rule(lookup(math.cos), "tpu", "m.py:3", math.cos)
-    with pytest.raises(UnsupportedPrimitive, match=r"the operator \+ is not supported on the tpu backend"):
-        rule(lookup(operator.add), "tpu", "m.py:3")
+    with pytest.raises(UnsupportedPrimitive, match=r"^math\.isclose is not supported on the tpu backend \(m\.py:3\)$"):
+        rule(lookup(math.isclose), "tpu", "m.py:3", math.isclose)
+    with pytest.raises(UnsupportedPrimitive, match=r"^the operator << has no derivative \(jvp\) rule \(m\.py:3\)$"):
+        rule(lookup(operator.lshift), "jvp", "m.py:3")
     with pytest.raises(UnsupportedPrimitive, match=r"^np\.nextafter has no derivative \(jvp\) rule \(m\.py:4\)$"):
         rule(lookup(np.nextafter), "jvp", "m.py:4")
 
@@ -160,7 +160,16 @@ def test_every_target_slot_is_read_through_rule():
     assert rule(named("sqrt"), "spmd", "x.py:1").how == "instruction"
     with pytest.raises(ValueError, match="unknown target 'fpga'"):
         rule(named("exp"), "fpga", "x.py:1")
-    assert not primitives.with_rule("tpu")  # no TPU backend yet: every tpu slot is empty
+    assert rule(lookup(math.sqrt), "tpu", "x.py:1").op == "sqrt"
+
+
+def test_every_tpu_rule_names_a_lowering_of_the_tpu_backend():
+    pytest.importorskip("jax")
+    from lanewise.backends.tpu.ops import OPS
+
+    ops = {p.name: p.rules["tpu"].op for p in primitives.with_rule("tpu")}
+    assert "add" in ops and "sqrt" in ops and "logaddexp" not in ops
+    assert sorted(op for op in ops.values() if op not in OPS) == []
 
 
 def test_the_error_reaches_the_user_from_a_differentiated_lane():

@@ -40,6 +40,14 @@ def _bytes(value: str | None) -> int | None:
     return int(float(text))
 
 
+def _tile(value: str) -> tuple:
+    """``"8x512"`` -> (8, 512); the tpu backend checks that it fits the chip's registers."""
+    rows, sep, cols = value.lower().partition("x")
+    if not sep or not rows.strip().isdigit() or not cols.strip().isdigit():
+        raise ValueError(f"LANEWISE_TPU_TILE={value!r}: expected ROWSxCOLUMNS, e.g. 8x128")
+    return int(rows), int(cols)
+
+
 def _spmd_mode(value: str) -> str | bool:
     value = value.strip().lower()
     if value in ("", "auto"):
@@ -112,6 +120,21 @@ class Config:
     #: kernel (same results, more time per call).  Read when the first operator
     #: is defined.
     torch_native: bool = field(default_factory=lambda: _flag("LANEWISE_TORCH_NATIVE", True))
+    #: Run the tpu backend's Pallas kernels in interpret mode (on the CPU, no TPU needed:
+    #: how CI tests them) (``LANEWISE_TPU_INTERPRET=1``).
+    tpu_interpret: bool = field(default_factory=lambda: _flag("LANEWISE_TPU_INTERPRET", False))
+    #: The tpu backend's lanes per grid step, (rows, columns) (``LANEWISE_TPU_TILE=8x512``):
+    #: a multiple of the (8, 128) vector register.  Larger tiles mean fewer grid steps
+    #: and more independent registers per operation, but a loop runs until the slowest
+    #: lane of its tile is done.  Read when a kernel is built.
+    tpu_tile: tuple = field(default_factory=lambda: _tile(os.environ.get("LANEWISE_TPU_TILE", "32x128")))
+    #: Loop iterations the tpu backend runs between two checks of "some lane of the tile
+    #: is still active" (``LANEWISE_TPU_UNROLL``): the check is a reduction over the tile,
+    #: dearer than an iteration of a small loop; iterations after the tile's lanes are
+    #: done change nothing but cost time (a range of literal bounds never runs past its
+    #: end).  Read when a kernel is built.  The defaults, (32, 128) and 16, were the
+    #: fastest on a TPU v5e for escape-time loops (docs/tpu.md).
+    tpu_unroll: int = field(default_factory=lambda: int(os.environ.get("LANEWISE_TPU_UNROLL", "16")))
 
     @contextlib.contextmanager
     def overridden(self, **values):

@@ -5,7 +5,8 @@ where the backend lives, which pip extra it needs, whether it claims a call from
 its arguments (device arrays, dask arrays) and what it supports; the backend
 itself is a package (or module) implementing :class:`lanewise.backends.protocol.Backend`.
 ``python`` is the reference (the executable spec); ``cpu`` compiles with Numba;
-``cuda`` and ``dask`` need their extras and are imported only when used.
+``cuda``, ``dask`` and ``tpu`` (Pallas kernels; JAX) need their extras and are
+imported only when used.
 
 Adding a backend is one :class:`Entry` here plus a package implementing the
 protocol (docs/architecture.md has the recipe); the conformance suite
@@ -57,6 +58,7 @@ class Entry:
     progress: bool = False  # progress=True: runs the outermost level in pieces
     writes_out: bool = True  # out= fills the caller's arrays (dask results are lazy: no out=)
     compiles: bool = True  # lanes are compiled (the reference calls the Python function itself)
+    wide: bool = True  # computes float64/int64 (the tpu backend computes 32-bit numbers only)
 
 
 #: Backend name -> entry; argument claims are tried in this order.
@@ -65,6 +67,7 @@ REGISTRY: dict[str, Entry] = {e.name: e for e in [
     Entry("python", "python", compiles=False),
     Entry("cuda", "cuda", "cuda", claims=holds_device_array),
     Entry("dask", "dask", "dask", claims=holds_dask_array, writes_out=False),
+    Entry("tpu", "tpu", "jax", writes_out=False, wide=False),
 ]}
 NAMES = tuple(REGISTRY)
 #: The backend ``lw.explain`` describes: the compiled nest most calls run (``lw.config.backend``'s default).

@@ -17,7 +17,8 @@ entry, and a missing rule is one clear error:
 
 Transpose rules: reverse mode linearises each jvp rule with a unit tangent (every
 jvp template is linear in its tangents), so no primitive has its own transpose yet;
-the slot is for one whose jvp cannot serve.  TPU rules arrive with that backend.
+the slot is for one whose jvp cannot serve.  TPU rules are listed by primitive name in
+:mod:`lanewise.primitives.tpu` and joined to their primitives here.
 
 This package imports only NumPy and the standard library (no Numba): it sits
 below the lane layer.
@@ -28,11 +29,12 @@ from __future__ import annotations
 from .functions import FUNCTIONS
 from .operators import ELEMENTS, OPERATORS, ROWS, UFUNCS
 from .table import (BACKENDS, NATIVE_CUDA, TARGETS, ZERO_JVP, Cuda, Jvp, Numba, Primitive, Registry, Template,
-                    UnsupportedPrimitive, Vector, missing, result_dtype, rule)
+                    Tpu, UnsupportedPrimitive, Vector, missing, result_dtype, rule)
+from .tpu import TPU, with_tpu
 
 REGISTRY = Registry()
 for _prim in (*FUNCTIONS, *OPERATORS, *UFUNCS, *ELEMENTS, *ROWS):
-    REGISTRY.register(_prim)
+    REGISTRY.register(with_tpu(_prim))
 
 
 def lookup(obj) -> Primitive | None:
@@ -74,5 +76,5 @@ def numpy_names(target: str, keep=lambda found: True) -> dict:
 
 
 __all__ = ["BACKENDS", "NATIVE_CUDA", "REGISTRY", "TARGETS", "ZERO_JVP", "Cuda", "Jvp", "Numba", "Primitive",
-           "Template", "UnsupportedPrimitive", "Vector", "lookup", "missing", "named", "numpy_names",
+           "TPU", "Template", "Tpu", "UnsupportedPrimitive", "Vector", "lookup", "missing", "named", "numpy_names",
            "result_dtype", "rule", "with_rule"]

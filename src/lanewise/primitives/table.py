@@ -13,10 +13,11 @@ Example:
     >>> from lanewise.primitives import lookup, rule
     >>> rule(lookup(math.exp), "jvp", "model.py:3").unary
     '{p} * {t}'
-    >>> rule(lookup(math.exp), "tpu", "model.py:3", math.exp)
+    >>> import numpy as np
+    >>> rule(lookup(np.spacing), "tpu", "model.py:3", np.spacing)
     Traceback (most recent call last):
     ...
-    lanewise.primitives.table.UnsupportedPrimitive: math.exp is not supported on the tpu backend (model.py:3)
+    lanewise.primitives.table.UnsupportedPrimitive: np.spacing is not supported on the tpu backend (model.py:3)
 """
 
 from __future__ import annotations
@@ -124,6 +125,15 @@ class Cuda:
     impl: object = None
     complex_: object = None
     constant: object = None
+
+
+@dataclass(frozen=True)
+class Tpu:
+    """The ``"tpu"`` slot: ``op`` names the lowering in :mod:`lanewise.backends.tpu.ops`
+    (a ``jax.numpy``/``lax`` function with Python's meaning on 32-bit tile values).
+    A name, not the function: the table imports neither JAX nor the backend."""
+
+    op: str
 
 
 NATIVE_NUMBA = Numba()

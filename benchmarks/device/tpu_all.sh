@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Everything the tpu backend needs measured on the chip, in one run (the chip's time is short):
+#   bash benchmarks/device/tpu_all.sh [N]
+# 1. installs numba/optree/pytest/hypothesis from the device's own index into /tmp/site;
+# 2. the Mosaic probe of loop-carry forms (tpu_probe.py);
+# 3. tests/test_tpu_backend.py compiled by Mosaic on the chip (LANEWISE_TPU_TESTS_ON_CHIP=1);
+# 4. each lowering of the primitive table compiled by Mosaic, its error in ulps (tpu_ops.py);
+# 5. W2 and a held-out divergent kernel against jax.vmap(lax.while_loop) (tpu_w2.py).
+# Logs and tpu_w2.json go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-/tmp/out}; mkdir -p "$out"
+export PIP_CONFIG_FILE=/dev/null PYTHONUNBUFFERED=1
+python3 -m pip install -q --isolated --only-binary=:all: --index-url file:///opt/pypi/simple \
+    --target /tmp/site numba optree pytest hypothesis 2>&1 | tail -2
+export PYTHONPATH=$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}:/tmp/site
+python3 -c "import jax, lanewise; print(jax.__version__, jax.devices(), lanewise.__file__)"
+[ -n "${PROBE:-}" ] && timeout 150 python3 benchmarks/device/tpu_probe.py 2>&1 | tee "$out/probe.log" | grep -v '^WARNING'
+timeout 200 python3 benchmarks/device/tpu_ops.py > "$out/tpu_ops.log" 2>&1
+grep -v '"max_ulps_vs_cpu_jax": [0-3]\.\|"mismatches_vs_cpu_jax": 0}' "$out/tpu_ops.log" | grep '^{' | cut -c1-200
+LANEWISE_TPU_TESTS_ON_CHIP=1 timeout 200 python3 -m pytest -q -p no:xdist -p no:cacheprovider --tb=short \
+    tests/test_tpu_backend.py > "$out/chip_tests.log" 2>&1
+grep -E '^(E  |FAILED|[0-9]+ (passed|failed))' "$out/chip_tests.log" | cut -c1-300 | head -40
+timeout ${W2_TIMEOUT:-240} python3 benchmarks/device/tpu_w2.py "${1:-1536}" 2>&1 | tee "$out/tpu_w2.log" | grep -v '^WARNING'

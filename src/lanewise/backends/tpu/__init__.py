@@ -1,0 +1,172 @@
+"""The tpu backend: a lane lowered from the lane IR to one Pallas kernel over tiles of lanes.
+
+``lw.vmap(lane, backend="tpu")`` flattens the call's lanes, lays them out in
+(8, 128) tiles (:mod:`.kernel`) and runs one ``pl.pallas_call`` whose grid walks
+the tiles; the kernel body is the lane lowered SPMD style from its IR
+(:mod:`.lower`): branches as selects under masks, loops as ``lax.while_loop``
+that a tile leaves when all of its own lanes are done.  Results are
+``jax.Array``; arguments may be NumPy or JAX arrays and Python scalars.
+
+The TPU computes float32 and int32: a float64 or int64 argument is refused with
+the fix (pass float32), Python literals and integer overflow follow JAX's 32-bit
+rules (docs/lanes.md).  Without a TPU, ``LANEWISE_TPU_INTERPRET=1`` (or
+``lw.config.tpu_interpret``) runs the same kernels in Pallas' interpret mode on
+the CPU, as CI does.  JAX is imported only when this backend is used.
+
+Example:
+    >>> import numpy as np, lanewise as lw
+    >>> with lw.config.overridden(tpu_interpret=True):
+    ...     lw.vmap(lambda x: x * 2 if x > 1 else -x, backend="tpu")(np.arange(4, dtype=np.float32))
+    Array([-0., -1.,  4.,  6.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import pytree
+from ...config import config
+from ...errors import BackendError, LaneCompileError
+from ...plan.program import Call, ResultLeaf, ResultNode
+from ...plan.program import bind_call as bind_call  # the protocol's binding: program.bind_call
+from .. import host
+
+NAME = "tpu"
+SCAN = "reference"
+
+
+def usable() -> bool:
+    """JAX imports and either a TPU is attached or interpret mode is on."""
+    try:
+        import jax
+    except ImportError:
+        return False
+    return config.tpu_interpret or jax.default_backend() == "tpu"
+
+
+def _interpret() -> bool:
+    import jax
+
+    if config.tpu_interpret:
+        return True
+    if jax.default_backend() != "tpu":
+        raise BackendError(f"backend='tpu' found no TPU (JAX's default backend is {jax.default_backend()!r}); "
+                           "set LANEWISE_TPU_INTERPRET=1 (or lw.config.tpu_interpret = True) to run the same "
+                           "Pallas kernels in interpret mode on the CPU")
+    return False
+
+
+class Executable:
+    """A lane's kernel for one signature: the argument dtypes as they travel, and the jitted call."""
+
+    def __init__(self, call: Call):
+        from . import kernel
+
+        leaves = call.signature.leaves
+        for leaf in leaves:
+            if leaf.lane_ndim:
+                raise LaneCompileError(f"argument {leaf.name} gives each lane an array; the tpu backend "
+                                       "lowers scalar lanes only (for now)")
+        self.travel = tuple(kernel.check_dtype(leaf.name, leaf.dtype if leaf.is_array else _scalar_dtype(leaf))
+                            for leaf in leaves)
+        self.bools = tuple(leaf.dtype.kind == "b" for leaf in leaves)
+        self.interpret = _interpret()
+        self.tile = kernel.check_tile(config.tpu_tile)
+        self.unroll = max(1, int(config.tpu_unroll))
+        self.kernel = kernel
+
+    def __call__(self, call: Call, count_iterations: bool = False):
+        import jax
+
+        # JAX's 32-bit rules whatever the process chose (jax_enable_x64 would make Python
+        # literals 64-bit, which the TPU does not compute)
+        with jax.enable_x64(False):
+            return self._run(call, count_iterations)
+
+    def _run(self, call: Call, count_iterations: bool):
+        lane = call.lane
+        where = self.kernel.layout(tuple(call.sizes), self.tile)
+        fn = self.kernel.compiled(lane, self.travel, self.bools, self.interpret, count_iterations,
+                                  self.tile, self.unroll, where.plane)
+        tiled = [self.kernel.as_tiles(_grid(leaf, value, call.sizes, dtype), where)
+                 for leaf, value, dtype in zip(call.signature.leaves, call.values, self.travel, strict=True)]
+        results, tree, iterations = fn(where, *tiled)
+        return [self.kernel.from_tiles(r, where, tuple(call.sizes)) for r in results], tree, iterations
+
+
+def _scalar_dtype(leaf) -> np.dtype:
+    """A Python scalar argument computes as JAX types it: int32, float32, bool."""
+    return {"b": np.dtype(bool), "i": np.dtype(np.int32), "u": np.dtype(np.int32),
+            "f": np.dtype(np.float32)}.get(leaf.dtype.kind, leaf.dtype)
+
+
+def _grid(leaf, value, sizes, dtype):
+    """``value`` as one element per lane: an array of shape ``sizes`` (levels in order)."""
+    import jax.numpy as jnp
+
+    if not leaf.is_array:
+        return jnp.full(sizes, value, dtype)
+    arr = jnp.asarray(value)
+    mapped = [(lv, a) for lv, a in enumerate(leaf.axes) if a is not None]
+    arr = jnp.moveaxis(arr, [a for _, a in mapped], list(range(len(mapped))))
+    shape = [1] * len(sizes)
+    for k, (lv, _) in enumerate(mapped):
+        shape[lv] = arr.shape[k]
+    return jnp.broadcast_to(arr.reshape(shape).astype(dtype), sizes)
+
+
+def build(call: Call):
+    """The lane's kernel for this call's signature (lowered and compiled on first run)."""
+    return Executable(call)
+
+
+def run(exe: Executable, call: Call, out=None):
+    if out is not None:
+        raise BackendError("out= is not supported on the tpu backend: its results are new jax.Arrays")
+    flat, tree, _ = exe(call)
+    program = host.program(call, _result_type(tree, flat))
+    placed = [_place(v, o.level_dims) for v, o in zip(flat, program.outputs, strict=True)]
+    return pytree.unflatten(program.out_tree, placed)
+
+
+def iterations(exe: Executable, call: Call):
+    """The loop iterations each tile of ``call`` ran (a debugging aid: per-tile early exit)."""
+    return exe(call, count_iterations=True)[2]
+
+
+def _result_type(tree, flat):
+    """The lane's result type from the lowered kernel's results."""
+    import jax
+
+    def node(value):
+        return ResultNode(tuple(map(node, value)), None) if isinstance(value, tuple) else value
+
+    return node(jax.tree.unflatten(tree, [ResultLeaf(np.dtype(v.dtype), 0) for v in flat]))
+
+
+def _place(values, level_dims):
+    """Lane results (levels in order) where ``out_axes`` puts them (index 0 of an unmapped level)."""
+    import jax.numpy as jnp
+
+    keep = [lv for lv, d in enumerate(level_dims) if d is not None]
+    values = values[tuple(slice(None) if d is not None else 0 for d in level_dims)]
+    order = sorted(range(len(keep)), key=lambda k: level_dims[keep[k]])
+    return jnp.transpose(values, order) if keep else values
+
+
+def explain(exe, call: Call) -> list[str]:
+    rows, cols = exe.tile
+    where = exe.kernel.layout(tuple(call.sizes), exe.tile)
+    placed = (f"the lanes as a {where.rows} x {where.cols} plane (the last vmap level along columns), "
+              f"each tile a block of it" if where.plane else "the lanes in C order, filling each tile row by row")
+    return [f"schedule: one Pallas kernel over a {where.grid[0]} x {where.grid[1]} grid of ({rows}, {cols}) tiles; "
+            f"{placed}; a loop leaves a tile when all of its lanes are done, checked every {exe.unroll} "
+            f"iteration(s)" + (" (interpret mode: on the CPU)" if exe.interpret else "")]
+
+
+def build_reduce(op, axis, call: Call):
+    raise BackendError("lw.reduce is not supported on the tpu backend yet")
+
+
+def run_reduce(exe, call: Call):
+    raise BackendError("lw.reduce is not supported on the tpu backend yet")

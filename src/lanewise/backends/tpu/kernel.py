@@ -1,0 +1,201 @@
+"""One Pallas kernel per lane: the lanes laid out in (8, 128) tiles, one grid step per tile.
+
+The lanes of a call (every index of every vmap level, in C order) are flattened
+and padded to a whole number of tiles of ``TILE`` = (8, 128) lanes, the shape of
+a TPU vector register; each argument becomes a ``(tiles * 8, 128)`` array and the
+kernel's grid walks its tiles.  Inside, the lane's tile function (:mod:`.lower`)
+computes every lane of the tile; the padding lanes are outside ``valid``, so no
+loop runs for them.  Arguments are 32-bit on the chip: bools travel as int32,
+int8/int16/uint8/uint16 are widened to int32 (their values kept), and 64-bit or
+complex arguments are refused (:func:`check_dtype`), never silently narrowed.
+
+Example:
+    >>> import numpy as np
+    >>> try:
+    ...     check_dtype("x", np.dtype("float64"))
+    ... except LaneTypeError as e:
+    ...     print(str(e).split(": ")[-1])
+    pass x.astype(np.float32)
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import pallas as pl
+
+from ...config import config
+from ...errors import BackendError, LaneTypeError
+from .lower import lower
+
+#: Lanes per tile: (sublanes, lanes) of a TPU vector register.
+TILE = (8, 128)
+#: Argument dtypes the chip computes, as they travel to it (bools as int32).
+_CARRIED = {"b": np.dtype(np.int32), "f4": np.dtype(np.float32), "f2": np.dtype(np.float32)}
+#: What to pass instead of a refused dtype.
+_INSTEAD = {"f": "np.float32", "i": "np.int32", "u": "np.int32", "c": "two float32 arrays (real, imaginary)"}
+
+
+def check_dtype(name: str, dtype: np.dtype) -> np.dtype:
+    """The dtype argument ``name`` of ``dtype`` travels to the chip as; a LaneTypeError
+    naming the argument and the fix for a dtype the TPU does not compute."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return np.dtype(np.int32)
+    if dtype.kind in "iu" and dtype.itemsize < 4 or dtype == np.int32:
+        return np.dtype(np.int32)
+    if dtype in (np.dtype(np.float32), np.dtype(np.float16)) or dtype.name == "bfloat16":
+        return dtype
+    instead = _INSTEAD.get(dtype.kind, "np.float32")
+    fix = f"{name}.astype({instead})" if dtype.kind != "c" else instead
+    raise LaneTypeError(f"argument {name} is {dtype}, which the tpu backend does not compute "
+                        f"(TPUs compute 32-bit numbers): pass {fix}")
+
+
+def check_tile(tile) -> tuple:
+    """``lw.config.tpu_tile`` as (rows, columns), or a BackendError: a whole number of (8, 128) registers."""
+    try:
+        rows, cols = (int(v) for v in tile)
+    except (TypeError, ValueError):
+        rows = cols = 0
+    if rows <= 0 or cols <= 0 or rows % TILE[0] or cols % TILE[1]:
+        raise BackendError(f"lw.config.tpu_tile = {tile!r}: the tile must be (rows, columns), multiples of "
+                          f"{TILE} (the TPU's vector register), e.g. (8, 512)")
+    return rows, cols
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a call's lanes sit in the kernel's tiles.
+
+    ``plane`` (2-D): with two or more vmap levels and a last level at least a tile
+    wide, lane (i, j) of the (rows, cols) grid -- the last level along columns, the
+    others flattened into rows -- sits at (i, j): a tile holds a block of
+    neighbouring lanes, which a divergent loop finishes together more often than a
+    strip of one row (the set of a fractal crosses fewer 8 x 512 blocks than
+    1 x 4096 strips).  Otherwise the lanes, flattened in C order, fill the tiles
+    row by row (``plane`` False).  ``padded``: the arrays' shape, a whole number of
+    tiles; ``grid``: the tiles along each axis."""
+
+    rows: int
+    cols: int
+    lanes: int
+    plane: bool
+    padded: tuple
+    grid: tuple
+
+
+def layout(sizes: tuple, tile: tuple = TILE) -> Layout:
+    """The layout of lanes of ``sizes`` (one per vmap level) in tiles of ``tile``.
+
+    Example:
+        >>> layout((1536, 1536), (8, 512)).grid, layout((10,), (8, 128)).grid
+        ((192, 3), (1, 1))
+    """
+    lanes = int(np.prod(sizes)) if sizes else 1
+    plane = len(sizes) >= 2 and sizes[-1] >= tile[1] and lanes > 0
+    rows, cols = (lanes // sizes[-1], sizes[-1]) if plane else (max(1, -(-lanes // tile[1])), tile[1])
+    grid = (max(1, -(-rows // tile[0])), max(1, -(-cols // tile[1])))
+    return Layout(rows, cols, lanes, plane, (grid[0] * tile[0], grid[1] * tile[1]), grid)
+
+
+def as_tiles(values, where: Layout):
+    """Lane values (shaped as the call's lanes) padded to ``where.padded`` with their
+    last value (padding lanes compute on real numbers, and run no loop)."""
+    flat = jnp.ravel(jnp.asarray(values))
+    if not where.plane:
+        pad = where.padded[0] * where.padded[1] - flat.shape[0]
+        fill = flat[-1:] if flat.shape[0] else jnp.zeros(1, flat.dtype)
+        return jnp.concatenate([flat, jnp.broadcast_to(fill, (pad,))]).reshape(where.padded)
+    grid = flat.reshape(where.rows, where.cols)
+    return jnp.pad(grid, ((0, where.padded[0] - where.rows), (0, where.padded[1] - where.cols)), mode="edge")
+
+
+def from_tiles(values, where: Layout, sizes: tuple):
+    """The kernel's padded results back in the call's lane shape."""
+    if where.plane:
+        return values[:where.rows, :where.cols].reshape(sizes)
+    return values.reshape(-1)[:where.lanes].reshape(sizes)
+
+
+@functools.lru_cache(maxsize=256)
+def compiled(lane, dtypes: tuple, bools: tuple, interpret: bool, count_iterations: bool = False,
+             tile: tuple = TILE, unroll: int = 1, plane: bool = False):
+    """The jitted function of ``lane`` over tiled arguments of ``dtypes`` (``bools``: which
+    are bools travelling as int32): ``f(lanes, *tiled) -> (results, iterations)``; its
+    results are tiled (bools as int32) and ``iterations``, with ``count_iterations``,
+    the loop iterations each tile ran, one per tile.  ``tile``: lanes per grid step
+    (rows, columns); ``unroll``: loop iterations per "any lane active" check;
+    ``plane``: the :class:`Layout` kind (``lanes``, read from scalar memory, is then
+    (rows, cols) of the lane grid; else the lane count)."""
+    shape = tuple(tile)
+    tile_fn = lower(lane, count_iterations, unroll)
+    structure = {}
+
+    def kernel(lanes_ref, *refs):
+        ins, outs = refs[:len(dtypes)], refs[len(dtypes):]
+        rows = pl.program_id(0) * shape[0] + lax.broadcasted_iota(jnp.int32, shape, 0)
+        cols = pl.program_id(1) * shape[1] + lax.broadcasted_iota(jnp.int32, shape, 1)
+        if plane:
+            valid = (rows < lanes_ref[0]) & (cols < lanes_ref[1])
+        else:
+            valid = rows * shape[1] + cols < lanes_ref[0]
+        args = [r[...] != 0 if b else r[...] for r, b in zip(ins, bools, strict=True)]
+        results, _tree, iterations = tile_fn(valid, *args)
+        values = list(results) + ([iterations] if count_iterations else [])
+        for ref, value in zip(outs, values, strict=True):
+            ref[...] = jnp.broadcast_to(jnp.asarray(value).astype(ref.dtype), shape)
+
+    def result_types(valid, *args):
+        results, tree, iterations = tile_fn(valid, *args)
+        structure["tree"] = tree
+        return results
+
+    def run(lanes, padded, *tiled):
+        grid = (padded[0] // shape[0], padded[1] // shape[1])
+        shapes = jax.eval_shape(result_types, jax.ShapeDtypeStruct(shape, bool),
+                                *(jax.ShapeDtypeStruct(shape, bool if b else d)
+                                  for d, b in zip(dtypes, bools, strict=True)))
+        kinds = [s.dtype for s in shapes]
+        stored = [jnp.int32 if k == jnp.bool_ else k for k in kinds] + ([jnp.int32] if count_iterations else [])
+        spec = pl.BlockSpec(shape, lambda i, j, *_: (i, j))
+        out = pl.pallas_call(
+            kernel,
+            out_shape=[jax.ShapeDtypeStruct(padded, k) for k in stored],
+            grid=grid,
+            in_specs=[pl.BlockSpec(memory_space=_smem())] + [spec] * len(tiled),
+            out_specs=[spec] * len(stored),
+            interpret=interpret,
+        )(lanes, *tiled)
+        results = [o != 0 if k == jnp.bool_ else o for o, k in zip(out, kinds + [None] * count_iterations,
+                                                                    strict=True)]
+        iterations = results.pop()[::shape[0], ::shape[1]].reshape(-1) if count_iterations else None
+        return results, iterations
+
+    jitted = jax.jit(run, static_argnums=1)
+    printed = []
+
+    def call(where: Layout, *tiled):
+        lanes = jnp.asarray([where.rows, where.cols] if plane else [where.lanes], jnp.int32)
+        if config.debug and not printed:  # the kernel as JAX traced it, once (LANEWISE_DEBUG=1)
+            printed.append(True)
+            print(f"# ---- lanewise tpu kernel of {getattr(lane, '__qualname__', lane)}\n"
+                  f"{jax.make_jaxpr(run, static_argnums=1)(lanes, where.padded, *tiled)}")
+        results, iterations = jitted(lanes, where.padded, *tiled)
+        return results, structure["tree"], iterations
+
+    return call
+
+
+def _smem():
+    """Scalar memory, where the kernel reads the lane count (any memory in interpret mode)."""
+    try:
+        from jax.experimental.pallas import tpu as pltpu
+    except ImportError:  # pragma: no cover - a jax without the TPU dialect
+        return None
+    return pltpu.SMEM

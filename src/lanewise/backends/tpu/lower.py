@@ -1,0 +1,546 @@
+"""A lane's IR lowered to JAX on one tile of lanes, SPMD style.
+
+:func:`lower` reads the lane IR (:mod:`lanewise.lane.ir`) and gives a function of
+tile values (every lane argument as a tile of lanes) that, traced inside the
+Pallas kernel, emits the JAX operations of every lane of the tile at once:
+
+* a value is a tile (or a Python scalar, weakly typed as JAX types it); a local
+  holds one value per lane;
+* ``live``: the lanes executing the current statement.  A store writes only them
+  (``where(live, new, old)``); ``if``/``elif``/``else`` runs both branches under
+  ``live & cond`` and ``live & ~cond`` and merges with ``where(cond, ...)``;
+* ``break``, ``continue`` and ``return`` take lanes out of ``live``; a ``return``
+  writes the function's result for its lanes and marks them returned;
+* ``while`` and ``for ... in range`` become one ``lax.while_loop`` whose condition is
+  "some lane of this tile is still active": a tile leaves its loop as soon as all
+  of *its* lanes are done (per-tile early exit), and lanes that are not (yet)
+  done carry their values unchanged;
+* helpers (``call:<name>``) are inlined under the caller's ``live``;
+* primitives are applied through the primitive table's ``"tpu"`` rules
+  (:mod:`.ops`); a primitive without one raises the table's own error, and
+  constructs outside this slice raise a LaneCompileError naming the user's line.
+
+Example:
+    >>> import jax.numpy as jnp
+    >>> def lane(x):
+    ...     return x * 2 if x > 0 else -x
+    >>> tile = lower(lane)
+    >>> results, structure, iterations = tile(jnp.ones(2, bool), jnp.asarray([1.5, -3.0]))
+    >>> [float(v) for v in results[0]]
+    [3.0, 3.0]
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ... import primitives
+from ...errors import LaneCompileError
+from ...lane.ir import nodes as ir
+from ...lane.ir.build import build_with_functions
+from ...lane.ir.passes.walk import walk
+from .ops import FLOAT_RESULT, INT_RESULT, OPS
+from .ops import where as lanes_where
+
+#: IR operator names -> the ``operator`` primitive whose TPU rule computes them.
+_OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "truediv", "floordiv": "floordiv",
+              "mod": "mod", "pow": "pow", "lshift": "lshift", "rshift": "rshift", "bitor": "or_",
+              "bitand": "and_", "bitxor": "xor", "neg": "neg", "pos": "pos", "invert": "invert",
+              "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
+#: Module names a Global's dotted name starts with (the IR writes numpy as np).
+_MODULES = {"np": np, "math": math}
+#: Python's scalar types as the TPU computes them (JAX's 32-bit rules).
+_SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
+
+
+def where(loc: ir.Loc) -> str:
+    """The user's ``file:line`` of a node."""
+    return f"{loc.file}:{loc.line}"
+
+
+def refuse(what: str, loc: ir.Loc) -> LaneCompileError:
+    """The error of a construct this backend does not lower."""
+    return LaneCompileError(f"{what} is not supported on the tpu backend ({where(loc)})")
+
+
+#: How loops are lowered for Mosaic (the TPU compiler); the device probe
+#: (benchmarks/device/tpu_probe.py) measures which forms compile.  ``int_masks``: masks
+#: and bool locals cross a loop boundary as int32 (Mosaic cannot yield i1 vectors);
+#: ``scalar_counter``: a range loop counts its iterations in one int32 scalar (the same
+#: for every lane of a tile) instead of a tile; ``materialise``: a carried tile made
+#: from a constant is computed from the tile's lanes (a splat has a layout Mosaic
+#: cannot yield).  ``LANEWISE_TPU_LOWERING="int_masks=0,materialise=0"`` overrides them.
+LOWERING = {"int_masks": True, "scalar_counter": True, "materialise": True}
+
+
+def _lowering() -> dict:
+    import os
+
+    options = dict(LOWERING)
+    for item in filter(None, os.environ.get("LANEWISE_TPU_LOWERING", "").split(",")):
+        key, _, value = item.partition("=")
+        options[key.strip()] = value.strip() not in ("0", "false", "")
+    return options
+
+
+def lower(lane, count_iterations: bool = False, unroll: int = 1):
+    """The tile function of ``lane``: ``tile(valid, *args) -> (results, structure, iterations)``.
+
+    ``valid``: the tile's real lanes (padding lanes are never active in a loop);
+    ``args``: one value per lane parameter; ``results``: the tuple of result leaves
+    (a lane returning one value gives a 1-tuple); ``structure``: their JAX tree;
+    ``iterations``: with ``count_iterations``, how many loop iterations the tile ran
+    (an int32 scalar, summed over its loops), else None.  ``unroll``: loop
+    iterations per check of "some lane of the tile is still active" (the check is a
+    reduction over the tile; iterations after a tile's last lane is done change
+    nothing, since no lane is live in them, but they are counted)."""
+    module, _ = build_with_functions(lane)
+    functions = {f.name: f for f in module.functions()}
+    options = _lowering()
+
+    def tile(valid, *args):
+        lowering = _Lowering(functions, valid, count_iterations, max(1, int(unroll)), options)
+        result = lowering.call(module.entry, list(args), valid, module.entry.loc)
+        leaves, tree = jax.tree.flatten(result)
+        return tuple(leaves), tree, lowering.iterations
+
+    return tile
+
+
+@dataclass
+class _Frame:
+    """One function being inlined: its result so far and the lanes that returned."""
+
+    result: object = None
+    returned: object = None
+
+
+@dataclass
+class _State:
+    """Where the lowering stands in one function: its locals, the live lanes, the
+    enclosing loop (None outside a loop).
+
+    ``full``: every lane outside ``live`` is dead here -- it returned, is padding, or
+    sits in the other branch of an ``if`` (whose merge selects by the condition) --
+    so a store need not keep the other lanes' values (no select).  A lane that
+    ``break``, ``continue`` or leaves a loop by a condition of its own is not
+    dead (its locals are read later): ``full`` is False from there on."""
+
+    function: ir.Function
+    env: dict
+    live: object
+    frame: _Frame
+    loop: "_Loop | None" = None
+    full: bool = True
+
+    def branch(self, live) -> "_State":
+        return _State(self.function, dict(self.env), live, self.frame, self.loop, self.full)
+
+
+@dataclass
+class _Loop:
+    """The innermost loop being lowered: the lanes that left it by ``break`` and those
+    waiting for its next iteration after ``continue`` (None: no lane)."""
+
+    broke: object = None
+    continued: object = None
+
+
+def _select(mask, new, old):
+    """``new`` in the lanes of ``mask``, ``old`` elsewhere (tuples item by item)."""
+    if old is None or new is old:
+        return new
+    if isinstance(new, tuple) or isinstance(old, tuple):
+        if not (isinstance(new, tuple) and isinstance(old, tuple) and len(new) == len(old)):
+            raise LaneCompileError("a local holds a tuple on one path and another value on another; "
+                                   "the tpu backend needs one structure per local")
+        return tuple(_select(mask, n, o) for n, o in zip(new, old, strict=True))
+    return lanes_where(mask, new, old)
+
+
+def _truth(v):
+    """A value as Python's ``bool(v)``, lane by lane."""
+    if isinstance(v, tuple):
+        raise LaneCompileError("the truth of a tuple is not supported on the tpu backend")
+    return v if jnp.result_type(v) == jnp.bool_ else jnp.asarray(v) != 0
+
+
+class _Lowering:
+    def __init__(self, functions: dict, valid, count_iterations: bool, unroll: int = 1, options=None):
+        self.functions = functions
+        self.unroll = unroll
+        self.options = options if options is not None else dict(LOWERING)
+        self.valid = valid
+        self.nobody = jnp.zeros(valid.shape, bool)  # the live lanes after an exit: known to be none
+        self.shape = valid.shape
+        self.counting = count_iterations
+        self.iterations = jnp.int32(0) if count_iterations else None
+
+    # ------------------------------------------------------------------ functions
+
+    def call(self, fn: ir.Function, args: list, live, loc: ir.Loc):
+        """``fn`` inlined for the lanes of ``live``: its result."""
+        params = [p for p in fn.params]
+        if any(p.kind != "positional" for p in params):
+            raise refuse(f"the *args/**kwargs parameters of {fn.name}", fn.loc)
+        if len(args) > len(params):
+            raise LaneCompileError(f"{fn.name} takes {len(params)} arguments, {len(args)} given ({where(loc)})")
+        env = {}
+        for k, p in enumerate(params):
+            if k < len(args):
+                env[p.name] = args[k]
+            elif p.default is not None:
+                env[p.name] = self.expr(p.default, _State(fn, {}, live, _Frame()))
+            else:
+                raise LaneCompileError(f"{fn.name} is called without its argument {p.name} ({where(loc)})")
+        state = _State(fn, env, live, _Frame())
+        self.block(fn.body, state)
+        if state.frame.result is None:
+            raise refuse(f"a lane or helper ({fn.name}) that returns no value", fn.loc)
+        return state.frame.result
+
+    def union(self, a, b):
+        """``a | b`` of two masks, without an operation where one is known to hold no lane."""
+        return b if a is self.nobody else a if b is self.nobody else a | b
+
+    # ------------------------------------------------------------------ statements
+
+    def block(self, stmts, st: _State) -> None:
+        for s in stmts:
+            self.stmt(s, st)
+
+    def stmt(self, s, st: _State) -> None:
+        if isinstance(s, ir.Assign):
+            self.assign(s.target, self.expr(s.value, st), st, s.loc)
+        elif isinstance(s, ir.Do):
+            self.expr(s.expr, st)  # a helper called for nothing: no effects to keep
+        elif isinstance(s, ir.If):
+            self.if_(s, st)
+        elif isinstance(s, ir.Loop):
+            self.loop(s, st)
+        elif isinstance(s, ir.Exit):
+            self.exit(s, st)
+        elif isinstance(s, ir.Unsupported):
+            raise refuse(s.what, s.loc)
+        else:
+            raise refuse(f"the statement {type(s).__name__.lower()}", s.loc)
+
+    def assign(self, target, value, st: _State, loc: ir.Loc) -> None:
+        if isinstance(target, ir.Var):
+            st.env[target.name] = value if st.full and not isinstance(value, tuple) \
+                else _select(st.live, value, st.env.get(target.name))
+        elif isinstance(target, ir.Unpack) and target.star is None:
+            if not isinstance(value, tuple) or len(value) != len(target.items):
+                raise LaneCompileError(f"cannot unpack into {len(target.items)} names ({where(loc)})")
+            for t, v in zip(target.items, value, strict=True):
+                self.assign(t, v, st, loc)
+        else:
+            raise refuse("storing into an item, attribute or starred target", loc)
+
+    def if_(self, s: ir.If, st: _State) -> None:
+        cond = self.expr(s.cond, st)
+        if isinstance(cond, (bool, int, float)):  # a condition the lane's text fixes: one branch
+            self.block(s.then if cond else s.orelse, st)
+            return
+        cond = _truth(cond)
+        then, other = st.branch(st.live & cond), st.branch(st.live & ~cond)
+        self.block(s.then, then)
+        self.block(s.orelse, other)
+        for name in then.env.keys() | other.env.keys():
+            a, b = then.env.get(name), other.env.get(name)
+            # a local bound on one path only is undefined on the other: Python would raise there
+            st.env[name] = a if b is None else b if a is None else _select(cond, a, b)
+        st.live = self.union(then.live, other.live)
+        st.full = then.full and other.full
+
+    def exit(self, s: ir.Exit, st: _State) -> None:
+        if s.kind == "return":
+            if s.value is None:
+                raise refuse("a return without a value", s.loc)
+            value = self.expr(s.value, st)
+            frame = st.frame
+            frame.result = _select(st.live, value, frame.result)
+            frame.returned = st.live if frame.returned is None else frame.returned | st.live
+        elif st.loop is None:
+            raise LaneCompileError(f"{s.kind} outside a loop ({where(s.loc)})")
+        else:  # the lanes wait after the loop (break) or for its next iteration (continue)
+            kind = "broke" if s.kind == "break" else "continued"
+            before = getattr(st.loop, kind)
+            setattr(st.loop, kind, st.live if before is None else before | st.live)
+            st.full = False
+        st.live = self.nobody
+
+    # ------------------------------------------------------------------ loops
+
+    def loop(self, s: ir.Loop, st: _State) -> None:
+        if s.orelse:
+            raise refuse("a loop's else clause", s.loc)
+        if s.kind == "range":
+            start, stop, step = self.range_bounds(s, st)
+            if not isinstance(s.target, ir.Var):
+                raise refuse("a range loop whose target is not one name", s.loc)
+        elif s.kind != "while":
+            raise refuse("a for loop over anything but range()", s.loc)
+        stored = {n for node in walk(s.body) if isinstance(node, ir.Assign) for n in ir.target_names(node.target)}
+        names = sorted(n for n in stored | ({s.target.name} if s.kind == "range" else set()) if n in st.env)
+        frame = st.frame
+        entry = st.live
+        # the body's stores need no select if every lane not live in it is dead: no lane
+        # waits after a break, and the lanes of a tile leave the loop together (a range
+        # of bounds the same for all of them)
+        full = st.full and not _breaks(s.body) and s.kind == "range" and self.options["scalar_counter"] \
+            and all(jnp.ndim(b) == 0 for b in (start, stop))
+
+        def going(env, live, i):
+            """The lanes of ``live`` that (re-)enter the loop's body: its condition, evaluated
+            before the first iteration and after each (a tile's loop ends when none does)."""
+            if s.kind == "range":
+                return live & ((i > stop) if step < 0 else (i < stop))
+            return live & _truth(self.expr(s.cond, _State(st.function, env, live, frame)))
+
+        def counter(carry):
+            """The range loop's value of this iteration: start + k * step."""
+            if "k" in carry:
+                return start + carry["k"] * step if not (isinstance(start, int) and start == 0 and step == 1) \
+                    else carry["k"]
+            return carry.get("i")
+
+        def body(carry):
+            env = dict(st.env)
+            env.update(carry["vars"])
+            inner = _State(st.function, env, carry["active"], _Frame(carry["result"], carry["returned"]),
+                           _Loop(), full)
+            self.iterations = carry.get("iterations")
+            if s.kind == "range":
+                self.assign(s.target, counter(carry), inner, s.loc)
+            self.block(s.body, inner)
+            returned = inner.frame.returned
+            # the lanes that ran to the end of the body, and those that continued
+            stays = inner.live if inner.loop.continued is None else self.union(inner.live, inner.loop.continued)
+            out = {"vars": {n: inner.env[n] for n in names}, "result": inner.frame.result, "returned": returned}
+            if "k" in carry:
+                out["k"] = carry["k"] + 1
+            elif s.kind == "range":
+                out["i"] = carry["i"] + step
+            out["active"] = going(inner.env, stays, counter(out))
+            if self.counting:
+                out["iterations"] = self.iterations + 1  # inner loops' iterations included
+            return out
+
+        carry = {"vars": {n: st.env[n] for n in names}, "result": frame.result, "returned": frame.returned}
+        if s.kind == "range" and self.options["scalar_counter"]:
+            carry["k"] = jnp.int32(0)  # the lanes of a tile enter together: one count serves them all
+        elif s.kind == "range":
+            carry["i"] = jnp.broadcast_to(jnp.asarray(start, jnp.int32), self.shape)
+        carry["active"] = going(st.env, entry & self.valid, counter(carry))
+        if self.counting:
+            carry["iterations"] = self.iterations
+        carry = self.settle(body, carry, s.loc)
+        unroll = self.unroll
+        if s.kind == "range" and all(isinstance(b, int) for b in (start, stop)):
+            unroll = max(1, min(unroll, len(range(start, stop, step))))  # no round past a known end
+        final = self.while_loop(body, carry, unroll)
+        st.env.update(final["vars"])
+        frame.result, frame.returned = final["result"], final["returned"]
+        if frame.returned is not None:
+            st.live = entry & ~frame.returned
+        if self.counting:
+            self.iterations = final["iterations"]
+
+    def while_loop(self, body, carry, unroll: int):
+        """``lax.while_loop`` of ``body`` while some lane of the tile is active, ``unroll``
+        iterations per check, the carry in the form Mosaic compiles (:data:`LOWERING`)."""
+        kinds = jax.tree.map(lambda c: c.dtype, carry)
+        masks = self.options["int_masks"]
+
+        def encode(tree):
+            return jax.tree.map(lambda v: v.astype(jnp.int32) if masks and v.dtype == jnp.bool_ else v, tree)
+
+        def decode(tree):
+            return jax.tree.map(lambda v, k: v != 0 if k == jnp.bool_ and v.dtype != jnp.bool_ else v, tree, kinds)
+
+        def step(c):
+            c = decode(c)
+            for _ in range(unroll):
+                c = self.fixed(body(c), c)
+            return encode(c)
+
+        start = encode(carry)
+        if self.options["materialise"]:
+            start = jax.tree.map(self.materialised, start)
+        return decode(lax.while_loop(lambda c: jnp.any(decode(c)["active"]), step, start))
+
+    def materialised(self, v):
+        """A tile with ``v``'s values in the real lanes, computed from the tile's lanes (a
+        constant splat has a replicated layout, which a Mosaic loop cannot yield)."""
+        if v.shape != self.shape or v.dtype == jnp.bool_:
+            return v
+        return jnp.where(self.valid, v, v + jnp.ones((), v.dtype))
+
+    def range_bounds(self, s: ir.Loop, st: _State):
+        p = s.iter
+        if p.keywords or not 1 <= len(p.args) <= 3:
+            raise refuse("this form of range()", s.loc)
+        args = [self.expr(a, st) for a in p.args]
+        for a in args:
+            if jnp.result_type(a) not in (jnp.int32, jnp.bool_) and not isinstance(a, int):
+                raise LaneCompileError(f"range() of a non-integer ({where(s.loc)})")
+        start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1) if len(args) == 2 else args
+        if not isinstance(step, int):
+            raise refuse("a range() step that is not a literal", s.loc)
+        if step == 0:
+            raise LaneCompileError(f"range() step must not be zero ({where(s.loc)})")
+        return start, stop, step
+
+    def settle(self, body, carry, loc: ir.Loc):
+        """The loop's carry with the types the body keeps: every leaf a tile of a
+        fixed dtype (the dtype a value takes in the body: ``s = 0`` then ``s += x``
+        carries a float), the result created if the body returns.  A fixed point of
+        the body's types, reached in a few rounds."""
+        count = carry.pop("k", None)
+        carry = self.tiles(carry)
+        if count is not None:
+            carry["k"] = count
+        for _ in range(4):
+            out = jax.eval_shape(body, carry)
+            if carry["result"] is None and out["result"] is not None:
+                carry["result"] = jax.tree.map(lambda o: jnp.zeros(self.shape, o.dtype), out["result"])
+                carry["returned"] = jnp.zeros(self.shape, bool)
+                continue
+            wider = jax.tree.map(lambda c, o: jnp.promote_types(c.dtype, o.dtype), carry, out)
+            if jax.tree.all(jax.tree.map(lambda c, w: c.dtype == w, carry, wider)):
+                return carry
+            carry = jax.tree.map(lambda c, w: c.astype(w), carry, wider)
+        raise LaneCompileError(f"the types of this loop's values do not settle ({where(loc)})")
+
+    def tiles(self, tree):
+        """Every leaf a strongly typed tile (JAX's weak Python scalars fixed to 32 bits)."""
+        return jax.tree.map(lambda v: jnp.broadcast_to(jnp.asarray(v, jnp.result_type(v)), self.shape), tree)
+
+    def fixed(self, out, carry):
+        """The body's values in the carry's dtypes and shapes (a scalar stays a scalar)."""
+        return jax.tree.map(lambda o, c: jnp.broadcast_to(jnp.asarray(o).astype(c.dtype), c.shape), out, carry)
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, e, st: _State):
+        if isinstance(e, ir.Var):
+            if e.name not in st.env:
+                raise LaneCompileError(f"{e.name} may be undefined here on the tpu backend (a local first "
+                                       f"assigned inside a loop is not kept after it: assign it before the "
+                                       f"loop) ({st.function.name})")
+            return st.env[e.name]
+        if isinstance(e, ir.Const):
+            if e.type == "tuple":
+                return tuple(e.value)
+            if not isinstance(e.value, (bool, int, float)):
+                raise LaneCompileError(f"the constant {e.value!r} is not supported on the tpu backend "
+                                       f"({st.function.name})")
+            return e.value
+        if isinstance(e, ir.Global):
+            return self.global_(e, st)
+        if isinstance(e, ir.Prim):
+            return self.prim(e, st)
+        loc = getattr(e, "loc", st.function.loc)
+        raise refuse(getattr(e, "what", None) or type(e).__name__.lower(), loc)
+
+    def global_(self, e: ir.Global, st: _State):
+        head, *rest = e.name.split(".")
+        fn = st.function.python_function()
+        scope = {}
+        if fn is not None:
+            scope = dict(fn.__globals__)
+            scope.update(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ()),
+                             strict=True))
+        value = scope.get(head, _MODULES.get(head, getattr(builtins, head, None)))
+        for part in rest:
+            value = getattr(value, part, None)
+        if isinstance(value, bool | int | float | np.generic) and isinstance(value, _SCALARS):
+            return value.item() if isinstance(value, np.generic) else value
+        raise LaneCompileError(f"the global {e.name} is not a number: the tpu backend reads only numbers "
+                               f"from globals ({st.function.name})")
+
+    def prim(self, p: ir.Prim, st: _State):
+        op = p.op
+        if op == "tuple":
+            return tuple(self.expr(a, st) for a in p.args)
+        if op == "ifexp":
+            cond, a, b = (self.expr(x, st) for x in p.args)
+            return _select(_truth(cond), a, b)
+        if op in ("and", "or"):
+            return self.boolean(p, st)
+        if op == "not":
+            return jnp.logical_not(_truth(self.expr(p.args[0], st)))
+        if op == "getitem":
+            return self.getitem(p, st)
+        if op.startswith("call:"):
+            if p.keywords:
+                raise refuse(f"keyword arguments to {op[5:]}", p.loc)
+            return self.call(self.functions[op[5:]], [self.expr(a, st) for a in p.args], st.live, p.loc)
+        if op in _OPERATORS:
+            prim, obj = primitives.named(f"operator.{_OPERATORS[op]}"), None
+        else:
+            obj = ir.called(p)
+            prim = primitives.lookup(obj) if obj is not None else None
+            if prim is None:
+                what = f"the attribute .{dict(p.params)['name']}" if op == "attr" else f"calling {op}"
+                raise refuse(what, p.loc)
+        if p.keywords:
+            raise refuse(f"keyword arguments to {op}", p.loc)
+        rule = primitives.rule(prim, "tpu", where(p.loc), obj)
+        args = [self.expr(a, st) for a in p.args]
+        if len(args) != (2 if prim.name in ("max", "min") else prim.arity):  # max(a, b, c): not yet
+            raise refuse(f"{op} with {len(args)} arguments", p.loc)
+        folded = _folded(op, args) if obj is None else None
+        if folded is not None:
+            return folded
+        value = OPS[rule.op](*args)
+        if obj in INT_RESULT:
+            value = value.astype(jnp.int32)
+        elif obj in FLOAT_RESULT:
+            value = jnp.asarray(value).astype(jnp.float32)
+        return value
+
+    def boolean(self, p: ir.Prim, st: _State):
+        """``a and b`` / ``a or b``: Python's value (one operand or the other), lane by lane."""
+        values = [self.expr(a, st) for a in p.args]
+        out = values[-1]
+        for v in reversed(values[:-1]):
+            out = _select(_truth(v), out, v) if p.op == "and" else _select(_truth(v), v, out)
+        return out
+
+    def getitem(self, p: ir.Prim, st: _State):
+        base, index = p.args
+        value = self.expr(base, st)
+        if isinstance(value, tuple) and isinstance(index, ir.Const) and isinstance(index.value, int):
+            return value[index.value]
+        raise refuse("indexing (only a tuple by a literal index is lowered)", p.loc)
+
+
+def _breaks(stmts) -> bool:
+    """Whether a loop body breaks out of its own loop (not of a nested one)."""
+    for s in stmts:
+        if isinstance(s, ir.Exit) and s.kind == "break":
+            return True
+        if isinstance(s, ir.If) and (_breaks(s.then) or _breaks(s.orelse)):
+            return True
+    return False
+
+
+def _folded(op: str, args: list):
+    """An operator of Python literals computed as Python does (``-1`` in ``range(n, 0, -1)``
+    stays a literal), or None."""
+    if not all(isinstance(a, (bool, int, float)) for a in args):
+        return None
+    try:
+        return getattr(operator, _OPERATORS[op])(*args)
+    except (ArithmeticError, ValueError):
+        return None
