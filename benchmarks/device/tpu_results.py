@@ -2,6 +2,8 @@
 
     python -m benchmarks.device.tpu_results RUN_DIR [--date ISO] [--commit SHA]
 
+RUN_DIR holds tpu_w2.json and tpu_ops.json (tpu_all.sh) and, if present, tpu_w1.json (tpu_w1.py).
+
 Rows in the layout of benchmarks/quote.py's ``_rows``: ``W2`` and ``newton`` with the median
 seconds of each setting (``lanewise-tpu-ROWSxCOLS-uUNROLL``, ``lanewise-tpu-flat``, ``lanewise-cpu``,
 ``jax-vmap-while_loop``), and one row per lowering with its ulp error against JAX on the CPU.
@@ -46,10 +48,18 @@ def main():
     w2 = json.loads((run / "tpu_w2.json").read_text())
     ops = json.loads((run / "tpu_ops.json").read_text())
     # ulps as whole numbers (quote.py prints an int as a count)
-    rows = rows_of(w2) + [{"workload": f"op {r['op']}", **{k: math.ceil(v) if k.startswith("max_ulps") else v
+    rows = rows_of(w2)
+    w1 = run / "tpu_w1.json"  # tpu_w1.py's W1 and Newton at the defaults, when that run is there
+    if w1.exists():
+        extra = {r["workload"]: r for r in json.loads(w1.read_text())}
+        rows[1]["median_s"]["lanewise-tpu-defaults"] = extra["newton-defaults"]["lanewise_tpu_s"]
+        rows[1]["median_s"]["jax-vmap-while_loop-w1run"] = extra["newton-defaults"]["jax_s"]
+        rows.append({"workload": "W1", "size": f"{extra['W1']['n']}x{extra['W1']['n']}, float32",
+                     "median_s": {"jax-vmap": extra["W1"]["jax_s"], "lanewise-tpu": extra["W1"]["lanewise_tpu_s"]}})
+    rows += [{"workload": f"op {r['op']}", **{k: math.ceil(v) if k.startswith("max_ulps") else v
                                                            for k, v in r.items() if k != "op"}} for r in ops]
     out = {"date": a.date, "machine": "device machine: one TPU v5e chip, 13 cores x86-64 host; jax 0.10.2",
-           "command": f"bash benchmarks/device/tpu_all.sh 1536 (commit {a.commit})", "threads": 13, "rows": rows}
+           "command": f"bash benchmarks/device/tpu_all.sh 1536; python3 benchmarks/device/tpu_w1.py (commit {a.commit})", "threads": 13, "rows": rows}
     (ROOT / "benchmarks" / "results" / "tpu.json").write_text(json.dumps(out, indent=1) + "\n")
 
 

@@ -1,0 +1,55 @@
+"""W1 (grid cos(x²+y²)/(1+x²+y²)) and Newton at the defaults on the TPU chip, float32.
+
+    python3 benchmarks/device/tpu_w1.py [N]     # on the device machine; writes $OUT/tpu_w1.json
+
+W1: lanewise backend="tpu" (the two coordinates broadcast to the lane plane, one kernel)
+against jax.jit of nested jax.vmap on the same chip.  Newton: tpu_w2.py's held-out kernel at
+the default tile and unroll (tpu_w2.py measures it at the best W2 setting).
+"""
+import json
+import math
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import lanewise as lw
+from benchmarks.device.tpu_w2 import grid, jax_newton, jax_of, mismatch, newton, timed
+
+
+def w1(x, y):
+    r = x * x + y * y
+    return math.cos(r) / (1.0 + r)
+
+
+def jax_w1(x, y):
+    r = x * x + y * y
+    return jnp.cos(r) / (1.0 + r)
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 6000
+    x = jnp.linspace(-3.0, 3.0, n, dtype=jnp.float32)
+    y = jnp.linspace(-3.0, 3.0, n, dtype=jnp.float32)
+    rows = []
+    t_jax, ref = timed(jax_of(jax_w1), x, y)
+    f = lw.vmap(lw.vmap(w1, in_axes=(None, 0)), in_axes=(0, None), backend="tpu")
+    t_lw, got = timed(f, x, y)
+    rows.append({"workload": "W1", "n": n, "jax_s": t_jax, "lanewise_tpu_s": t_lw, "ratio": t_lw / t_jax,
+                 "max_abs_diff": float(jnp.max(jnp.abs(got - ref)))})
+    print(json.dumps(rows[-1]), flush=True)
+    args = grid(1536, -1.5, 1.5, -1.5, 1.5)
+    t_jax, ref = timed(jax_of(jax_newton), *args)
+    g = lw.vmap(lw.vmap(newton, in_axes=(None, 0)), in_axes=(0, None), backend="tpu")
+    t_lw, got = timed(g, *args)
+    rows.append({"workload": "newton-defaults", "n": 1536, "jax_s": t_jax, "lanewise_tpu_s": t_lw,
+                 "ratio": t_lw / t_jax, "mismatch": mismatch(got, ref)})
+    print(json.dumps(rows[-1]), flush=True)
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "tpu_w1.json"), "w") as fh:
+        json.dump(rows, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
