@@ -105,14 +105,33 @@ _SURVEYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def _survey(made: ir.Function) -> tuple:
     names, returns, calls = [p.name for p in made.params], [], False
-    for n in walk(made.body):  # one walk: the IR of a kernel is a few hundred nodes
+    todo = list(reversed(made.body))
+    while todo:  # the walk of passes.walk, by kind: a kernel's first compile pays for it
+        n = todo.pop()
+        parts = _PARTS.get(type(n))
+        if parts is None:
+            todo.extend(reversed(tuple(walk(n))[1:]))  # a kind flatten refuses anyway: every node in it
+        else:
+            todo.extend(reversed([p for f in parts for p in _flat(getattr(n, f))]))
         if isinstance(n, ir.Var):
             names.append(n.name)
         elif isinstance(n, ir.Exit) and n.kind == "return":
             returns.append(n)
-        elif isinstance(n, ir.Prim) and n.op.startswith("call:"):
-            calls = calls or _helper(ir.called(n)) is not None
+        elif isinstance(n, ir.Prim):
+            todo.extend(reversed([v for _, v in n.keywords]))
+            calls = calls or (n.op.startswith("call:") and _helper(ir.called(n)) is not None)
     return list(dict.fromkeys(names)), returns, calls
+
+
+#: The parts of each kind of node :func:`_survey` reads (a keyword's value: by hand).
+_PARTS = {ir.Var: (), ir.Const: (), ir.Global: (), ir.Prim: ("args",), ir.Assign: ("target", "value"),
+          ir.Do: ("expr",), ir.If: ("cond", "then", "orelse"), ir.Exit: ("value",),
+          ir.Loop: ("target", "iter", "cond", "body", "orelse"), ir.Unpack: ("items",), ir.Item: ("base", "index"),
+          ir.Field: ("base",)}
+
+
+def _flat(part) -> tuple:
+    return part if isinstance(part, tuple) else () if part is None else (part,)
 
 
 def _helper_body(helper):
@@ -159,8 +178,10 @@ class _Flattener:
     def __init__(self, fn, kernel: ir.Function, local_names: list):
         self.fn, self.kernel = fn, kernel
         self.reserved = set(local_names)
+        self.locals = {p.name for p in kernel.params}  # every name the flattened function binds (for render)
         self.globals = {"__builtins__": builtins}
         self.fresh = itertools.count()
+        self.helpers: dict = {}  # helper -> _helper_body's answer, checked once per flatten
 
     def function(self):
         scope = _Scope(self.fn, {name: name for name in self.reserved})
@@ -171,7 +192,7 @@ class _Flattener:
         flat_ir = replace(self.kernel, name=self.fn.__name__, params=params, body=body)
         # The def at the kernel's own line, in its own file: Numba's disk cache and the
         # shipped kernels (runtime.prebuilt.key) file a function by its first line.
-        text = "\n" * (self.kernel.loc.line - 1) + render(flat_ir)
+        text = "\n" * (self.kernel.loc.line - 1) + render(flat_ir, local_names=frozenset(self.locals))
         exec(compile(text, self.fn.__code__.co_filename, "exec"), self.globals)  # noqa: S102 - lanemath's code
         flat = self.globals.pop(self.fn.__name__)
         for attr in ("__module__", "__qualname__", "__doc__"):
@@ -263,7 +284,9 @@ class _Flattener:
 
     def inline(self, helper, args: list, pre: list) -> ir.Var:
         """Append ``helper(*args)``'s body to ``pre``; the name holding its result."""
-        found = _helper_body(helper)
+        if helper not in self.helpers:
+            self.helpers[helper] = _helper_body(helper)
+        found = self.helpers[helper]
         if found is None or len(args) != len(found[0].params):
             raise _Unflattenable(helper.__qualname__)
         known, local_names = found
@@ -274,6 +297,7 @@ class _Flattener:
         pre += self.block(known.body[:-1], scope)
         more, value = self.expression(known.body[-1].value, scope)
         result = f"_lw_t{k}"
+        self.locals.update([scope.rename[p.name] for p in known.params], (result,))
         pre += more + [ir.Assign(ir.Var(result), value, known.body[-1].loc)]
         return ir.Var(result)
 
@@ -289,6 +313,7 @@ class _Names:
         # Every node is a new one: a value the IR shares only between ``a = b = v``'s
         # stores is written once by render, which must not see sharing anywhere else.
         if isinstance(e, ir.Var):
+            self.flattener.locals.add(self.scope.rename[e.name])
             return ir.Var(self.scope.rename[e.name])
         if isinstance(e, ir.Const):
             return ir.Const(e.value, e.type)
