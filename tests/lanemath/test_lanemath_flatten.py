@@ -121,3 +121,23 @@ def test_flatten_leaves_a_function_it_cannot_handle():
 
     assert _flatten.flatten(with_lambda) is with_lambda
     assert _flatten.flatten(plain) is plain
+
+
+def test_library_function_ir_reads_the_same_ir_as_the_lane_front_end():
+    # flatten reads lanemath's kernels and helpers by their own lines (build.library_function_ir),
+    # not by compiling their whole files: the IR must be the one function_ir gives
+    from lanewise.lane.ir import build, nodes
+    from lanewise.lane.ir.passes.walk import walk
+
+    todo = [p.kernel.py_func for pair in KERNELS.values() for p in pair]
+    seen = set()
+    while todo:
+        fn = todo.pop()
+        if fn in seen or fn.__name__ == "<lambda>":
+            continue
+        seen.add(fn)
+        made = build.library_function_ir(fn)
+        assert made == build.function_ir(fn) and made.loc == build.function_ir(fn).loc, fn.__qualname__
+        todo += [nodes.called(p).py_func for p in walk(made) if isinstance(p, nodes.Prim)
+                 and p.op.startswith("call:") and hasattr(nodes.called(p), "py_func")]
+    assert len(seen) > 80  # every kernel and the helpers they reach

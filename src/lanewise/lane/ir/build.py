@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import sys
 import threading
 import types
@@ -100,6 +101,41 @@ def function_ir(fn) -> ir.Function:
     return _memoised(_FUNCTIONS, fn, lambda reads: _function(fn, _name_for(fn, {}), {}, [], reads))
 
 
+def library_function_ir(fn) -> ir.Function | None:
+    """The IR of ``fn`` alone, as :func:`function_ir` gives it, for a function of a
+    library's file (lanemath's kernels and helpers): read from its own lines
+    (``inspect.getsource``) instead of by compiling its whole file, which
+    :func:`function_ir` does to find any lane's text (a cell, ``python -c``) and which
+    costs a cold first call tens of milliseconds a file where a few functions of
+    several large files are read once.  None when its text is not a ``def`` of it.
+
+    Example:
+        >>> def helper(x):
+        ...     return x * 2.0
+        >>> library_function_ir(helper) == function_ir(helper)
+        True
+    """
+    fn = _lane_python_function(fn)
+    return _memoised(_LIBRARY, fn, lambda reads: _library_function(fn, reads))
+
+
+def _library_function(fn, reads: list) -> ir.Function | None:
+    reads.append(("code", fn, None, fn.__code__))
+    try:
+        text = inspect.getsource(fn)
+        # a nested def's lines keep their indentation under an ``if``: its columns stay the file's
+        indented = text[:1].isspace()
+        tree = ast.parse("if 1:\n" + text if indented else text).body[0]
+        tree = tree.body[0] if indented else tree
+    except (OSError, TypeError, SyntaxError):  # no text; a lambda's line is not a statement on its own
+        return None
+    if not isinstance(tree, ast.FunctionDef) or tree.name != fn.__name__:
+        return None
+    offset = fn.__code__.co_firstlineno - def_line(tree)
+    made = _Builder(fn, fn.__code__.co_filename, offset, {}, [], reads).function(tree, _name_for(fn, {}))
+    return replace(made, origin=weakref.ref(fn))
+
+
 def _lane_python_function(fn):
     fn = _python_function(as_lane_function(fn))  # a ufunc or partial: the wrapper lw.vmap compiles
     if fn is None:
@@ -129,6 +165,7 @@ def _module(fn, reads: list) -> tuple[ir.LaneModule, dict]:
 # (``is``): a rebound helper or global gives a fresh build, never a stale one.
 _MODULES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _FUNCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_LIBRARY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _MEMO_LOCK = threading.Lock()
 
 

@@ -72,11 +72,13 @@ _CONVERSIONS = {-1: "", 115: "!s", 114: "!r", 97: "!a"}
 _MODULES = {"np": "numpy", "lw": "lanewise"}
 
 
-def render(fn: ir.Function, lines: bool = False) -> str:
+def render(fn: ir.Function, lines: bool = False, local_names: frozenset | None = None) -> str:
     """The source of ``fn``: a ``def`` (named :func:`python_name` of ``fn.name``) that
     behaves as the code the IR was built from, run as :func:`load` runs it.
     ``lines=True``: blank lines put each statement as many lines below the ``def`` as
-    the user's is (or, where two shared a line, on the next line).
+    the user's is (or, where two shared a line, on the next line).  ``local_names``:
+    every name ``fn`` binds, where a pass that made ``fn`` knows them (lanemath's
+    flatten: a walk of the thousands of nodes of a flattened kernel, saved).
 
     Example:
         >>> from lanewise.lane.ir.build import build
@@ -85,7 +87,7 @@ def render(fn: ir.Function, lines: bool = False) -> str:
             return (a - (b - 1)) < a < b
     """
     out: list[str] = []
-    _Renderer(fn, lines).function(fn, python_name(fn.name), 0, out)
+    _Renderer(fn, lines, local_names).function(fn, python_name(fn.name), 0, out)
     return "\n".join(out) + "\n"
 
 
@@ -361,9 +363,9 @@ def _refusal(fn: ir.Function, loc: ir.Loc, what: str) -> LaneCompileError:
 class _Renderer:
     """Text of one function of the IR (and of the functions nested in it)."""
 
-    def __init__(self, fn: ir.Function, lines: bool = False):
+    def __init__(self, fn: ir.Function, lines: bool = False, local_names: frozenset | None = None):
         self.fn = fn
-        self.locals = _locals(fn)
+        self.locals = _locals(fn) if local_names is None else local_names
         self.first = fn.loc.line if lines else None  # lines=True: the def's line is the text's first
         self.placed: list = []  # per line of text: the user's line of the statement on it (None: no statement)
         self.simple = None  # (row, depth) of the last line when it holds simple statements only
