@@ -2,11 +2,12 @@
 
 A pass that rewrites a lane prints it from the IR (:mod:`.render`) and compiles the
 text; the code must still say the user's file and lines, so that Numba's errors and
-lanewise's bounds errors name them.  Where the text keeps each statement on its own
-line, moving the lines is enough (``render(..., lines=True)``); a rewrite that writes
-one statement twice (loop versioning's two copies of a loop) cannot keep them there.
-:func:`relined` rewrites the code's location table instead: each text line becomes
-the line of the user's statement printed on it.  Columns are dropped (the text's are
+lanewise's bounds errors name them.  The text cannot keep them itself: a rewrite
+writes one statement twice (loop versioning's two copies of a loop) or several at one
+user line (the in-place rewrite's three for the allocation).  :func:`relined` rewrites
+the code's location table instead: each text line becomes the line of the user's
+statement printed on it, and a nested function (a ``def``, a lambda, a comprehension)
+starts at the line of the statement it is in.  Columns are dropped (the text's are
 not the user's).
 
 The table's format is CPython's (``Objects/locations.md``, 3.11 and later): entries
@@ -31,8 +32,16 @@ _NO_COLUMNS, _NO_LOCATION = 13, 15
 def relined(code: types.CodeType, lines: dict, first: int) -> types.CodeType:
     """``code`` (and the code objects in its constants) with each text line ``t`` at
     line ``lines[t]`` (a line not in ``lines``: the last mapped line before it), the
-    first line ``first``."""
-    consts = tuple(relined(c, lines, first) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    first line ``first`` (a nested code object's: its own first line's).
+
+    Example:
+        >>> code = compile("def f():\\n    return [k for k in ()]\\n", "<text>", "exec")
+        >>> f = next(c for c in relined(code, {1: 7, 2: 9}, 7).co_consts if isinstance(c, types.CodeType))
+        >>> f.co_firstlineno, sorted({line for _, _, line in f.co_lines() if line})
+        (7, [7, 9])
+    """
+    consts = tuple(relined(c, lines, _mapped(lines, c.co_firstlineno)) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
     table = bytearray()
     previous = first
     units = [None if line is None else _mapped(lines, line) for line, *_ in code.co_positions()]
