@@ -70,6 +70,8 @@ _COMPS = {"list": ("[", "]"), "set": ("{", "}"), "dict": ("{", "}"), "genexp": (
 _CONVERSIONS = {-1: "", 115: "!s", 114: "!r", 97: "!a"}
 #: The front end's short names for modules (build._ALIASES), back to the modules.
 _MODULES = {"np": "numpy", "lw": "lanewise"}
+#: The short name of each of those modules (numpy: np): built once, not per call rewritten.
+_SHORT = {module: short for short, module in _MODULES.items()}
 
 
 def render(fn: ir.Function) -> str:
@@ -225,7 +227,7 @@ def _as_written(n, original: types.FunctionType, functions: dict):
     module = sys.modules.get(getattr(helper, "__module__", None) or "")
     if module is None or getattr(module, attr, None) is not helper:
         return None
-    short = {v: k for k, v in _MODULES.items()}.get(module.__name__, module.__name__)
+    short = _SHORT.get(module.__name__, module.__name__)
     return replace(n, op=f"{short}.{attr}")
 
 
