@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import types
 
 _NO_COLUMNS, _NO_LOCATION = 13, 15
@@ -40,31 +41,39 @@ def relined(code: types.CodeType, lines: dict, first: int) -> types.CodeType:
         >>> f.co_firstlineno, sorted({line for _, _, line in f.co_lines() if line})
         (7, [7, 9])
     """
-    consts = tuple(relined(c, lines, _mapped(lines, c.co_firstlineno)) if isinstance(c, types.CodeType) else c
+    return _relined(code, _mapping(lines), first)
+
+
+def _relined(code: types.CodeType, at, first: int) -> types.CodeType:
+    consts = tuple(_relined(c, at, at(c.co_firstlineno)) if isinstance(c, types.CodeType) else c
                    for c in code.co_consts)
+    ranges = [(line, (end - start) // 2) for start, end, line in code.co_lines()]  # (text line, code units)
+    user = {line: None if line is None else at(line) for line in {line for line, _ in ranges}}
     table = bytearray()
     previous = first
-    units = [None if line is None else _mapped(lines, line) for line, *_ in code.co_positions()]
-    k = 0
-    while k < len(units):
-        run = 1
-        while run < 8 and k + run < len(units) and units[k + run] == units[k]:
-            run += 1
-        line = units[k]
-        if line is None:
-            table.append(0x80 | (_NO_LOCATION << 3) | (run - 1))
-        else:
-            table.append(0x80 | (_NO_COLUMNS << 3) | (run - 1))
-            table += _svarint(line - previous)
-            previous = line
-        k += run
+    for line, same in itertools.groupby(ranges, key=lambda r: user[r[0]]):
+        count = sum(units for _, units in same)
+        while count:  # an entry holds at most 8 units
+            run = min(count, 8)
+            if line is None:
+                table.append(0x80 | (_NO_LOCATION << 3) | (run - 1))
+            else:
+                table.append(0x80 | (_NO_COLUMNS << 3) | (run - 1))
+                table += _svarint(line - previous)
+                previous = line
+            count -= run
     return code.replace(co_linetable=bytes(table), co_firstlineno=first, co_consts=consts)
 
 
-def _mapped(lines: dict, line: int) -> int:
-    while line not in lines and line > min(lines):
-        line -= 1
-    return lines.get(line, lines[min(lines)])
+def _mapping(lines: dict):
+    """``lines`` as a function of any text line (the last mapped line at or before it; the
+    first mapped one before that), read from a table filled once: a search per code unit
+    (as this was written first) took 14 ms for a 200-statement function, on a lane's first call."""
+    low, high = min(lines), max(lines)
+    dense, current = {}, lines[low]
+    for t in range(low, high + 1):
+        current = dense[t] = lines.get(t, current)
+    return lambda line: dense[min(max(line, low), high)]
 
 
 def _svarint(value: int) -> bytes:
