@@ -634,20 +634,23 @@ def _one_line(x):
     return t
 
 
-def test_statements_sharing_a_line_share_it_in_the_text_at_the_users_lines():
-    """``lines=True``: a simple statement put at the line of the one before it (the user's
-    ``a; b``, or a pass's several statements at one user line) joins it after ``;``, so
-    the statements below stay at their lines; a compound one takes the next line."""
+def test_statements_a_pass_puts_at_one_user_line_run_at_it():
+    """``lines=True``: each text line at the line of the user's statement printed on it
+    (:func:`~lanewise.lane.ir.linetable.relined`): statements sharing a user line (the
+    user's ``a; b``, a pass's several statements at one, a compound one put there too)
+    share it in the code, one a line in the text, and the statements below keep theirs."""
     module, functions = build_with_functions(_one_line)
     entry = module.entry
     first = entry.body[0]
     extra = dataclasses.replace(first, target=ir.Var("u"), value=dataclasses.replace(first.value))  # at its line
     loop = dataclasses.replace(entry.body[2], loc=first.loc)  # a compound statement at that line too
-    text = render(dataclasses.replace(entry, body=(first, extra, *entry.body[1:])), lines=True)
-    assert text.splitlines()[1:4] == ["    s = x + 1.0; u = x + 1.0; t = s * 2.0", "    for k in range(2):",
-                                      "        t += k"]
-    text = render(dataclasses.replace(entry, body=(*entry.body[:2], loop, entry.body[3])), lines=True)
-    assert text.splitlines()[1:3] == ["    s = x + 1.0; t = s * 2.0", "    for k in range(2):"]
+    body = (first, extra, entry.body[1], loop, entry.body[3])
+    assert render(dataclasses.replace(entry, body=body)).splitlines()[1:5] == [
+        "    s = x + 1.0", "    u = x + 1.0", "    t = s * 2.0", "    for k in range(2):"]
+    def_line = _one_line.__code__.co_firstlineno
+    moved = load_function(dataclasses.replace(entry, body=body), _one_line, functions, lines=True)
+    assert _code_lines(moved.__code__) == _code_lines(_one_line.__code__) - {def_line + 2}  # the for's own line
+    assert moved(1.0) == _one_line(1.0) == 5.0
     rendered = load_function(entry, _one_line, functions, lines=True)
     assert _code_lines(rendered.__code__) == _code_lines(_one_line.__code__)
     assert rendered(1.0) == _one_line(1.0) == 5.0

@@ -70,15 +70,17 @@ _COMPS = {"list": ("[", "]"), "set": ("{", "}"), "dict": ("{", "}"), "genexp": (
 _CONVERSIONS = {-1: "", 115: "!s", 114: "!r", 97: "!a"}
 #: The front end's short names for modules (build._ALIASES), back to the modules.
 _MODULES = {"np": "numpy", "lw": "lanewise"}
+#: The short name of each of those modules (numpy: np): built once, not per call rewritten.
+_SHORT = {module: short for short, module in _MODULES.items()}
 
 
-def render(fn: ir.Function, lines: bool = False, local_names: frozenset | None = None) -> str:
+def render(fn: ir.Function, local_names: frozenset | None = None) -> str:
     """The source of ``fn``: a ``def`` (named :func:`python_name` of ``fn.name``) that
-    behaves as the code the IR was built from, run as :func:`load` runs it.
-    ``lines=True``: blank lines put each statement as many lines below the ``def`` as
-    the user's is (or, where two shared a line, on the next line).  ``local_names``:
-    every name ``fn`` binds, where a pass that made ``fn`` knows them (lanemath's
-    flatten: a walk of the thousands of nodes of a flattened kernel, saved).
+    behaves as the code the IR was built from, run as :func:`load` runs it.  One
+    statement a line; what runs at the user's lines is compiled by :func:`load_function`
+    and :func:`compile_code`, which move the code's lines (:func:`.linetable.relined`).
+    ``local_names``: every name ``fn`` binds, where a pass that made ``fn`` knows them
+    (lanemath's flatten: a walk of the thousands of nodes of a flattened kernel, saved).
 
     Example:
         >>> from lanewise.lane.ir.build import build
@@ -87,7 +89,7 @@ def render(fn: ir.Function, lines: bool = False, local_names: frozenset | None =
             return (a - (b - 1)) < a < b
     """
     out: list[str] = []
-    _Renderer(fn, lines, local_names).function(fn, python_name(fn.name), 0, out)
+    _Renderer(fn, local_names).function(fn, python_name(fn.name), 0, out)
     return "\n".join(out) + "\n"
 
 
@@ -155,8 +157,9 @@ def load_function(fn: ir.Function, original: types.FunctionType, functions: dict
     :func:`~lanewise.lane.ir.build.build_with_functions` gives them) says which Python
     function each ``call:<name>`` calls.  What a pass that rewrites a lane returns.
     ``lines=True``: compiled in the user's file at the user's lines (tracebacks and
-    Numba's errors name them), as the AST passes compile (``lane.source.compile_like``);
-    its text is then nowhere to be read again, as theirs is not.
+    Numba's errors name them), each text line at the line of the user's statement
+    printed on it (:func:`.linetable.relined`: a pass's several statements at one user
+    line share it); its text is then nowhere to be read again.
 
     Example:
         >>> from dataclasses import replace
@@ -190,17 +193,14 @@ def compile_code(fn: ir.Function, original: types.FunctionType, functions: dict)
         (6, 'lane')
     """
     fn = mapped(fn, lambda n: _as_written(n, original, functions))
-    renderer = _Renderer(fn)
-    out: list = []
-    renderer.function(fn, python_name(fn.name), 1, out)
+    out, placed, local_names = _in_factory(fn)
     free = original.__code__.co_freevars
     source = "\n".join([f"def _lw_factory({', '.join(free)}):", *out, f"{_INDENT}return {python_name(fn.name)}"])
     factory = next(c for c in compile(source + "\n", original.__code__.co_filename, "exec").co_consts
                    if isinstance(c, types.CodeType))
     code = next(c for c in factory.co_consts if isinstance(c, types.CodeType) and c.co_name == python_name(fn.name))
-    placed = {k + 2: line for k, line in enumerate(renderer.placed) if line is not None}  # the text starts at line 2
     code = relined(code, placed, original.__code__.co_firstlineno)
-    names = {h: _call_name(h, renderer.locals) for h in sorted(_helpers(fn))}
+    names = {h: _call_name(h, local_names) for h in sorted(_helpers(fn))}
     bound = _closure(fn, original, {names[h]: functions[h] for h in names})
     more = {name: value for name, value in bound.items() if name not in free}
     return code.replace(co_name=original.__code__.co_name, co_qualname=original.__code__.co_qualname), more
@@ -229,22 +229,31 @@ def _as_written(n, original: types.FunctionType, functions: dict):
     module = sys.modules.get(getattr(helper, "__module__", None) or "")
     if module is None or getattr(module, attr, None) is not helper:
         return None
-    short = {v: k for k, v in _MODULES.items()}.get(module.__name__, module.__name__)
+    short = _SHORT.get(module.__name__, module.__name__)
     return replace(n, op=f"{short}.{attr}")
+
+
+def _in_factory(fn: ir.Function) -> tuple[list, dict, set]:
+    """``fn``'s text as the body of a factory whose ``def`` is the first line: (its lines,
+    {text line: the user's line of the statement printed on it}, the names ``fn`` binds)."""
+    renderer = _Renderer(fn)
+    out: list = []
+    renderer.function(fn, python_name(fn.name), 1, out)
+    placed = {k + 2: line for k, line in enumerate(renderer.placed) if line is not None}  # the text starts at line 2
+    return out, placed, renderer.locals
 
 
 def _compile(fn: ir.Function, original: types.FunctionType, originals: dict, lines: bool = False):
     """``fn`` rendered and compiled inside a factory whose arguments are the names the text
     reads beyond the original's globals; (the function, {helper: its still empty cell})."""
-    text = render(fn, lines)
-    names = {h: _call_name(h, _locals(fn)) for h in sorted(_helpers(fn))}
+    out, placed, local_names = _in_factory(fn)
+    names = {h: _call_name(h, local_names) for h in sorted(_helpers(fn))}
     bound = _closure(fn, original, {names[h]: originals[h] for h in names})
     free = sorted(bound)
     name = python_name(fn.name)
-    source = "\n".join([f"def _lw_factory({', '.join(free)}):",
-                        *(_INDENT + line for line in text.splitlines()), f"{_INDENT}return {name}"]) + "\n"
-    if lines:  # the def is the text's second line: moved to the user's
-        code = _moved(compile(source, original.__code__.co_filename, "exec"), fn.loc.line - 2)
+    source = "\n".join([f"def _lw_factory({', '.join(free)}):", *out, f"{_INDENT}return {name}"]) + "\n"
+    if lines:  # each text line at its statement's user line, the def at the user's
+        code = relined(compile(source, original.__code__.co_filename, "exec"), placed, fn.loc.line)
     else:
         filename = f"<lanewise render {fn.name} {zlib.crc32(source.encode()):08x}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -255,12 +264,6 @@ def _compile(fn: ir.Function, original: types.FunctionType, originals: dict, lin
     made.__name__, made.__qualname__, made.__doc__ = original.__name__, original.__qualname__, original.__doc__
     cells = dict(zip(made.__code__.co_freevars, made.__closure__ or (), strict=True))
     return made, {h: cells[name] for h, name in names.items() if name in cells}
-
-
-def _moved(code: types.CodeType, delta: int) -> types.CodeType:
-    """``code`` (and the code nested in it) ``delta`` lines further down its file."""
-    consts = tuple(_moved(c, delta) if isinstance(c, types.CodeType) else c for c in code.co_consts)
-    return code.replace(co_firstlineno=max(code.co_firstlineno + delta, 1), co_consts=consts)
 
 
 def _closure(fn: ir.Function, original: types.FunctionType, helpers: dict) -> dict:
@@ -363,28 +366,16 @@ def _refusal(fn: ir.Function, loc: ir.Loc, what: str) -> LaneCompileError:
 class _Renderer:
     """Text of one function of the IR (and of the functions nested in it)."""
 
-    def __init__(self, fn: ir.Function, lines: bool = False, local_names: frozenset | None = None):
+    def __init__(self, fn: ir.Function, local_names: frozenset | None = None):
         self.fn = fn
         self.locals = _locals(fn) if local_names is None else local_names
-        self.first = fn.loc.line if lines else None  # lines=True: the def's line is the text's first
         self.placed: list = []  # per line of text: the user's line of the statement on it (None: no statement)
-        self.simple = None  # (row, depth) of the last line when it holds simple statements only
 
-    def emit(self, out: list, depth: int, text: str, loc=None, simple: bool = False) -> None:
-        """One line of text; with ``lines``, on its statement's line (counted from the
-        def's) when the lines before leave room; a simple statement whose line is the
-        last one, itself simple statements at this depth, joins it after ``;`` (as
-        ``a = 1; b = 2`` is written, or a pass's statements put at the user's one: the
-        lines below stay the user's); else on the next line."""
-        if self.first is not None and loc is not None:
-            row = loc.line - self.first
-            if simple and row == len(out) - 1 and self.simple == (row, depth):
-                out[-1] += "; " + text  # its line is already placed
-                return
-            out.extend([""] * (row - len(out)))
-        self.placed += [None] * (len(out) - len(self.placed)) + [None if loc is None else loc.line]
+    def emit(self, out: list, depth: int, text: str, loc=None) -> None:
+        """One line of text, and the user's line of its statement (``placed``: where
+        :func:`.linetable.relined` moves it)."""
+        self.placed.append(None if loc is None else loc.line)
         out.append(_INDENT * depth + text)
-        self.simple = (len(out) - 1, depth) if simple else None
 
     def refuse(self, loc, what: str):
         raise _refusal(self.fn, loc or self.fn.loc, what)
@@ -418,7 +409,7 @@ class _Renderer:
                 group.append(stmts[k + len(group)])  # a = b = v: one value, one evaluation
             if len(group) > 1:
                 targets = " = ".join(self.store_target(s) for s in group)
-                self.emit(out, depth, f"{targets} = {self.expr(value)}", group[0].loc, simple=True)
+                self.emit(out, depth, f"{targets} = {self.expr(value)}", group[0].loc)
             else:
                 self.stmt(stmts[k], depth, out)
             k += len(group)
@@ -426,7 +417,7 @@ class _Renderer:
     def stmt(self, s, depth: int, out: list) -> None:
         line = getattr(self, "stmt_" + type(s).__name__)(s, depth, out)
         if line is not None:  # a simple statement; a compound one wrote its lines
-            self.emit(out, depth, line, s.loc, simple=True)
+            self.emit(out, depth, line, s.loc)
 
     def stmt_Assign(self, s, depth, out):
         augmented = self.augmented(s)
