@@ -15,10 +15,11 @@ Example:
 
 from __future__ import annotations
 
-import ast
-
+from ..lane.ir import nodes as ir
+from ..lane.ir.build import function_ir
+from ..lane.ir.passes.walk import stored, walk
 from .frames import Ctx
-from .syntax import Unsupported, block_temps, function_ast, has_loop
+from .syntax import Unsupported, block_temps, split_at_loop
 from .transform import defaults, finish, start
 
 
@@ -44,21 +45,16 @@ def transform_stream(fn, params, varying_dtypes, results, width: int, refill: in
     the varying parameters, in order.
     """
     em, fdef, names, frame = start(fn, params, width, vector_math)
-    body = fdef.body
-    loops = [k for k, st in enumerate(body) if isinstance(st, ast.While)]
-    if len(loops) != 1:
-        raise Unsupported("streaming needs exactly one top-level loop")
-    prologue, loop, epilogue = body[:loops[0]], body[loops[0]], body[loops[0] + 1:]
-    if any(isinstance(n, (ast.While, ast.For)) for st in prologue + epilogue for n in ast.walk(st)):
-        raise Unsupported("streaming needs a prologue and epilogue without loops")
-    if not epilogue or not isinstance(epilogue[-1], ast.Return):
-        raise Unsupported("streaming needs the lane to end with a return after its loop")
+    assigned = stream_shape(fn)
+    # the same statements in the emitter's desugared definition (a for loop is a while
+    # loop there, after the statements that start its counter)
+    prologue, loop, epilogue = split_at_loop(fdef.body)
     w = width
     varying = [k for k, kind in enumerate(params) if kind == "varying"]
-    stored = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     # a uniform or defaulted parameter the lane assigns to differs between slots:
     # a new lane starts again from the argument
-    restart = [k for k, (n, kind) in enumerate(zip(names, params)) if kind != "varying" and n in stored]
+    restart = [k for k, (n, kind) in enumerate(zip(names, params, strict=True))
+               if kind != "varying" and n in assigned]
     uniform = [f"_lw_u{k}" if k in restart else frame.name(n)
                for k, (n, kind) in enumerate(zip(names, params)) if kind == "uniform"]
     head = [f"    _lw_idx = stack_empty({w}, np.int64)",
@@ -128,7 +124,7 @@ def transform_stream(fn, params, varying_dtypes, results, width: int, refill: in
     em.emit("_lw_B = _lw_L")
     em.block(loop.body, Ctx(("_lw_alive", "_lw_L", "_lw_B"), False, block_temps(loop.body, frame.counts),
                             (1, 2), frame))
-    if any(has_loop(function_ast(f)) for f in outside):
+    if any(_loops(f) for f in outside):
         raise Unsupported("streaming needs a prologue and epilogue without looping helpers")
     slots, inits, decls = finish(frame, results, names)
     pad = "    " * 3
@@ -146,3 +142,45 @@ def transform_stream(fn, params, varying_dtypes, results, width: int, refill: in
              f'    """{fn.__qualname__} over lanes [lo, hi), {w} slots refilled as lanes finish (SPMD on SIMD)."""',
              *head, *inits, *decls, *em.lines]
     return "\n".join(lines) + "\n"
+
+
+def stream_shape(fn) -> set:
+    """The names ``fn`` assigns, when it has the streamed shape: ``prologue; loop;
+    epilogue`` with one top-level loop (``while``, or ``for`` over a range), no loop
+    in the prologue or epilogue, and a ``return`` ending the epilogue; else
+    :class:`.Unsupported` says what is missing.  Read from the lane IR.
+
+    Example:
+        >>> def sqrt(a, tol=1e-12):
+        ...     r = a
+        ...     for k in range(60):
+        ...         r = 0.5 * (r + a / r)
+        ...     return r if abs(r * r - a) < tol else -1.0
+        >>> sorted(stream_shape(sqrt))
+        ['k', 'r']
+    """
+    lane = _source_ir(fn)
+    body = lane.body
+    loops = [k for k, st in enumerate(body) if isinstance(st, ir.Loop)]
+    if len(loops) != 1:
+        raise Unsupported("streaming needs exactly one top-level loop")
+    prologue, epilogue = body[:loops[0]], body[loops[0] + 1:]
+    if any(isinstance(n, ir.Loop) for n in walk(prologue + epilogue)):
+        raise Unsupported("streaming needs a prologue and epilogue without loops")
+    if not epilogue or not (isinstance(epilogue[-1], ir.Exit) and epilogue[-1].kind == "return"):
+        raise Unsupported("streaming needs the lane to end with a return after its loop")
+    return stored(walk(body), defs=False)
+
+
+def _loops(fn) -> bool:
+    """Whether the helper ``fn`` has a loop."""
+    return any(isinstance(n, ir.Loop) for n in walk(_source_ir(fn)))
+
+
+def _source_ir(fn) -> ir.Function:
+    """The memoised IR of ``fn``, read from its text (the code the emitter reads)."""
+    function = function_ir(fn)
+    if function.source != "source":
+        raise Unsupported(f"the source of {fn.__qualname__} is not available, or is not the code "
+                          "that runs (exec'd from a string, or edited since import)")
+    return function

@@ -342,6 +342,21 @@ def callee(fn, func: ast.expr):
     return getattr(target, "py_func", target)
 
 
+def split_at_loop(stmts: list) -> tuple[list, ast.While, list]:
+    r"""A desugared body with one top-level ``while`` loop as (the statements before
+    it, the loop, the statements after it): the parts a streamed lane emits apart.
+
+    Example:
+        >>> body = ast.parse("n = 0\nwhile n < 3:\n    n = n + 1\nreturn n").body
+        >>> [len(part) for part in (split_at_loop(body)[0], split_at_loop(body)[2])]
+        [1, 1]
+    """
+    loops = [k for k, st in enumerate(stmts) if isinstance(st, ast.While)]
+    if len(loops) != 1:
+        raise Unsupported("streaming needs exactly one top-level loop")
+    return stmts[:loops[0]], stmts[loops[0]], stmts[loops[0] + 1:]
+
+
 def has_loop(fdef) -> bool:
     return any(isinstance(n, (ast.While, ast.For)) for n in ast.walk(fdef))
 

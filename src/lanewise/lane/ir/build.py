@@ -547,7 +547,7 @@ class _Builder:
         op, head = self.callee(e.func)
         found = self.resolved(e.func)
         return ir.Prim(op, head + args, loc, keywords=keywords, type="int" if op == "len" else None,
-                       callee=None if found is None else ir.Callee(found[1]))
+                       callee=None if found is None else ir.Callee(found[1], _hops(e.func)))
 
     # ------------------------------------------------------------------ names
 
@@ -611,6 +611,14 @@ class _Builder:
             return func.id, ()
         path = self.module_path(func)
         return (path or _object_path(obj, ast.unparse(func))), ()
+
+
+def _hops(func) -> int:
+    """How many attribute names a call's name chain has after its first name."""
+    hops = 0
+    while isinstance(func, ast.Attribute):
+        func, hops = func.value, hops + 1
+    return hops
 
 
 def _helper(obj):

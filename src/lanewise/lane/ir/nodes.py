@@ -91,11 +91,14 @@ class Callee:
     """The object a call resolves to, held opaquely: a walker that follows the IR's
     dataclass fields does not enter the user's objects (a dataclass the lane calls, say).
     Held weakly where the object takes a weak reference (a function, a dispatcher): the
-    lane IR's memo keeps IR, and IR must not keep the lane (which may call itself) alive."""
+    lane IR's memo keeps IR, and IR must not keep the lane (which may call itself) alive.
+    ``hops``: how many attribute names the call wrote after the first name (0 for
+    ``helper(x)``, 1 for ``math.exp(x)``, 2 for ``np.linalg.norm(x)``; None when not given)."""
 
-    __slots__ = ("_get",)
+    __slots__ = ("_get", "hops")
 
-    def __init__(self, obj):
+    def __init__(self, obj, hops: int | None = None):
+        self.hops = hops
         try:
             ref = weakref.ref(obj)
         except TypeError:  # a builtin or a ufunc: lives as long as its module anyway
