@@ -43,12 +43,16 @@ def main():
     ap.add_argument("run")
     ap.add_argument("--date", required=True)
     ap.add_argument("--commit", required=True)
+    ap.add_argument("--before", help="an earlier run's folder: its W2 times join as NAME-before")
     a = ap.parse_args()
     run = Path(a.run)
     w2 = json.loads((run / "tpu_w2.json").read_text())
     ops = json.loads((run / "tpu_ops.json").read_text())
     # ulps as whole numbers (quote.py prints an int as a count)
     rows = rows_of(w2)
+    if a.before:
+        earlier = rows_of(json.loads((Path(a.before) / "tpu_w2.json").read_text()))[0]["median_s"]
+        rows[0]["median_s"].update({f"{k}-before": v for k, v in earlier.items() if k.startswith("lanewise-tpu")})
     w1 = run / "tpu_w1.json"  # tpu_w1.py's W1 and Newton at the defaults, when that run is there
     if w1.exists():
         extra = {r["workload"]: r for r in json.loads(w1.read_text())}

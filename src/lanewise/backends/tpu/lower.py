@@ -251,7 +251,8 @@ class _Lowering:
             self.block(s.then if cond else s.orelse, st)
             return
         cond = _truth(cond)
-        then, other = st.branch(st.live & cond), st.branch(st.live & ~cond)
+        taken = st.live & cond
+        then, other = st.branch(taken), st.branch(st.live ^ taken)  # xor: one operation, not ~ and &
         self.block(s.then, then)
         self.block(s.orelse, other)
         for name in then.env.keys() | other.env.keys():
@@ -298,10 +299,17 @@ class _Lowering:
         # of bounds the same for all of them)
         full = st.full and not _breaks(s.body) and s.kind == "range" and self.options["scalar_counter"] \
             and all(jnp.ndim(b) == 0 for b in (start, stop))
+        # counted: a full range of literal bounds whose trip count a round of the unroll
+        # divides runs whole rounds while "k < trips"; no lane leaves it but by return, so
+        # neither the bound nor a returned mask is kept per iteration
+        chunk = _chunk(len(range(start, stop, step)), self.unroll) \
+            if full and all(isinstance(b, int) for b in (start, stop)) else None
 
         def going(env, live, i):
             """The lanes of ``live`` that (re-)enter the loop's body: its condition, evaluated
             before the first iteration and after each (a tile's loop ends when none does)."""
+            if chunk is not None:
+                return live  # the bound is the loop's condition
             if s.kind == "range":
                 return live & ((i > stop) if step < 0 else (i < stop))
             return live & _truth(self.expr(s.cond, _State(st.function, env, live, frame)))
@@ -316,7 +324,7 @@ class _Lowering:
         def body(carry):
             env = dict(st.env)
             env.update(carry["vars"])
-            inner = _State(st.function, env, carry["active"], _Frame(carry["result"], carry["returned"]),
+            inner = _State(st.function, env, carry["active"], _Frame(carry["result"], carry.get("returned")),
                            _Loop(), full)
             self.iterations = carry.get("iterations")
             if s.kind == "range":
@@ -325,7 +333,9 @@ class _Lowering:
             returned = inner.frame.returned
             # the lanes that ran to the end of the body, and those that continued
             stays = inner.live if inner.loop.continued is None else self.union(inner.live, inner.loop.continued)
-            out = {"vars": {n: inner.env[n] for n in names}, "result": inner.frame.result, "returned": returned}
+            out = {"vars": {n: inner.env[n] for n in names}, "result": inner.frame.result}
+            if "returned" in carry:
+                out["returned"] = returned
             if "k" in carry:
                 out["k"] = carry["k"] + 1
             elif s.kind == "range":
@@ -335,7 +345,11 @@ class _Lowering:
                 out["iterations"] = self.iterations + 1  # inner loops' iterations included
             return out
 
-        carry = {"vars": {n: st.env[n] for n in names}, "result": frame.result, "returned": frame.returned}
+        if chunk == 0:
+            return  # range() of no iterations
+        carry = {"vars": {n: st.env[n] for n in names}, "result": frame.result}
+        if chunk is None:
+            carry["returned"] = frame.returned
         if s.kind == "range" and self.options["scalar_counter"]:
             carry["k"] = jnp.int32(0)  # the lanes of a tile enter together: one count serves them all
         elif s.kind == "range":
@@ -347,15 +361,27 @@ class _Lowering:
         unroll = self.unroll
         if s.kind == "range" and all(isinstance(b, int) for b in (start, stop)):
             unroll = max(1, min(unroll, len(range(start, stop, step))))  # no round past a known end
-        final = self.while_loop(body, carry, unroll)
+        trips = None
+        if chunk is not None:
+            unroll, trips = chunk, len(range(start, stop, step))
+        final = self.while_loop(body, carry, unroll, trips)
         st.env.update(final["vars"])
+        if chunk is not None:  # the lanes that entered and are not active at the end returned
+            gone = entry & ~final["active"]
+            if final["result"] is not None:
+                frame.returned = gone if frame.returned is None else frame.returned | gone
+            frame.result = final["result"]
+            st.live = entry & final["active"]
+            if self.counting:
+                self.iterations = final["iterations"]
+            return
         frame.result, frame.returned = final["result"], final["returned"]
         if frame.returned is not None:
             st.live = entry & ~frame.returned
         if self.counting:
             self.iterations = final["iterations"]
 
-    def while_loop(self, body, carry, unroll: int):
+    def while_loop(self, body, carry, unroll: int, trips: int | None = None):
         """``lax.while_loop`` of ``body`` while some lane of the tile is active, ``unroll``
         iterations per check, the carry in the form Mosaic compiles (:data:`LOWERING`)."""
         kinds = jax.tree.map(lambda c: c.dtype, carry)
@@ -376,7 +402,11 @@ class _Lowering:
         start = encode(carry)
         if self.options["materialise"]:
             start = jax.tree.map(self.materialised, start)
-        return decode(lax.while_loop(lambda c: jnp.any(decode(c)["active"]), step, start))
+        def going(c):
+            some = jnp.any(decode(c)["active"])
+            return some if trips is None else some & (c["k"] < trips)
+
+        return decode(lax.while_loop(going, step, start))
 
     def materialised(self, v):
         """A tile with ``v``'s values in the real lanes, computed from the tile's lanes (a
@@ -413,7 +443,8 @@ class _Lowering:
             out = jax.eval_shape(body, carry)
             if carry["result"] is None and out["result"] is not None:
                 carry["result"] = jax.tree.map(lambda o: jnp.zeros(self.shape, o.dtype), out["result"])
-                carry["returned"] = jnp.zeros(self.shape, bool)
+                if "returned" in carry:  # a counted loop keeps no returned mask
+                    carry["returned"] = jnp.zeros(self.shape, bool)
                 continue
             wider = jax.tree.map(lambda c, o: jnp.promote_types(c.dtype, o.dtype), carry, out)
             if jax.tree.all(jax.tree.map(lambda c, w: c.dtype == w, carry, wider)):
@@ -523,6 +554,17 @@ class _Lowering:
         if isinstance(value, tuple) and isinstance(index, ir.Const) and isinstance(index.value, int):
             return value[index.value]
         raise refuse("indexing (only a tuple by a literal index is lowered)", p.loc)
+
+
+def _chunk(trips: int, unroll: int):
+    """Iterations per round of a counted loop of ``trips``: the largest divisor of ``trips``
+    up to ``unroll``, so that no round runs past the end; None where that would check
+    more than twice as often as ``unroll`` asks (the loop then checks its bound per
+    iteration); 0 for no trips."""
+    if trips == 0:
+        return 0
+    best = max(d for d in range(1, min(unroll, trips) + 1) if trips % d == 0)
+    return best if 2 * best >= min(unroll, trips) else None
 
 
 def _breaks(stmts) -> bool:
