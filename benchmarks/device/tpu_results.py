@@ -63,7 +63,9 @@ def main():
     rows += [{"workload": f"op {r['op']}", **{k: math.ceil(v) if k.startswith("max_ulps") else v
                                                            for k, v in r.items() if k != "op"}} for r in ops]
     out = {"date": a.date, "machine": "device machine: one TPU v5e chip, 13 cores x86-64 host; jax 0.10.2",
-           "command": f"bash benchmarks/device/tpu_all.sh 1536; python3 benchmarks/device/tpu_w1.py (commit {a.commit})", "threads": 13, "rows": rows}
+           "command": f"bash benchmarks/device/tpu_all.sh 1536; python3 benchmarks/device/tpu_w1.py "
+                      f"(commit {a.commit})",
+           "threads": 13, "rows": rows}
     (ROOT / "benchmarks" / "results" / "tpu.json").write_text(json.dumps(out, indent=1) + "\n")
 
 

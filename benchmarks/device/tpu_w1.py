@@ -11,9 +11,7 @@ import math
 import os
 import sys
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 
 import lanewise as lw
 from benchmarks.device.tpu_w2 import grid, jax_newton, jax_of, mismatch, newton, timed

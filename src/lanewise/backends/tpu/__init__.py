@@ -62,6 +62,7 @@ class Executable:
     def __init__(self, call: Call):
         from . import kernel
 
+        self.interpret = _interpret()  # no TPU (and no interpret mode): say so before anything else
         leaves = call.signature.leaves
         for leaf in leaves:
             if leaf.lane_ndim:
@@ -70,7 +71,6 @@ class Executable:
         self.travel = tuple(kernel.check_dtype(leaf.name, leaf.dtype if leaf.is_array else _scalar_dtype(leaf))
                             for leaf in leaves)
         self.bools = tuple(leaf.dtype.kind == "b" for leaf in leaves)
-        self.interpret = _interpret()
         self.tile = kernel.check_tile(config.tpu_tile)
         self.unroll = max(1, int(config.tpu_unroll))
         self.kernel = kernel
