@@ -227,19 +227,31 @@ def test_escape_time_fractal_matches_a_float32_numpy_reference():
     assert np.mean(got != want) <= 0.002  # float32 rounding may differ at the boundary only
 
 
-def test_a_tile_whose_lanes_finish_early_leaves_its_loop_early():
-    def count(x):
-        k = 0
-        while k < x:
-            k += 1
-        return k
+def count(x):
+    k = 0
+    while k < x:
+        k += 1
+    return k
 
+
+def three_tiles():
+    """Lanes of three (8, 128) tiles: the first done at once, the second's lanes all
+    50 iterations long, the third with one lane of 9."""
     x = np.zeros(3 * 1024, np.int32)
-    x[1024:2048] = 50  # only the second tile has long lanes
-    x[2048 + 17] = 9  # the third: one lane of 9 iterations
-    call = tpu.bind_call(lw.vmap(count), (x,), {})
-    exe = tpu.build(call)
-    np.testing.assert_array_equal(np.asarray(tpu.iterations(exe, call)), [0, 50, 9])
+    x[1024:2048] = 50
+    x[2048 + 17] = 9
+    return x
+
+
+def tile_iterations(lane, *args):
+    """The loop iterations each tile of ``lane``'s call ran."""
+    call = tpu.bind_call(lw.vmap(lane), args, {})
+    return np.asarray(tpu.iterations(tpu.build(call), call)).tolist()
+
+
+def test_a_tile_whose_lanes_finish_early_leaves_its_loop_early():
+    x = three_tiles()
+    assert tile_iterations(count, x) == [0, 50, 9]
     np.testing.assert_array_equal(np.asarray(on_tpu(count, x)), x)
 
 
@@ -251,27 +263,15 @@ def test_padding_lanes_never_run_a_loop():
         return k
 
     x = np.ones(5, np.int32)
-    call = tpu.bind_call(lw.vmap(spin), (x,), {})
-    exe = tpu.build(call)
-    assert np.asarray(tpu.iterations(exe, call)).tolist() == [7]
+    assert tile_iterations(spin, x) == [7]
     np.testing.assert_array_equal(np.asarray(on_tpu(spin, x)), 7)
 
 
 def test_the_loop_check_unrolled_runs_whole_rounds_with_the_same_results():
-    def count(x):
-        k = 0
-        while k < x:
-            k += 1
-        return k
-
-    x = np.zeros(3 * 1024, np.int32)
-    x[1024:2048] = 50
-    x[2048 + 17] = 9
+    x = three_tiles()
     with lw.config.overridden(tpu_unroll=4):
-        call = tpu.bind_call(lw.vmap(count), (x,), {})
-        exe = tpu.build(call)
         # a tile checks "some lane active" every 4 iterations: 50 -> 52, 9 -> 12
-        np.testing.assert_array_equal(np.asarray(tpu.iterations(exe, call)), [0, 52, 12])
+        assert tile_iterations(count, x) == [0, 52, 12]
         np.testing.assert_array_equal(np.asarray(on_tpu(count, x)), x)
 
 
@@ -447,8 +447,7 @@ def test_a_range_of_literal_bounds_never_runs_past_its_end():
 
     x = floats(n=10)
     with lw.config.overridden(tpu_unroll=16):
-        call = tpu.bind_call(lw.vmap(three), (x,), {})
-        assert np.asarray(tpu.iterations(tpu.build(call), call)).tolist() == [3]
+        assert tile_iterations(three, x) == [3]
         assert_match(on_tpu(three, x), reference(three, x))
 
 
