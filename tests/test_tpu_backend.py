@@ -305,6 +305,44 @@ def test_tiles_that_are_not_whole_registers_are_refused():
         lw.vmap(escape32, backend="tpu")(np.zeros(3, np.float32), np.zeros(3, np.float32))
 
 
+def grid_lane(x, s, y, w, flag):
+    r = x * x + y * y * s
+    return math.cos(r) / (1.0 + r) + (w if flag else -w)
+
+
+def test_arguments_travel_as_the_side_of_the_plane_they_vary_along(capsys):
+    """x varies along rows only, y along columns only, s and flag are one number, w
+    is one per lane: the kernel gets a (rows, 1) column, a (1, cols) row, scalars
+    and one plane -- never a broadcast copy of x or y -- and the plane's edges hang
+    over the (8, 128) tiles (21 x 300)."""
+    x, y = np.linspace(-3, 3, 21, dtype=np.float32), np.linspace(-2, 2, 300, dtype=np.float32)
+    w = np.random.default_rng(0).standard_normal((21, 300)).astype(np.float32)
+    axes = ((None, None, 0, 0, None), (0, None, None, 0, None))
+
+    def mapped(backend):
+        return lw.vmap(lw.vmap(grid_lane, in_axes=axes[0]), in_axes=axes[1], backend=backend)
+
+    call = tpu.bind_call(mapped("tpu"), (x, np.float32(0.5), y, w, True), {})
+    carried = tpu.explain(tpu.build(call), call)[1]
+    assert "x as row, s as scalar, y as col, w as lanes, flag as scalar" in carried
+    with lw.config.overridden(debug=True):
+        got = mapped("tpu")(x, np.float32(0.5), y, w, True)
+    kernel = capsys.readouterr().out
+    assert "f32[21,1]" in kernel and "f32[1,300]" in kernel and "f32[21,300]" in kernel
+    assert " pad[" not in kernel and "concatenate" not in kernel  # no padded copy: the edge tiles hang over
+    assert_match(got, mapped("python")(x, np.float32(0.5), y, w, True))
+
+
+def test_a_lane_without_loops_takes_the_bigger_block():
+    flat = lw.vmap(grid_lane, in_axes=(0, None, 0, 0, None), backend="tpu")
+    exe = tpu.build(call := tpu.bind_call(flat, (floats(), 1.0, floats(), floats(), False), {}))
+    assert not exe.loops and "no loop: tiles of lw.config.tpu_block" in tpu.explain(exe, call)[0]
+    assert "grid of (8, 1024) tiles" in tpu.explain(exe, call)[0]  # the block, no more rows than the lanes need
+    assert tpu.build(tpu.bind_call(lw.vmap(escape32, backend="tpu"), (floats(), floats()), {})).loops
+    with lw.config.overridden(tpu_block=(8, 100)), pytest.raises(lw.BackendError, match=r"tpu_block.*\(8, 128\)"):
+        flat(floats(), 1.0, floats(), floats(), False)
+
+
 def suspended(x, n):
     """Stores after lanes wait: at a continue, after a break, after a per-lane range end,
     and in a loop under a branch whose other lanes keep their values."""

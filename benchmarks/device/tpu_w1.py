@@ -2,8 +2,9 @@
 
     python3 benchmarks/device/tpu_w1.py [N]     # on the device machine; writes $OUT/tpu_w1.json
 
-W1: lanewise backend="tpu" (the two coordinates broadcast to the lane plane, one kernel)
-against jax.jit of nested jax.vmap on the same chip.  Newton: tpu_w2.py's held-out kernel at
+W1: lanewise backend="tpu" (the two coordinates travel as a column and a row, one kernel,
+blocks of lw.config.tpu_block: W1_BLOCKS sweeps them) against jax.jit of nested jax.vmap on the
+same chip.  Newton: tpu_w2.py's held-out kernel at
 the default tile and unroll (tpu_w2.py measures it at the best W2 setting).
 """
 import json
@@ -15,6 +16,10 @@ import jax.numpy as jnp
 
 import lanewise as lw
 from benchmarks.device.tpu_w2 import grid, jax_newton, jax_of, mismatch, newton, timed
+from lanewise.backends.tpu import kernel as tpu_kernel
+
+W1_BLOCKS = [tuple(map(int, b.split("x"))) for b in
+             os.environ.get("W1_BLOCKS", "256x1024,128x1024,512x1024,256x2048,64x512").split(",")]
 
 
 def w1(x, y):
@@ -33,11 +38,14 @@ def main():
     y = jnp.linspace(-3.0, 3.0, n, dtype=jnp.float32)
     rows = []
     t_jax, ref = timed(jax_of(jax_w1), x, y)
-    f = lw.vmap(lw.vmap(w1, in_axes=(None, 0)), in_axes=(0, None), backend="tpu")
-    t_lw, got = timed(f, x, y)
-    rows.append({"workload": "W1", "n": n, "jax_s": t_jax, "lanewise_tpu_s": t_lw, "ratio": t_lw / t_jax,
-                 "max_abs_diff": float(jnp.max(jnp.abs(got - ref)))})
-    print(json.dumps(rows[-1]), flush=True)
+    for block in W1_BLOCKS:
+        tpu_kernel.compiled.cache_clear()
+        with lw.config.overridden(tpu_block=block):
+            f = lw.vmap(lw.vmap(w1, in_axes=(None, 0)), in_axes=(0, None), backend="tpu")
+            t_lw, got = timed(f, x, y)
+        rows.append({"workload": "W1", "n": n, "block": block, "jax_s": t_jax, "lanewise_tpu_s": t_lw,
+                     "ratio": t_lw / t_jax, "max_abs_diff": float(jnp.max(jnp.abs(got - ref)))})
+        print(json.dumps(rows[-1]), flush=True)
     args = grid(1536, -1.5, 1.5, -1.5, 1.5)
     t_jax, ref = timed(jax_of(jax_newton), *args)
     g = lw.vmap(lw.vmap(newton, in_axes=(None, 0)), in_axes=(0, None), backend="tpu")

@@ -9,7 +9,10 @@ Three parts, each printed as it finishes (the chip's time is short):
 2. ``sweep``: W2 (escape time, max 500 iterations) on an N x N grid for tile shapes x loop-check
    unrolls, median of 7 calls after a warm-up, against jax.vmap(lax.while_loop) on the same chip;
 3. ``newton``: a held-out divergent kernel of the same family (Newton's method on z^3 - 1, per-lane
-   iteration counts from 1 to 60) at the best W2 setting and the default one.
+   iteration counts from 1 to 60) at the best W2 setting and the default one;
+4. ``handwritten``: W2 as a Pallas kernel written by hand (the issue's reference design: each
+   tile loops while one of its lanes is alive, 20 iterations per check), what lanewise's kernel
+   is aiming at on the same chip (HANDWRITTEN_TILES).
 
 Counts are compared with the float32 jax.vmap reference: lanes may differ only where float32
 rounding decides the iteration of escape (the bar allows 0.2%).
@@ -33,6 +36,8 @@ SWEEP_TILES = [tuple(map(int, t.split("x"))) for t in
                os.environ.get("SWEEP_TILES", "8x128,8x512,16x256,32x128,16x512,32x256,8x1024").split(",")]
 SWEEP_UNROLLS = [int(u) for u in os.environ.get("SWEEP_UNROLLS", "8,16,32").split(",")]
 OUT = os.environ.get("OUT", "/tmp")
+HANDWRITTEN_TILES = [tuple(map(int, t.split("x"))) for t in
+                     os.environ.get("HANDWRITTEN_TILES", "8x512,32x128").split(",")]
 
 
 def escape(cr, ci):
@@ -219,12 +224,59 @@ def flat_and_cpu(rows, n, tile, unroll):
                 "mismatch": float((np.asarray(out).ravel() != ref).mean())})
 
 
+def handwritten_escape(n, tile, per_check=20):
+    """W2 written by hand in Pallas: the rows' cr as a column, the columns' ci as a row;
+    each tile iterates all its lanes, ``per_check`` iterations between two "some lane
+    still alive" checks; a lane's count is the first iteration it escaped."""
+    from jax.experimental import pallas as pl
+
+    assert MAX_ITER % per_check == 0
+
+    def kernel(cr_ref, ci_ref, out_ref):
+        cr, ci = jnp.broadcast_to(cr_ref[...], tile), jnp.broadcast_to(ci_ref[...], tile)
+
+        def cond(s):
+            return (s[0] < MAX_ITER) & jnp.any(s[3] == MAX_ITER)
+
+        def body(s):
+            k, zr, zi, res = s
+            for u in range(per_check):
+                zr, zi = zr * zr - zi * zi + cr, 2 * zr * zi + ci
+                res = jnp.where((zr * zr + zi * zi > 4.0) & (res == MAX_ITER), k + u, res)
+            return k + per_check, zr, zi, res
+
+        zero = jnp.zeros(tile, jnp.float32)
+        out_ref[...] = lax.while_loop(cond, body, (jnp.int32(0), zero, zero,
+                                                   jnp.full(tile, MAX_ITER, jnp.int32)))[3]
+
+    grid_shape = (pl.cdiv(n, tile[0]), pl.cdiv(n, tile[1]))
+    call = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((n, n), jnp.int32), grid=grid_shape,
+                          in_specs=[pl.BlockSpec((tile[0], 1), lambda i, j: (i, 0)),
+                                    pl.BlockSpec((1, tile[1]), lambda i, j: (0, j))],
+                          out_specs=pl.BlockSpec(tile, lambda i, j: (i, j)))
+    return jax.jit(lambda re, im: call(re.reshape(n, 1), im.reshape(1, n)))
+
+
+def handwritten(rows, n):
+    args = grid(n)
+    t_jax, ref = timed(jax_of(jax_escape), *args)
+    for tile in HANDWRITTEN_TILES:
+        try:
+            t, out = timed(handwritten_escape(n, tile), *args)
+        except Exception as e:  # noqa: BLE001 - a diagnostic: a failure is a row
+            emit(rows, {"part": "handwritten", "tile": tile, "error": " ".join(str(e).split())[:300]})
+            continue
+        emit(rows, {"part": "handwritten", "n": n, "tile": tile, "per_check": 20, "s": t, "ratio_vs_jax": t / t_jax,
+                    "mismatch": mismatch(out, ref)})
+
+
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1536
     rows = [{"devices": str(jax.devices()), "jax": jax.__version__}]
     print(rows[0], flush=True)
     if os.environ.get("FORMS"):
         forms(rows)
+    handwritten(rows, n)
     best = sweep(rows, n)
     settings = [((8, 128), 1)] + ([(tuple(best["tile"]), best["unroll"])] if best else [])
     held_out(rows, n, settings)

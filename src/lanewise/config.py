@@ -128,6 +128,11 @@ class Config:
     #: and more independent registers per operation, but a loop runs until the slowest
     #: lane of its tile is done.  Read when a kernel is built.
     tpu_tile: tuple = field(default_factory=lambda: _tile(os.environ.get("LANEWISE_TPU_TILE", "32x128")))
+    #: The tpu backend's lanes per grid step for a lane without loops, (rows, columns)
+    #: (``LANEWISE_TPU_BLOCK``): no lane waits for another there, so a bigger block
+    #: only saves grid steps (each costs a fraction of a microsecond), within the
+    #: chip's vector memory.  Read when a kernel is built.
+    tpu_block: tuple = field(default_factory=lambda: _tile(os.environ.get("LANEWISE_TPU_BLOCK", "256x1024")))
     #: Loop iterations the tpu backend runs between two checks of "some lane of the tile
     #: is still active" (``LANEWISE_TPU_UNROLL``): the check is a reduction over the tile,
     #: dearer than an iteration of a small loop; iterations after the tile's lanes are

@@ -60,7 +60,7 @@ class Executable:
     """A lane's kernel for one signature: the argument dtypes as they travel, and the jitted call."""
 
     def __init__(self, call: Call):
-        from . import kernel
+        from . import kernel, lower
 
         self.interpret = _interpret()  # no TPU (and no interpret mode): say so before anything else
         leaves = call.signature.leaves
@@ -71,7 +71,9 @@ class Executable:
         self.travel = tuple(kernel.check_dtype(leaf.name, leaf.dtype if leaf.is_array else _scalar_dtype(leaf))
                             for leaf in leaves)
         self.bools = tuple(leaf.dtype.kind == "b" for leaf in leaves)
-        self.tile = kernel.check_tile(config.tpu_tile)
+        self.loops = lower.has_loops(call.lane)
+        self.tile = kernel.check_tile(config.tpu_tile if self.loops else config.tpu_block,
+                                      "tpu_tile" if self.loops else "tpu_block")
         self.unroll = max(1, int(config.tpu_unroll))
         self.kernel = kernel
 
@@ -84,14 +86,16 @@ class Executable:
             return self._run(call, count_iterations)
 
     def _run(self, call: Call, count_iterations: bool):
-        lane = call.lane
-        where = self.kernel.layout(tuple(call.sizes), self.tile)
-        fn = self.kernel.compiled(lane, self.travel, self.bools, self.interpret, count_iterations,
-                                  self.tile, self.unroll, where.plane)
-        tiled = [self.kernel.as_tiles(_grid(leaf, value, call.sizes, dtype), where)
-                 for leaf, value, dtype in zip(call.signature.leaves, call.values, self.travel, strict=True)]
-        results, tree, iterations = fn(where, *tiled)
-        return [self.kernel.from_tiles(r, where, tuple(call.sizes)) for r in results], tree, iterations
+        sizes = tuple(call.sizes)
+        where = self.kernel.layout(sizes, self.tile)
+        leaves = call.signature.leaves
+        spreads = tuple(self.kernel.spread(leaf.axes if leaf.is_array else None, where) for leaf in leaves)
+        fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
+                                  where.tile, self.unroll, where.plane)
+        values = [self.kernel.carried(_levels(leaf, value, sizes, dtype), how, where, sizes)
+                  for leaf, value, dtype, how in zip(leaves, call.values, self.travel, spreads, strict=True)]
+        results, tree, iterations = fn(where, *values)
+        return [self.kernel.from_tiles(r, where, sizes) for r in results], tree, iterations
 
 
 def _scalar_dtype(leaf) -> np.dtype:
@@ -100,19 +104,21 @@ def _scalar_dtype(leaf) -> np.dtype:
             "f": np.dtype(np.float32)}.get(leaf.dtype.kind, leaf.dtype)
 
 
-def _grid(leaf, value, sizes, dtype):
-    """``value`` as one element per lane: an array of shape ``sizes`` (levels in order)."""
+def _levels(leaf, value, sizes, dtype):
+    """``value`` with one axis per vmap level (in level order), of size 1 where the
+    argument is not mapped: not broadcast, so that an argument varying along one
+    side of the lanes travels as that side only (:func:`.kernel.carried`)."""
     import jax.numpy as jnp
 
     if not leaf.is_array:
-        return jnp.full(sizes, value, dtype)
+        return jnp.full((1,) * len(sizes), value, dtype)
     arr = jnp.asarray(value)
     mapped = [(lv, a) for lv, a in enumerate(leaf.axes) if a is not None]
     arr = jnp.moveaxis(arr, [a for _, a in mapped], list(range(len(mapped))))
     shape = [1] * len(sizes)
     for k, (lv, _) in enumerate(mapped):
         shape[lv] = arr.shape[k]
-    return jnp.broadcast_to(arr.reshape(shape).astype(dtype), sizes)
+    return arr.reshape(shape).astype(dtype)
 
 
 def build(call: Call):
@@ -149,19 +155,25 @@ def _place(values, level_dims):
     import jax.numpy as jnp
 
     keep = [lv for lv, d in enumerate(level_dims) if d is not None]
-    values = values[tuple(slice(None) if d is not None else 0 for d in level_dims)]
+    if len(keep) < len(level_dims):  # an unmapped level: no slice of the whole result (a copy)
+        values = values[tuple(slice(None) if d is not None else 0 for d in level_dims)]
     order = sorted(range(len(keep)), key=lambda k: level_dims[keep[k]])
-    return jnp.transpose(values, order) if keep else values
+    return jnp.transpose(values, order) if order != sorted(order) else values
 
 
 def explain(exe, call: Call) -> list[str]:
-    rows, cols = exe.tile
     where = exe.kernel.layout(tuple(call.sizes), exe.tile)
+    rows, cols = where.tile
     placed = (f"the lanes as a {where.rows} x {where.cols} plane (the last vmap level along columns), "
               f"each tile a block of it" if where.plane else "the lanes in C order, filling each tile row by row")
+    spreads = [f"{leaf.name} as {exe.kernel.spread(leaf.axes if leaf.is_array else None, where)}"
+               for leaf in call.signature.leaves]
+    looping = (f"a loop leaves a tile when all of its lanes are done, checked every {exe.unroll} iteration(s)"
+               if exe.loops else "no loop: tiles of lw.config.tpu_block")
     return [f"schedule: one Pallas kernel over a {where.grid[0]} x {where.grid[1]} grid of ({rows}, {cols}) tiles; "
-            f"{placed}; a loop leaves a tile when all of its lanes are done, checked every {exe.unroll} "
-            f"iteration(s)" + (" (interpret mode: on the CPU)" if exe.interpret else "")]
+            f"{placed}; {looping}" + (" (interpret mode: on the CPU)" if exe.interpret else ""),
+            "arguments carried: " + (", ".join(spreads) or "none") + " (scalar: one value; row/col: one per "
+            "row/column of the plane; lanes: one per lane)"]
 
 
 def build_reduce(op, axis, call: Call):

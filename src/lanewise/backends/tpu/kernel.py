@@ -57,14 +57,15 @@ def check_dtype(name: str, dtype: np.dtype) -> np.dtype:
                         f"(TPUs compute 32-bit numbers): pass {fix}")
 
 
-def check_tile(tile) -> tuple:
-    """``lw.config.tpu_tile`` as (rows, columns), or a BackendError: a whole number of (8, 128) registers."""
+def check_tile(tile, name: str = "tpu_tile") -> tuple:
+    """``lw.config.<name>`` (``tpu_tile`` or ``tpu_block``) as (rows, columns), or a
+    BackendError: a whole number of (8, 128) registers."""
     try:
         rows, cols = (int(v) for v in tile)
     except (TypeError, ValueError):
         rows = cols = 0
     if rows <= 0 or cols <= 0 or rows % TILE[0] or cols % TILE[1]:
-        raise BackendError(f"lw.config.tpu_tile = {tile!r}: the tile must be (rows, columns), multiples of "
+        raise BackendError(f"lw.config.{name} = {tile!r}: the tile must be (rows, columns), multiples of "
                           f"{TILE} (the TPU's vector register), e.g. (8, 512)")
     return rows, cols
 
@@ -73,62 +74,110 @@ def check_tile(tile) -> tuple:
 class Layout:
     """Where a call's lanes sit in the kernel's tiles.
 
-    ``plane`` (2-D): with two or more vmap levels and a last level at least a tile
-    wide, lane (i, j) of the (rows, cols) grid -- the last level along columns, the
+    ``plane`` (2-D): with two or more vmap levels and a last level at least a
+    register (128 lanes) wide, lane (i, j) of the (rows, cols) grid -- the last level along columns, the
     others flattened into rows -- sits at (i, j): a tile holds a block of
     neighbouring lanes, which a divergent loop finishes together more often than a
     strip of one row (the set of a fractal crosses fewer 8 x 512 blocks than
-    1 x 4096 strips).  Otherwise the lanes, flattened in C order, fill the tiles
-    row by row (``plane`` False).  ``padded``: the arrays' shape, a whole number of
-    tiles; ``grid``: the tiles along each axis."""
+    1 x 4096 strips).  The plane's arrays keep their exact shape: the edge tiles
+    hang over it, and Pallas reads undefined values there and drops their
+    writes (no padded copy of an input or result).  Otherwise the lanes, flattened
+    in C order, fill the tiles row by row (``plane`` False), padded to whole tiles.
+    ``shape``: the arrays' shape; ``grid``: the tiles along each axis; ``tile``:
+    the lanes of one grid step, never more rows or columns than the lanes need."""
 
     rows: int
     cols: int
     lanes: int
     plane: bool
-    padded: tuple
+    shape: tuple
     grid: tuple
+    tile: tuple
 
 
 def layout(sizes: tuple, tile: tuple = TILE) -> Layout:
-    """The layout of lanes of ``sizes`` (one per vmap level) in tiles of ``tile``.
+    """The layout of lanes of ``sizes`` (one per vmap level) in tiles of at most ``tile``.
 
     Example:
-        >>> layout((1536, 1536), (8, 512)).grid, layout((10,), (8, 128)).grid
-        ((192, 3), (1, 1))
+        >>> where = layout((1536, 1000), (8, 512))
+        >>> where.grid, where.shape, layout((10,), (256, 1024)).tile
+        ((192, 2), (1536, 1000), (8, 1024))
     """
     lanes = int(np.prod(sizes)) if sizes else 1
-    plane = len(sizes) >= 2 and sizes[-1] >= tile[1] and lanes > 0
+    plane = len(sizes) >= 2 and sizes[-1] >= TILE[1] and lanes > 0
     rows, cols = (lanes // sizes[-1], sizes[-1]) if plane else (max(1, -(-lanes // tile[1])), tile[1])
+    tile = tuple(min(t, -(-n // r) * r) for t, n, r in zip(tile, (rows, cols), TILE, strict=True))
     grid = (max(1, -(-rows // tile[0])), max(1, -(-cols // tile[1])))
-    return Layout(rows, cols, lanes, plane, (grid[0] * tile[0], grid[1] * tile[1]), grid)
+    shape = (rows, cols) if plane else (grid[0] * tile[0], tile[1])
+    return Layout(rows, cols, lanes, plane, shape, grid, tile)
+
+
+#: How an argument's values spread over the lane plane, and the array that carries them:
+#: ``scalar`` one value for every lane (scalar memory, shape (1,)); ``row`` one value per
+#: row of the plane (rows, 1); ``col`` one per column (1, cols); ``lanes`` one per lane.
+SPREADS = ("scalar", "row", "col", "lanes")
+
+
+def spread(axes: tuple | None, where: Layout) -> str:
+    """How an argument mapped at ``axes`` (one entry per vmap level, None where
+    unmapped; None for a Python scalar) spreads over ``where``'s lanes: an
+    argument that varies along one side of the plane only travels as that side
+    (W1's coordinates: two vectors instead of two planes of the grid's size).
+
+    Example:
+        >>> where = layout((300, 400), (8, 128))
+        >>> [spread(a, where) for a in (None, (None, 0), (0, None), (0, 1))]
+        ['scalar', 'col', 'row', 'lanes']
+    """
+    levels = [lv for lv, a in enumerate(axes or ()) if a is not None]
+    if not levels:
+        return "scalar"
+    if not where.plane:
+        return "lanes"
+    last = levels[-1] == len(axes) - 1
+    return "col" if levels == [len(axes) - 1] else "lanes" if last else "row"
+
+
+def carried(values, how: str, where: Layout, sizes: tuple):
+    """An argument's lane values as the array that carries them to the kernel (see
+    :data:`SPREADS`): ``values`` has one axis per vmap level, of size 1 where the
+    argument is not mapped, so that only a ``lanes`` argument is broadcast to every lane."""
+    values = jnp.asarray(values)
+    if how == "scalar":
+        return jnp.ravel(values)[:1]
+    if how == "row":
+        return jnp.broadcast_to(values, tuple(sizes[:-1]) + (1,)).reshape(where.rows, 1)
+    if how == "col":
+        return values.reshape(1, where.cols)
+    return as_tiles(jnp.broadcast_to(values, tuple(sizes)), where)
 
 
 def as_tiles(values, where: Layout):
-    """Lane values (shaped as the call's lanes) padded to ``where.padded`` with their
-    last value (padding lanes compute on real numbers, and run no loop)."""
+    """Lane values (shaped as the call's lanes) as ``where.shape``: the plane itself,
+    or the flattened lanes padded with their last value (padding lanes compute on
+    real numbers, and run no loop)."""
     flat = jnp.ravel(jnp.asarray(values))
-    if not where.plane:
-        pad = where.padded[0] * where.padded[1] - flat.shape[0]
-        fill = flat[-1:] if flat.shape[0] else jnp.zeros(1, flat.dtype)
-        return jnp.concatenate([flat, jnp.broadcast_to(fill, (pad,))]).reshape(where.padded)
-    grid = flat.reshape(where.rows, where.cols)
-    return jnp.pad(grid, ((0, where.padded[0] - where.rows), (0, where.padded[1] - where.cols)), mode="edge")
+    if where.plane:
+        return flat.reshape(where.shape)
+    pad = where.shape[0] * where.shape[1] - flat.shape[0]
+    fill = flat[-1:] if flat.shape[0] else jnp.zeros(1, flat.dtype)
+    return jnp.concatenate([flat, jnp.broadcast_to(fill, (pad,))]).reshape(where.shape)
 
 
 def from_tiles(values, where: Layout, sizes: tuple):
-    """The kernel's padded results back in the call's lane shape."""
+    """The kernel's results back in the call's lane shape."""
     if where.plane:
-        return values[:where.rows, :where.cols].reshape(sizes)
+        return values.reshape(sizes)
     return values.reshape(-1)[:where.lanes].reshape(sizes)
 
 
 @functools.lru_cache(maxsize=256)
-def compiled(lane, dtypes: tuple, bools: tuple, interpret: bool, count_iterations: bool = False,
+def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool, count_iterations: bool = False,
              tile: tuple = TILE, unroll: int = 1, plane: bool = False):
-    """The jitted function of ``lane`` over tiled arguments of ``dtypes`` (``bools``: which
-    are bools travelling as int32): ``f(lanes, *tiled) -> (results, iterations)``; its
-    results are tiled (bools as int32) and ``iterations``, with ``count_iterations``,
+    """The jitted function of ``lane`` over arguments of ``dtypes`` carried as
+    ``spreads`` (:func:`carried`; ``bools``: which are bools travelling as int32):
+    ``f(where, *carried) -> (results, structure, iterations)``; its results have
+    ``where.shape`` (bools as int32) and ``iterations``, with ``count_iterations``,
     the loop iterations each tile ran, one per tile.  ``tile``: lanes per grid step
     (rows, columns); ``unroll``: loop iterations per "any lane active" check;
     ``plane``: the :class:`Layout` kind (``lanes``, read from scalar memory, is then
@@ -145,7 +194,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, interpret: bool, count_iteration
             valid = (rows < lanes_ref[0]) & (cols < lanes_ref[1])
         else:
             valid = rows * shape[1] + cols < lanes_ref[0]
-        args = [r[...] != 0 if b else r[...] for r, b in zip(ins, bools, strict=True)]
+        args = [_read(r, how, b, shape) for r, how, b in zip(ins, spreads, bools, strict=True)]
         results, _tree, iterations = tile_fn(valid, *args)
         values = list(results) + ([iterations] if count_iterations else [])
         for ref, value in zip(outs, values, strict=True):
@@ -156,8 +205,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, interpret: bool, count_iteration
         structure["tree"] = tree
         return results
 
-    def run(lanes, padded, *tiled):
-        grid = (padded[0] // shape[0], padded[1] // shape[1])
+    def run(lanes, grid, array, *values):
         shapes = jax.eval_shape(result_types, jax.ShapeDtypeStruct(shape, bool),
                                 *(jax.ShapeDtypeStruct(shape, bool if b else d)
                                   for d, b in zip(dtypes, bools, strict=True)))
@@ -166,30 +214,47 @@ def compiled(lane, dtypes: tuple, bools: tuple, interpret: bool, count_iteration
         spec = pl.BlockSpec(shape, lambda i, j, *_: (i, j))
         out = pl.pallas_call(
             kernel,
-            out_shape=[jax.ShapeDtypeStruct(padded, k) for k in stored],
+            out_shape=[jax.ShapeDtypeStruct(array, k) for k in stored],
             grid=grid,
-            in_specs=[pl.BlockSpec(memory_space=_smem())] + [spec] * len(tiled),
+            in_specs=[pl.BlockSpec(memory_space=_smem())] + [_spec(how, shape) for how in spreads],
             out_specs=[spec] * len(stored),
             interpret=interpret,
-        )(lanes, *tiled)
+        )(lanes, *values)
         results = [o != 0 if k == jnp.bool_ else o for o, k in zip(out, kinds + [None] * count_iterations,
                                                                     strict=True)]
         iterations = results.pop()[::shape[0], ::shape[1]].reshape(-1) if count_iterations else None
         return results, iterations
 
-    jitted = jax.jit(run, static_argnums=1)
+    jitted = jax.jit(run, static_argnums=(1, 2))
     printed = []
 
-    def call(where: Layout, *tiled):
+    def call(where: Layout, *values):
         lanes = jnp.asarray([where.rows, where.cols] if plane else [where.lanes], jnp.int32)
         if config.debug and not printed:  # the kernel as JAX traced it, once (LANEWISE_DEBUG=1)
             printed.append(True)
             print(f"# ---- lanewise tpu kernel of {getattr(lane, '__qualname__', lane)}\n"
-                  f"{jax.make_jaxpr(run, static_argnums=1)(lanes, where.padded, *tiled)}")
-        results, iterations = jitted(lanes, where.padded, *tiled)
+                  f"{jax.make_jaxpr(run, static_argnums=(1, 2))(lanes, where.grid, where.shape, *values)}")
+        results, iterations = jitted(lanes, where.grid, where.shape, *values)
         return results, structure["tree"], iterations
 
     return call
+
+
+def _spec(how: str, tile: tuple):
+    """The BlockSpec of an argument carried as ``how`` (:data:`SPREADS`)."""
+    if how == "scalar":
+        return pl.BlockSpec(memory_space=_smem())
+    if how == "row":
+        return pl.BlockSpec((tile[0], 1), lambda i, j, *_: (i, 0))
+    if how == "col":
+        return pl.BlockSpec((1, tile[1]), lambda i, j, *_: (0, j))
+    return pl.BlockSpec(tile, lambda i, j, *_: (i, j))
+
+
+def _read(ref, how: str, is_bool: bool, tile: tuple):
+    """An argument's values for every lane of the tile, from its block."""
+    value = jnp.full(tile, ref[0], ref.dtype) if how == "scalar" else jnp.broadcast_to(ref[...], tile)
+    return value != 0 if is_bool else value
 
 
 def _smem():

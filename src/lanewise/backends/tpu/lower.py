@@ -91,6 +91,19 @@ def _lowering() -> dict:
     return options
 
 
+def has_loops(lane) -> bool:
+    """Whether ``lane`` or a helper it calls has a loop: without one no lane of a tile
+    waits for another, so the kernel may take bigger tiles (``lw.config.tpu_block``).
+
+    Example:
+        >>> has_loops(lambda x: x + 1), has_loops(lambda n: sum(i for i in range(n)))
+        (False, True)
+    """
+    module, _ = build_with_functions(lane)
+    kinds = (ir.Loop, ir.Comp)
+    return any(isinstance(n, kinds) for f in module.functions() for n in walk(f.body))
+
+
 def lower(lane, count_iterations: bool = False, unroll: int = 1):
     """The tile function of ``lane``: ``tile(valid, *args) -> (results, structure, iterations)``.
 
