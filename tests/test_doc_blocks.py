@@ -50,8 +50,16 @@ def _torch() -> str | None:
     return None if importlib.util.find_spec("torch") else TORCH_ABSENT
 
 
+def _tpu() -> str | None:
+    """A needs=tpu block runs anywhere JAX imports: without a TPU, in Pallas' interpret
+    mode on the CPU (:data:`ENV`), as the page tells the reader to."""
+    return None if importlib.util.find_spec("jax") else "jax is not installed"
+
+
 #: What each needs=X a fence may say is checked by.
-NEEDS = {"cuda": _cuda, "torch": _torch}
+NEEDS = {"cuda": _cuda, "torch": _torch, "tpu": _tpu}
+#: The environment a needs=X block runs in here (the blocks run with JAX_PLATFORMS=cpu).
+ENV = {"tpu": {"LANEWISE_TPU_INTERPRET": "1"}}
 
 
 def test_the_pages_have_blocks():
@@ -85,6 +93,8 @@ def test_block_runs_alone_pasted_into_python(block, tmp_path):
     src = str(ROOT / "src")  # this checkout's lanewise, also in a worktree or an uninstalled clone
     env = dict(os.environ, JAX_PLATFORMS="cpu", TMPDIR=str(scratch),
                PYTHONPATH=os.pathsep.join(p for p in [src, os.environ.get("PYTHONPATH")] if p))
+    for need in block.needs:
+        env.update(ENV.get(need, {}))
     try:
         # a pipe, not a file: the text of what is piped is kept nowhere, as when pasted
         run = subprocess.run([sys.executable, "-"], input=block.program(), cwd=here, env=env,

@@ -57,6 +57,7 @@ CHECKS = {
         [ns["sse"], ns["ga"], ns["gb"], ns["gc"]], _fit_reference(ns["t"], ns["y"]), rtol=1e-11),
     "capped": lambda ns: _check_capped(ns),
     # Black-Scholes: 8.0214; 200k paths have a standard error of about 0.03
+    "tpu_counts": lambda ns: _check_tpu_counts(ns),
     "price": lambda ns: abs(ns["price"] - 8.0214) < 0.15 or pytest.fail(f"price {ns['price']}"),
 }
 
@@ -117,6 +118,27 @@ def _escape_steps(cr, ci):
     return 100
 
 
+def _check_tpu_counts(ns):
+    """The tpu backend's counts against the scalar lane in float32 (lanes may differ only
+    where float32 rounding moves the iteration of escape: a few boundary points)."""
+    import jax
+
+    counts = ns["tpu_counts"]
+    assert isinstance(counts, jax.Array) and counts.shape == (200, 300)
+    f32 = np.float32
+    want = np.array([[_escape_steps32(f32(a), f32(b)) for b in ns["im"]] for a in ns["re"]])
+    assert (np.asarray(counts) != want).mean() <= 0.002
+
+
+def _escape_steps32(cr, ci):
+    zr = zi = np.float32(0.0)
+    for n in range(100):
+        zr, zi = zr * zr - zi * zi + cr, np.float32(2.0) * zr * zi + ci
+        if zr * zr + zi * zi > np.float32(4.0):
+            return n
+    return 100
+
+
 def test_the_readme_has_examples():
     assert len(BLOCKS) >= 10
 
@@ -125,6 +147,22 @@ def test_the_readme_has_examples():
 def test_each_readme_block_runs_alone(k, capsys):
     if "torch" in README_BLOCKS[k].needs:
         requires_torch()
+    if "tpu" in README_BLOCKS[k].needs:  # without a TPU, interpret mode, as the README says
+        pytest.importorskip("jax")
+        import lanewise as lw
+
+        with lw.config.overridden(tpu_interpret=lw.config.tpu_interpret or not _has_tpu()):
+            return _run_readme_block(k, capsys)
+    _run_readme_block(k, capsys)
+
+
+def _has_tpu() -> bool:
+    import jax
+
+    return jax.default_backend() == "tpu"
+
+
+def _run_readme_block(k, capsys):
     namespace: dict = {"__name__": f"readme_block_{k}"}
     # Registered like a notebook cell (IPython does this): lanes pasted from the
     # README have a source, which lw.grad and the SPMD path read.

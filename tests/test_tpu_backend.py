@@ -267,6 +267,22 @@ def test_padding_lanes_never_run_a_loop():
     np.testing.assert_array_equal(np.asarray(on_tpu(spin, x)), 7)
 
 
+def test_lanes_off_the_plane_never_run_a_loop():
+    """The edge tiles of a 13 x 300 plane hang over it: their lanes there read undefined
+    values and must never be active, or a loop would run for them (here to its cap)."""
+    def spin(x, y):
+        k = 0
+        while x * y * k != 7 and k < 1000:
+            k += 1
+        return k
+
+    x, y = np.ones(13, np.int32), np.ones(300, np.int32)
+    plane = lw.vmap(lw.vmap(spin, in_axes=(None, 0)), in_axes=(0, None), backend="tpu")
+    call = tpu.bind_call(plane, (x, y), {})
+    assert np.asarray(tpu.iterations(tpu.build(call), call)).tolist() == [7] * 6  # 2 x 3 tiles
+    np.testing.assert_array_equal(np.asarray(plane(x, y)), 7)
+
+
 def test_the_loop_check_unrolled_runs_whole_rounds_with_the_same_results():
     x = three_tiles()
     with lw.config.overridden(tpu_unroll=4):
@@ -331,6 +347,37 @@ def test_arguments_travel_as_the_side_of_the_plane_they_vary_along(capsys):
     assert "f32[21,1]" in kernel and "f32[1,300]" in kernel and "f32[21,300]" in kernel
     assert " pad[" not in kernel and "concatenate" not in kernel  # no padded copy: the edge tiles hang over
     assert_match(got, mapped("python")(x, np.float32(0.5), y, w, True))
+
+
+def test_a_lane_without_source_text_runs_as_its_bytecode_rebuilt():
+    """A lane exec'd from a string (or piped into python) has no text: the front end
+    rebuilds it from bytecode as one `while True` over its basic blocks, whose locals
+    are first assigned inside that loop; the tpu backend carries them across it."""
+    namespace = {}
+    exec(compile("def escape(cr, ci):\n"
+                 "    zr = zi = 0.0\n"
+                 "    for n in range(30):\n"
+                 "        zr, zi = zr * zr - zi * zi + cr, 2.0 * zr * zi + ci\n"
+                 "        if zr * zr + zi * zi > 4.0:\n"
+                 "            return n\n"
+                 "    return 30\n", "<string>", "exec"), namespace)
+    lane = namespace["escape"]
+    from lanewise.lane.ir.build import function_ir
+
+    assert function_ir(lane).source == "bytecode"
+    cr, ci = floats(lo=-2.0, hi=0.6), floats(lo=-1.3, hi=1.3, seed=1)
+    got, want = np.asarray(on_tpu(lane, cr, ci)), np.asarray(reference(lane, cr, ci))
+    assert (got != want).mean() <= 0.002  # float32 on the tpu, float64 in the reference: boundary points
+
+
+def test_lw_explain_of_a_tpu_function_shows_its_kernel():
+    """The layout, how each argument travels, the lane IR and the kernel's loop as JAX traces it."""
+    re, im = np.linspace(-2, 0.6, 13, dtype=np.float32), np.linspace(-1.3, 1.3, 300, dtype=np.float32)
+    text = lw.explain(lw.vmap(lw.vmap(escape32, in_axes=(None, 0)), in_axes=(0, None), backend="tpu"), re, im)
+    assert "13 x 300 plane" in text and "cr as row, ci as col" in text
+    kernel = text.split("generated kernel")[1]
+    assert "pallas_call" in kernel and "while[" in kernel and "reduce_or" in kernel  # a tile's "any lane active"
+    assert "loop order" not in text  # not the CPU nest
 
 
 def test_a_lane_without_loops_takes_the_bigger_block():
@@ -631,3 +678,59 @@ def test_tpu_md_rows_and_cases_are_one_set():
 @pytest.mark.parametrize("row", sorted(TPU_MD))
 def test_tpu_md_row(row):
     TPU_MD[row]()
+
+
+# ---------------------------------------------------------------------------- lw.reduce
+
+
+def wave(x, y):
+    r = x * x + y * y
+    return math.cos(r) / (1.0 + r), r > 4.0
+
+
+def grid_reduce(op, backend, **kw):
+    return lw.reduce(lw.vmap(lw.vmap(wave, in_axes=(None, 0)), in_axes=(0, None), backend=backend), op, **kw)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "min", "max", "any", "all"])
+def test_reduce_folds_every_lane_in_the_kernel(op, capsys):
+    """Each tile folds its lanes into one register of partials: the kernel writes
+    (8, 128) per tile, never a value per lane; the result equals the reference's
+    reduction (the bool leaf: a count for sum, a fraction for mean)."""
+    x, y = np.linspace(-3, 3, 37, dtype=np.float32), np.linspace(-2, 2, 300, dtype=np.float32)
+    with lw.config.overridden(debug=True):
+        got = grid_reduce(op, "tpu")(x, y)
+    kernel = capsys.readouterr().out
+    # one tile of (40, 384) lanes (the block, no more rows than the lanes need): one register of partials
+    assert re.search(r"out_avals=\(ShapedArray\((float32|int32)\[8,128\]\), ShapedArray\(int32\[8,128\]\)\)", kernel)
+    assert "[37,300]" not in kernel
+    want = grid_reduce(op, "python")(x, y)
+    for g, w in zip(got, want, strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == () and g.dtype.kind == w.dtype.kind or (op in ("sum",) and w.dtype.kind == "i")
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_reduce_of_flat_lanes_and_nan_propagate_like_numpy():
+    x = floats()
+    x[777] = np.nan
+    flat = lambda backend, op: lw.reduce(lw.vmap(lambda v: v * 2.0, backend=backend), op)(x)  # noqa: E731
+    for op in ("sum", "min", "max", "mean"):
+        assert np.isnan(np.asarray(flat("tpu", op)))
+    x[777] = 1.0
+    for op in ("sum", "min", "max", "mean"):
+        np.testing.assert_allclose(np.asarray(flat("tpu", op)), flat("python", op), rtol=1e-5)
+    x[:] = floats(lo=0.4975, hi=0.5025)  # the lanes double: a product of 2348 values that stays finite
+    np.testing.assert_allclose(np.asarray(flat("tpu", "prod")), flat("python", "prod"), rtol=1e-4)
+
+
+def test_reduce_refuses_what_the_tpu_cannot_fold_yet():
+    x = floats(64)
+    ints = lw.vmap(lambda v: int(v * 10), backend="tpu")
+    with pytest.raises(LaneTypeError, match=r"would wrap at 2\*\*31.*float32"):
+        lw.reduce(ints, "sum")(x)
+    assert int(lw.reduce(ints, "max")(x)) == max(int(v * 10) for v in x)  # exact: no wrap
+    with pytest.raises(lw.BackendError, match=r"argmax.*not supported on the tpu backend"):
+        lw.reduce(lw.vmap(lambda v: v, backend="tpu"), "argmax")(x)
+    with pytest.raises(lw.BackendError, match=r"every mapped axis"):
+        grid_reduce("sum", "tpu", axis=1)(x, x)

@@ -1,17 +1,19 @@
-"""W1 (grid cos(x²+y²)/(1+x²+y²)) and Newton at the defaults on the TPU chip, float32.
+"""W1 (grid cos(x²+y²)/(1+x²+y²)), W5 (its sum) and Newton at the defaults on the TPU chip, float32.
 
     python3 benchmarks/device/tpu_w1.py [N]     # on the device machine; writes $OUT/tpu_w1.json
 
 W1: lanewise backend="tpu" (the two coordinates travel as a column and a row, one kernel,
 blocks of lw.config.tpu_block: W1_BLOCKS sweeps them) against jax.jit of nested jax.vmap on the
-same chip.  Newton: tpu_w2.py's held-out kernel at
-the default tile and unroll (tpu_w2.py measures it at the best W2 setting).
+same chip.  W5: lw.reduce(..., "sum") over a W5_N x W5_N grid (no lane's value stored: each
+tile folds its lanes) against jax.jit(jnp.sum(nested jax.vmap)), which XLA fuses.  Newton:
+tpu_w2.py's held-out kernel at the default tile and unroll (tpu_w2.py measures it at the best W2 setting).
 """
 import json
 import math
 import os
 import sys
 
+import jax
 import jax.numpy as jnp
 
 import lanewise as lw
@@ -46,6 +48,16 @@ def main():
         rows.append({"workload": "W1", "n": n, "block": block, "jax_s": t_jax, "lanewise_tpu_s": t_lw,
                      "ratio": t_lw / t_jax, "max_abs_diff": float(jnp.max(jnp.abs(got - ref)))})
         print(json.dumps(rows[-1]), flush=True)
+    m = int(os.environ.get("W5_N", "20000"))
+    x5 = jnp.linspace(-3.0, 3.0, m, dtype=jnp.float32)
+    t_jax, ref = timed(jax.jit(lambda a, b: jnp.sum(jax.vmap(jax.vmap(jax_w1, in_axes=(None, 0)),
+                                                             in_axes=(0, None))(a, b))), x5, x5)
+    tpu_kernel.compiled.cache_clear()
+    s5 = lw.reduce(lw.vmap(lw.vmap(w1, in_axes=(None, 0)), in_axes=(0, None), backend="tpu"), "sum")
+    t_lw, got = timed(s5, x5, x5)
+    rows.append({"workload": "W5", "n": m, "jax_s": t_jax, "lanewise_tpu_s": t_lw, "ratio": t_lw / t_jax,
+                 "rel_diff": float(abs(got - ref) / abs(ref))})
+    print(json.dumps(rows[-1]), flush=True)
     args = grid(1536, -1.5, 1.5, -1.5, 1.5)
     t_jax, ref = timed(jax_of(jax_newton), *args)
     g = lw.vmap(lw.vmap(newton, in_axes=(None, 0)), in_axes=(0, None), backend="tpu")

@@ -282,8 +282,10 @@ def explain(fn, *args, **kwargs) -> Explanation:
 
     ``fn`` is a function returned by :func:`vmap`, :func:`lanewise.reduce` or
     :func:`lanewise.fuse`.  The description is of the CPU backend's nest,
-    whichever backend the function runs on.
-    Compiles (or loads from cache) but does not run the lanes.
+    whichever backend the function runs on, except for a ``backend="tpu"``
+    function (or ``lw.config.backend = "tpu"``): then it is the Pallas kernel's
+    (tile shape and grid, how each argument travels, the kernel's masks and loops as
+    JAX traces it).  Compiles (or loads from cache) but does not run the lanes.
 
     Example:
       >>> import numpy as np, lanewise as lw
@@ -299,6 +301,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
         raise TypeError("explain expects a function returned by lw.vmap or lw.reduce")
     if isinstance(fn, Mapped) and any(callable(a) for a in args):  # the derived lane the call runs
         fn, args = fn._with_functions(args)
+    if isinstance(fn, Mapped) and (fn.backend or config.backend) == "tpu":
+        return _explain_tpu(fn, args, kwargs)
     backend = backends.get(backends.EXPLAINED)
     mapped = fn.fun if isinstance(fn, Reduced) else fn
     call = backend.bind_call(mapped, args, kwargs)
@@ -312,6 +316,19 @@ def explain(fn, *args, **kwargs) -> Explanation:
     else:
         lines += _describe(exe.program, call) + backend.explain(exe, call)
     return _explanation(lines, exe, call)
+
+
+def _explain_tpu(fn, args, kwargs) -> Explanation:
+    """:func:`explain` of a function that runs on the tpu backend: its Pallas kernel."""
+    backend = backends.get("tpu")
+    call = backend.bind_call(fn, args, kwargs)
+    exe = fn.executable(backend, call)
+    kernel = exe.kernel_text(call)
+    lines = [f"lanewise program: {fn!r}", *_inputs(call), *backend.explain(exe, call), *_lane_ir(call.lane),
+             "generated kernel (the Pallas kernel as JAX traces it):", kernel]
+    text = Explanation("\n".join(lines))
+    text.source, text.program = kernel, None
+    return text
 
 
 def _not_compiled(call, error: LaneCompileError) -> list[str]:

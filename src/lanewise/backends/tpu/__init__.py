@@ -26,7 +26,7 @@ import numpy as np
 
 from ... import pytree
 from ...config import config
-from ...errors import BackendError, LaneCompileError
+from ...errors import BackendError, LaneCompileError, LaneTypeError
 from ...plan.program import Call, ResultLeaf, ResultNode
 from ...plan.program import bind_call as bind_call  # the protocol's binding: program.bind_call
 from .. import host
@@ -85,17 +85,32 @@ class Executable:
         with jax.enable_x64(False):
             return self._run(call, count_iterations)
 
-    def _run(self, call: Call, count_iterations: bool):
+    def prepared(self, call: Call, count_iterations: bool = False, fold: str | None = None):
+        """``call``'s layout, its compiled kernel and the arrays that carry its arguments."""
         sizes = tuple(call.sizes)
         where = self.kernel.layout(sizes, self.tile)
+        if where.lanes >= 2**31:  # the kernel numbers its lanes in int32
+            raise BackendError(f"the tpu backend runs fewer than 2**31 lanes per call; this call has {where.lanes}")
         leaves = call.signature.leaves
         spreads = tuple(self.kernel.spread(leaf.axes if leaf.is_array else None, where) for leaf in leaves)
         fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
-                                  where.tile, self.unroll, where.plane)
+                                  where.tile, self.unroll, where.plane, fold)
         values = [self.kernel.carried(_levels(leaf, value, sizes, dtype), how, where, sizes)
                   for leaf, value, dtype, how in zip(leaves, call.values, self.travel, spreads, strict=True)]
+        return where, fn, values
+
+    def _run(self, call: Call, count_iterations: bool):
+        where, fn, values = self.prepared(call, count_iterations)
         results, tree, iterations = fn(where, *values)
-        return [self.kernel.from_tiles(r, where, sizes) for r in results], tree, iterations
+        return [self.kernel.from_tiles(r, where, tuple(call.sizes)) for r in results], tree, iterations
+
+    def kernel_text(self, call: Call) -> str:
+        """The kernel of ``call`` as JAX traces it (``lw.explain``'s "generated kernel")."""
+        import jax
+
+        with jax.enable_x64(False):
+            where, fn, values = self.prepared(call)
+            return fn.text(where, *values)
 
 
 def _scalar_dtype(leaf) -> np.dtype:
@@ -177,8 +192,54 @@ def explain(exe, call: Call) -> list[str]:
 
 
 def build_reduce(op, axis, call: Call):
-    raise BackendError("lw.reduce is not supported on the tpu backend yet")
+    """``lw.reduce`` of ``call``'s lanes: the map's kernel, each tile folding its lanes
+    into a register of partials (no lane's value is stored), then one reduction of
+    the partials, in the same jitted call.  Every mapped axis is reduced; the ops of
+    :data:`.kernel.FOLDS`."""
+    from . import kernel
+
+    name = op if isinstance(op, str) else type(op).__name__
+    if name not in kernel.FOLDS:
+        raise BackendError(f"lw.reduce(..., {op!r}) is not supported on the tpu backend yet "
+                           f"(it folds {', '.join(kernel.FOLDS)})")
+    if axis is not None and not isinstance(axis, (int, tuple)):
+        raise BackendError("lw.reduce with segments= is not supported on the tpu backend yet")
+    return Reduction(Executable(call), op, axis)
 
 
-def run_reduce(exe, call: Call):
-    raise BackendError("lw.reduce is not supported on the tpu backend yet")
+class Reduction:
+    """A reduction's kernel: the map's :class:`Executable`, folding."""
+
+    def __init__(self, exe: Executable, op: str, axis):
+        self.exe, self.op, self.axis = exe, op, axis
+
+    def spec(self, call: Call, where, fn, values):
+        """The plan layer's spec of this reduction (its checks included), from the traced kernel."""
+        from ...plan import reduction
+
+        shapes, tree = fn.types(where, *values)
+        program = host.program(call, _result_type(tree, shapes))
+        spec = reduction.reduce_spec(self.op, self.axis, program)
+        if spec.kept or any(spec.lane_ndims):
+            raise BackendError("lw.reduce on the tpu backend reduces every mapped axis of scalar lanes "
+                               f"(axis={self.axis!r} keeps some): reduce on the cpu backend, or reduce the "
+                               "mapped result with jnp")
+        wraps = [o.name for o in program.outputs if o.dtype.kind in "iu" and self.op in ("sum", "prod", "mean")]
+        if wraps:
+            raise LaneTypeError(f"lw.reduce(..., {self.op!r}) of integer lane results ({', '.join(wraps)}) on the "
+                                "tpu backend would wrap at 2**31 (the TPU has no int64): return float32, or "
+                                "reduce on the cpu backend")
+        return program
+
+    def __call__(self, call: Call):
+        import jax
+
+        with jax.enable_x64(False):
+            where, fn, values = self.exe.prepared(call, fold=self.op)
+            program = self.spec(call, where, fn, values)
+            results, _tree, _ = fn(where, *values)
+            return pytree.unflatten(program.out_tree, results)
+
+
+def run_reduce(exe: Reduction, call: Call):
+    return exe(call)

@@ -171,9 +171,36 @@ def from_tiles(values, where: Layout, sizes: tuple):
     return values.reshape(-1)[:where.lanes].reshape(sizes)
 
 
+#: ``lw.reduce`` ops the kernel folds: (the identity for a dtype, the combination).
+FOLDS = {
+    "sum": (lambda d: 0, jnp.add), "mean": (lambda d: 0, jnp.add), "prod": (lambda d: 1, jnp.multiply),
+    "min": (lambda d: jnp.inf if jnp.issubdtype(d, jnp.floating) else jnp.iinfo(d).max, jnp.minimum),
+    "max": (lambda d: -jnp.inf if jnp.issubdtype(d, jnp.floating) else jnp.iinfo(d).min, jnp.maximum),
+    "any": (lambda d: 0, jnp.maximum), "all": (lambda d: 1, jnp.minimum),
+}
+#: Folds of truth values (the lanes' values compared with 0 first).
+_TRUTH = ("any", "all")
+#: What the host does with the partials: one per op.
+_FINISH = {"sum": jnp.sum, "mean": jnp.sum, "prod": jnp.prod, "min": jnp.min, "max": jnp.max, "any": jnp.max,
+           "all": jnp.min}
+
+
+def fold_tile(value, op: str, valid):
+    """A tile's values of ``valid`` lanes folded with ``op`` into one (8, 128) register
+    of partials (the others count as the identity): a balanced tree of register-sized
+    slices, so that a float sum's rounding grows with the log of the tile's size."""
+    identity, combine = FOLDS[op]
+    value = jnp.where(valid, value, jnp.asarray(identity(value.dtype), value.dtype))
+    parts = [value[r:r + TILE[0], c:c + TILE[1]] for r in range(0, value.shape[0], TILE[0])
+             for c in range(0, value.shape[1], TILE[1])]
+    while len(parts) > 1:
+        parts = [combine(a, b) for a, b in zip(parts[::2], parts[1::2], strict=False)] + parts[len(parts) & ~1:]
+    return parts[0]
+
+
 @functools.lru_cache(maxsize=256)
 def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool, count_iterations: bool = False,
-             tile: tuple = TILE, unroll: int = 1, plane: bool = False):
+             tile: tuple = TILE, unroll: int = 1, plane: bool = False, fold: str | None = None):
     """The jitted function of ``lane`` over arguments of ``dtypes`` carried as
     ``spreads`` (:func:`carried`; ``bools``: which are bools travelling as int32):
     ``f(where, *carried) -> (results, structure, iterations)``; its results have
@@ -181,8 +208,11 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     the loop iterations each tile ran, one per tile.  ``tile``: lanes per grid step
     (rows, columns); ``unroll``: loop iterations per "any lane active" check;
     ``plane``: the :class:`Layout` kind (``lanes``, read from scalar memory, is then
-    (rows, cols) of the lane grid; else the lane count)."""
+    (rows, cols) of the lane grid; else the lane count).  ``fold``: an op of
+    :data:`FOLDS` (``lw.reduce``): each tile writes its register of partials and the
+    results are the lanes' reductions, 0-d (bools as bools)."""
     shape = tuple(tile)
+    block = TILE if fold else shape
     tile_fn = lower(lane, count_iterations, unroll)
     structure = {}
 
@@ -198,7 +228,10 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         results, _tree, iterations = tile_fn(valid, *args)
         values = list(results) + ([iterations] if count_iterations else [])
         for ref, value in zip(outs, values, strict=True):
-            ref[...] = jnp.broadcast_to(jnp.asarray(value).astype(ref.dtype), shape)
+            if fold in _TRUTH:
+                value = jnp.asarray(value) != 0
+            value = jnp.broadcast_to(jnp.asarray(value).astype(ref.dtype), shape)
+            ref[...] = fold_tile(value, fold, valid) if fold else value
 
     def result_types(valid, *args):
         results, tree, iterations = tile_fn(valid, *args)
@@ -210,33 +243,53 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
                                 *(jax.ShapeDtypeStruct(shape, bool if b else d)
                                   for d, b in zip(dtypes, bools, strict=True)))
         kinds = [s.dtype for s in shapes]
+        if fold in _TRUTH:  # any and all ask whether a value is nonzero, whatever its dtype
+            kinds = [jnp.dtype(jnp.bool_)] * len(kinds)
         stored = [jnp.int32 if k == jnp.bool_ else k for k in kinds] + ([jnp.int32] if count_iterations else [])
-        spec = pl.BlockSpec(shape, lambda i, j, *_: (i, j))
+        spec = pl.BlockSpec(block, lambda i, j, *_: (i, j))
+        out_array = (grid[0] * block[0], grid[1] * block[1]) if fold else array
         out = pl.pallas_call(
             kernel,
-            out_shape=[jax.ShapeDtypeStruct(array, k) for k in stored],
+            out_shape=[jax.ShapeDtypeStruct(out_array, k) for k in stored],
             grid=grid,
             in_specs=[pl.BlockSpec(memory_space=_smem())] + [_spec(how, shape) for how in spreads],
             out_specs=[spec] * len(stored),
             interpret=interpret,
         )(lanes, *values)
-        results = [o != 0 if k == jnp.bool_ else o for o, k in zip(out, kinds + [None] * count_iterations,
-                                                                    strict=True)]
+        if fold:
+            out = [_FINISH[fold](o) for o in out]
+            if fold == "mean":
+                out = [o / jnp.prod(lanes.astype(jnp.float32)) for o in out]
+        results = [o != 0 if k == jnp.bool_ and fold not in ("sum", "mean") else o
+                   for o, k in zip(out, kinds + [None] * count_iterations, strict=True)]
         iterations = results.pop()[::shape[0], ::shape[1]].reshape(-1) if count_iterations else None
         return results, iterations
 
     jitted = jax.jit(run, static_argnums=(1, 2))
     printed = []
 
+    def lanes_of(where: Layout):
+        return jnp.asarray([where.rows, where.cols] if plane else [where.lanes], jnp.int32)
+
+    def text(where: Layout, *values) -> str:
+        """The kernel as JAX traces it: the Pallas call, its tile's masks and loops."""
+        return str(jax.make_jaxpr(run, static_argnums=(1, 2))(lanes_of(where), where.grid, where.shape, *values))
+
     def call(where: Layout, *values):
-        lanes = jnp.asarray([where.rows, where.cols] if plane else [where.lanes], jnp.int32)
         if config.debug and not printed:  # the kernel as JAX traced it, once (LANEWISE_DEBUG=1)
             printed.append(True)
-            print(f"# ---- lanewise tpu kernel of {getattr(lane, '__qualname__', lane)}\n"
-                  f"{jax.make_jaxpr(run, static_argnums=(1, 2))(lanes, where.grid, where.shape, *values)}")
-        results, iterations = jitted(lanes, where.grid, where.shape, *values)
+            print(f"# ---- lanewise tpu kernel of {getattr(lane, '__qualname__', lane)}\n{text(where, *values)}")
+        results, iterations = jitted(lanes_of(where), where.grid, where.shape, *values)
         return results, structure["tree"], iterations
 
+    def types(where: Layout, *values):
+        """The lane's result leaves (ShapeDtypeStructs of a tile) and their tree, traced, not run."""
+        shapes = jax.eval_shape(result_types, jax.ShapeDtypeStruct(shape, bool),
+                                *(jax.ShapeDtypeStruct(shape, bool if b else d)
+                                  for d, b in zip(dtypes, bools, strict=True)))
+        return shapes, structure["tree"]
+
+    call.text, call.types = text, types
     return call
 
 

@@ -304,6 +304,12 @@ class _Lowering:
         elif s.kind != "while":
             raise refuse("a for loop over anything but range()", s.loc)
         stored = {n for node in walk(s.body) if isinstance(node, ir.Assign) for n in ir.target_names(node.target)}
+        if st.function.source == "bytecode":
+            # a lane rebuilt from bytecode is one `while True` over its basic blocks: a
+            # local assigned in one block and read in a later one crosses iterations,
+            # first assigned inside the loop; the bytecode assigns before every read, so
+            # it enters the loop as a placeholder whose type the body settles
+            st.env.update({n: False for n in sorted(stored - st.env.keys())})
         names = sorted(n for n in stored | ({s.target.name} if s.kind == "range" else set()) if n in st.env)
         frame = st.frame
         entry = st.live
@@ -414,7 +420,12 @@ class _Lowering:
 
         start = encode(carry)
         if self.options["materialise"]:
+            active = start.pop("active")
             start = jax.tree.map(self.materialised, start)
+            # not materialised by adding 1 off the real lanes: a padding lane must never be
+            # active (its values are undefined: it might never leave the loop)
+            start["active"] = jnp.where(self.valid, active, jnp.zeros((), active.dtype))
+
         def going(c):
             some = jnp.any(decode(c)["active"])
             return some if trips is None else some & (c["k"] < trips)
@@ -452,7 +463,7 @@ class _Lowering:
         carry = self.tiles(carry)
         if count is not None:
             carry["k"] = count
-        for _ in range(4):
+        for _ in range(4 + len(carry["vars"])):  # a type moves along a chain of copies one round at a time
             out = jax.eval_shape(body, carry)
             if carry["result"] is None and out["result"] is not None:
                 carry["result"] = jax.tree.map(lambda o: jnp.zeros(self.shape, o.dtype), out["result"])
