@@ -112,7 +112,7 @@ def _star(x, *rest):
 @pytest.mark.parametrize("fn, message", [
     (_for_else, "a for ... else loop at"),
     (_over_a_row, "a for loop over something other than range(...) at"),
-    (_tuple_target, "a for loop with target k, j at"),
+    (_tuple_target, "a for loop with target (k, j) at"),
     (_step_variable, "a range with a step that is not a non-zero integer literal at"),
     (_item_update, "augmented assignment to row[0] at"),
     (_nested_def, "_nested_def defines a function or class inside the lane"),

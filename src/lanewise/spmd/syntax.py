@@ -134,7 +134,7 @@ def target_text(t) -> str:
     """An assignment target as the lane wrote it (for messages)."""
     if isinstance(t, ir.Unpack):
         items = [("*" if k == t.star else "") + target_text(i) for k, i in enumerate(t.items)]
-        return ", ".join(items) + ("," if len(items) == 1 else "")
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     if isinstance(t, ir.Item):
         return python_text(ir.Prim("getitem", (t.base, t.index), ir.Loc("", 0, 0)))
     if isinstance(t, ir.Field):
