@@ -8,8 +8,6 @@ relies on to ask it: the IR's loops are where the desugared AST's are.
 
 from __future__ import annotations
 
-import ast
-import copy
 import dataclasses
 import importlib
 import inspect
@@ -31,7 +29,8 @@ from lanewise.lane.ir.build import build, function_ir
 from lanewise.lane.ir.passes.varying import analyse, uniform_names, uniform_reads, varying_names
 from lanewise.lane.ir.passes.walk import walk
 from lanewise.lane.ir.printer import pretty
-from lanewise.spmd.syntax import Desugar, Unsupported, function_ast
+from lanewise.spmd.desugar import prepared
+from lanewise.spmd.syntax import Unsupported
 
 from corpus import BY_NAME, CORPUS
 
@@ -431,8 +430,8 @@ def _cases():
 
 
 @pytest.mark.parametrize("lane", _cases())
-def test_loops_are_where_the_desugared_ast_has_them(lane):
-    """The SPMD emitter asks the pass about its desugared AST's ``while`` loops by line
+def test_loops_are_where_the_desugared_ir_has_them(lane):
+    """The SPMD emitter asks the pass about its desugared IR's ``while`` loops by line
     and column (a ``for`` over ``range`` becomes a ``while`` at the ``for``'s place):
     every function it could emit has its IR loops exactly there, and the pass runs on
     it for every choice of uniform, varying and row parameters."""
@@ -440,15 +439,16 @@ def test_loops_are_where_the_desugared_ast_has_them(lane):
     compared = 0
     for fn in _python_functions(lane):
         try:
-            fdef = Desugar(fn).visit(copy.deepcopy(function_ast(fn)))
+            desugared = prepared(fn)
         except Unsupported:
             continue  # the SPMD path refuses it: it never asks
         function = by_name[fn.__qualname__]
-        shift = function.loc.line - fdef.lineno
         loops = [n for n, _ in _walk(function.body) if isinstance(n, ir.Loop) and not _in_def(function, n)]
-        assert sorted((loop.loc.line - shift, loop.loc.col) for loop in loops) == sorted(
-            (w.lineno, w.col_offset) for w in ast.walk(fdef) if isinstance(w, ast.While)), fn.__qualname__
-        params = [p.arg for p in fdef.args.args]
+        whiles = [n for n, _ in _walk(desugared.body) if isinstance(n, ir.Loop)]
+        assert all(w.kind == "while" for w in whiles), fn.__qualname__
+        assert sorted((loop.loc.line, loop.loc.col) for loop in loops) == sorted(
+            (w.loc.line, w.loc.col) for w in whiles), fn.__qualname__
+        params = [p.name for p in desugared.params]
         for kind in itertools.product("vur", repeat=len(params)) if len(params) <= 5 else ["v" * len(params)]:
             uniform = {p for p, k in zip(params, kind, strict=True) if k == "u"}
             rows = {p for p, k in zip(params, kind, strict=True) if k == "r"}

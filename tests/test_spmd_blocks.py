@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import ast
-import copy
 import importlib
 
 import numpy as np
@@ -22,9 +20,11 @@ import pytest
 import lanewise as lw
 from lanewise import spmd
 from lanewise.spmd.transform import transform
-from lanewise.lane.ir.build import build
+from lanewise.lane.ir import nodes as ir
+from lanewise.lane.ir.build import build, function_ir
 from lanewise.lane.ir.passes.varying import uniform_names
-from lanewise.spmd.syntax import Desugar, function_ast
+from lanewise.lane.ir.passes.walk import walk
+from lanewise.spmd.desugar import prepared
 from lanewise.spmd.uniform import lockstep_loops
 from corpus import benchmark_function
 from test_spmd import _compiled, _row_pointers, _walks, assert_bitwise, collatz, lane_path
@@ -213,13 +213,12 @@ def _three_loops(row, n):
 
 
 def test_lockstep_loops():
-    """The emitter's question, by (line, column) of its desugared AST: the first loop
-    only returns (lockstep), the second breaks, the third's test reads a row."""
-    fdef = Desugar(_three_loops).visit(copy.deepcopy(function_ast(_three_loops)))
-    loops = [(w.lineno, w.col_offset) for w in fdef.body if isinstance(w, ast.While)]
-    assert len(loops) == 3
-    assert lockstep_loops(_three_loops, fdef, {"n"}, {"row"}) == {loops[0]}
-    assert lockstep_loops(_three_loops, fdef, set(), {"row"}) == set()  # n varying: no loop in step
+    """The emitter's question, by (line, column) of its desugared IR's loops in the file:
+    the first loop only returns (lockstep), the second breaks, the third's test reads a row."""
+    loops = [(w.loc.line, w.loc.col) for w in prepared(_three_loops).body if isinstance(w, ir.Loop)]
+    assert len(loops) == 3 and loops[0] == (_three_loops.__code__.co_firstlineno + 1, 4)  # the first for
+    assert lockstep_loops(_three_loops, {"n"}, {"row"}) == {loops[0]}
+    assert lockstep_loops(_three_loops, set(), {"row"}) == set()  # n varying: no loop in step
 
 
 def test_a_wrong_lockstep_judgement_costs_the_path_not_the_result(monkeypatch, restore_config, tmp_path):
@@ -228,8 +227,8 @@ def test_a_wrong_lockstep_judgement_costs_the_path_not_the_result(monkeypatch, r
     restore_config.spmd = True
     restore_config.cache_dir = str(tmp_path)  # built here, not loaded from another test's entry
     emitter = importlib.import_module("lanewise.spmd.transform")  # the module (spmd.transform is the function)
-    every_loop = lambda fn, fdef, *a: {(w.lineno, w.col_offset) for w in ast.walk(fdef)  # noqa: E731
-                                       if isinstance(w, ast.While)}
+    every_loop = lambda fn, *a: {(w.loc.line, w.loc.col) for w in walk(function_ir(fn).body)  # noqa: E731
+                                 if isinstance(w, ir.Loop)}
     monkeypatch.setattr(emitter, "lockstep_loops", every_loop)
     monkeypatch.setattr(spmd.settings, "STREAMING", False)
     n = np.arange(1, 60)

@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import __future__
+import builtins
 import ast
 import copy
 import functools
@@ -268,3 +269,56 @@ def own_nodes(fdef):
         yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             todo.extend(ast.iter_child_nodes(node))
+
+
+def function_ast(fn, error: type = ValueError) -> ast.FunctionDef:
+    """The ``def`` of ``fn``; a lambda as the ``def`` of one ``return`` (when its
+    source is found: :func:`definition` checks it is the code that runs); ``error``
+    (raised with the reason) when there is none.  For the passes that still read
+    Python's syntax tree (autodiff's emitters); the others read the lane IR.
+
+    Example:
+        >>> function_ast(lambda x: x + 1.0).body[0].value.op.__class__.__name__
+        'Add'
+    """
+    node = definition(fn)
+    if isinstance(node, ast.Lambda):
+        body = [ast.copy_location(ast.Return(node.body), node.body)]
+        node = ast.copy_location(ast.FunctionDef(name=fn.__name__, args=node.args, body=body, decorator_list=[],
+                                                 returns=None, type_comment=None), node)
+        return ast.fix_missing_locations(node)
+    if not isinstance(node, ast.FunctionDef):
+        raise error(f"the source of {fn.__qualname__} is not available, or is not the code "
+                    "that runs (exec'd from a string, or edited since import)")
+    if node.decorator_list:  # a pasted @numba.njit(...): not the lane's code, and its calls are not helpers
+        node = copy.copy(node)
+        node.decorator_list = []
+    return node
+
+
+def resolve(fn, node):
+    """The object a name or attribute chain (a syntax-tree node) in ``fn`` refers to
+    (``math.exp``, ``helper``, ``np``): a closure variable, a global or a builtin; None
+    if unknown.
+
+    Example:
+        >>> import math
+        >>> resolve(resolve, ast.parse("math.exp", mode="eval").body) is None  # no math in this module
+        True
+    """
+    if isinstance(node, ast.Name):
+        if node.id in fn.__code__.co_varnames or node.id in fn.__code__.co_cellvars:
+            return None  # a local (a lambda bound in the lane, say), not the global of that name
+        if node.id in fn.__code__.co_freevars and fn.__closure__:
+            try:
+                return fn.__closure__[fn.__code__.co_freevars.index(node.id)].cell_contents
+            except ValueError:  # an empty cell
+                return None
+        if node.id in fn.__globals__:
+            return fn.__globals__[node.id]
+        return getattr(builtins, node.id, None)
+    if isinstance(node, ast.Attribute):
+        base = resolve(fn, node.value)
+        if isinstance(base, (types.ModuleType, type)):
+            return getattr(base, node.attr, None)
+    return None

@@ -48,7 +48,7 @@ from .plans import Plan, block_reads, make_plan, refill, row_blocks
 from . import settings
 from .settings import cache_key, registers_per_value, vector_bits, width_for
 from .stream import transform_stream
-from .syntax import Unsupported, function_ast
+from .syntax import Unsupported, lane_params
 from .transform import transform
 
 
@@ -135,7 +135,7 @@ def _too_little_work(plan, program, lane, why) -> "Choice | None":
     gather (W loads, as for a row: W7's CSR rows ran 12x slower on the SPMD path)."""
     if "row" in plan.kinds or plan.gathered:
         counted = ("row", "table") if plan.gathered else ("row",)
-        rows = {a.arg for a, kind in zip(function_ast(lane).args.args, plan.kinds) if kind in counted}
+        rows = {name for name, kind in zip(lane_params(lane), plan.kinds) if kind in counted}
         work = row_work(lane, rows)
         contiguous = all(b is True for b in row_blocks(program.signature, plan.kinds, plan.leaves))
         blocks = contiguous and not plan.gathered and block_reads(lane, plan.kinds)

@@ -23,12 +23,14 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import builtins
 from dataclasses import dataclass
 
-from .syntax import (Tup, Unsupported, bind_arguments, function_ast, helper_function, int_literal, leaves_of, shape_of,
-                     source_line)
+from ..lane.ir import nodes as ir
+from ..lane.ir.unparse import python_text
+from .desugar import int_literal
+from .syntax import (Tup, Unsupported, bind_arguments, helper_function, is_call, leaves_of, shape_of, source_function,
+                     where)
 
 
 @dataclass(frozen=True)
@@ -69,47 +71,47 @@ class RowsAndScans:
     # -- rows
     def row(self, node, ctx):
         """The Row ``node`` names, or None."""
-        if isinstance(node, ast.Name) and not (ctx.renames and node.id in ctx.renames):
-            return ctx.frame.rows.get(node.id)
+        if isinstance(node, ir.Var) and not (ctx.renames and node.name in ctx.renames):
+            return ctx.frame.rows.get(node.name)
         return None
 
-    def subscript(self, node: ast.Subscript, ctx, allow_tuple: bool, guarded: bool):
-        where = source_line(ctx.frame.fn, node)
-        base = node.value
-        if isinstance(base, ast.Attribute) and self.row(base.value, ctx) is not None:
-            if base.attr == "shape" and int_literal(node.slice) in (0, -1):
-                return self.row(base.value, ctx).length
-            raise Unsupported(f"`{ast.unparse(node)}` at {where} ({_ROW_USES})")
+    def subscript(self, node: ir.Prim, ctx, allow_tuple: bool, guarded: bool):
+        here = where(node.loc)
+        base, index = node.args
+        if isinstance(base, ir.Prim) and base.op == "attr" and self.row(base.args[0], ctx) is not None:
+            if dict(base.params)["name"] == "shape" and int_literal(index) in (0, -1):
+                return self.row(base.args[0], ctx).length
+            raise Unsupported(f"`{python_text(node)}` at {here} ({_ROW_USES})")
         row = self.row(base, ctx)
         if row is not None:
-            return self.gather(row, node.slice, ctx, guarded, where)
-        if isinstance(base, (ast.Call, ast.Subscript, ast.Tuple)) or (
-                isinstance(base, ast.Name) and base.id in ctx.frame.tuples):
-            value = self.value(base, ctx, allow_tuple=True, guarded=guarded)
-            k = int_literal(node.slice)
-            part = _tuple_slice(node.slice)
+            return self.gather(row, index, ctx, guarded, node.loc)
+        if (isinstance(base, ir.Prim) and (base.op in ("getitem", "tuple") or is_call(base))) or (
+                isinstance(base, ir.Var) and base.name in ctx.frame.tuples):
+            value = self.value(base, ctx, allow_tuple=True, guarded=guarded, at=node.loc)
+            k = int_literal(index)
+            part = _tuple_slice(index)
             if isinstance(value, Tup) and part is not None:  # t[:], t[1:]: a tuple of the same values
                 if not allow_tuple:
-                    raise Unsupported(f"a tuple used as a value at {where}")
+                    raise Unsupported(f"a tuple used as a value at {here}")
                 return Tup(value.items[part])
             if isinstance(value, Tup) and k is not None and -len(value.items) <= k < len(value.items):
                 item = value.items[k]
                 if isinstance(item, Tup) and not allow_tuple:
-                    raise Unsupported(f"a tuple used as a value at {where}")
+                    raise Unsupported(f"a tuple used as a value at {here}")
                 return item
             if isinstance(value, Tup):
-                raise Unsupported(f"`{ast.unparse(node)}` at {where}: a tuple indexed with anything but "
+                raise Unsupported(f"`{python_text(node)}` at {here}: a tuple indexed with anything but "
                                   "an integer literal in range or a slice of integer literals")
-        raise Unsupported(f"indexing ({ast.unparse(node)}) at {where}: only per-lane 1-D rows and "
+        raise Unsupported(f"indexing ({python_text(node)}) at {here}: only per-lane 1-D rows and "
                           "tuples (with integer literals) can be indexed inside SPMD lanes")
 
-    def gather(self, row: Row, index_node, ctx, guarded: bool, where: str) -> str:
-        if isinstance(index_node, (ast.Slice, ast.Tuple)):
-            raise Unsupported(f"slicing or multi-indexing a row at {where} ({_ROW_USES} with an integer i)")
+    def gather(self, row: Row, index_node, ctx, guarded: bool, at: ir.Loc) -> str:
+        if isinstance(index_node, ir.Prim) and index_node.op in ("slice", "tuple") and not is_call(index_node):
+            raise Unsupported(f"slicing or multi-indexing a row at {where(at)} ({_ROW_USES} with an integer i)")
         if guarded:  # the mask does not know which lanes Python would evaluate it for
-            raise Unsupported(f"indexing a row at {where} in a position Python may not evaluate "
+            raise Unsupported(f"indexing a row at {where(at)} in a position Python may not evaluate "
                               "(after and/or, in a conditional expression)")
-        index = self.value(index_node, ctx, guarded=guarded)
+        index = self.value(index_node, ctx, guarded=guarded, at=at)
         return self.row_load(row, index, ctx.mask)
 
     @staticmethod
@@ -119,10 +121,10 @@ class RowsAndScans:
             return f"v_table({args})"
         return f"v_row({args}, {row.block}, {row.state})" if row.block else f"v_gather({args})"
 
-    def refuse_row(self, node, ctx, what: str) -> None:
+    def refuse_row(self, node, ctx, what: str, at: ir.Loc) -> None:
         """Refuse a row used anywhere but where :data:`_ROW_USES` says."""
         if self.row(node, ctx) is not None:
-            raise Unsupported(f"the array {node.id!r} {what} at {source_line(ctx.frame.fn, node)} "
+            raise Unsupported(f"the array {node.name!r} {what} at {where(at)} "
                               f"({_ROW_USES}; no other use of an array)")
 
     # -- tuples
@@ -150,7 +152,7 @@ class RowsAndScans:
         return tmp
 
     # -- calls
-    def builtin_len(self, target, node: ast.Call, ctx):
+    def builtin_len(self, target, node: ir.Prim, ctx):
         """``len(row)``, or None when this is another call."""
         if target is builtins.len and len(node.args) == 1 and not node.keywords:
             row = self.row(node.args[0], ctx)
@@ -158,78 +160,78 @@ class RowsAndScans:
                 return row.length
         return None
 
-    def scan(self, node: ast.Call, ctx, allow_tuple: bool, guarded: bool):
+    def scan(self, node: ir.Prim, ctx, allow_tuple: bool, guarded: bool):
         """``lw.scan(f, init, xs=None, length=None, reverse=False)`` inlined as a loop."""
-        where = source_line(ctx.frame.fn, node)
-        args = _scan_arguments(node, where)
+        here = where(node.loc)
+        args = _scan_arguments(node, here)
         if guarded:
-            raise Unsupported(f"lw.scan at {where} in a position Python may not evaluate")
-        helper = self.scan_body(args["f"], ctx, where)
-        init = self.value(args["init"], ctx, allow_tuple=True)
-        row, n = self.scan_length(args, ctx, where)
+            raise Unsupported(f"lw.scan at {here} in a position Python may not evaluate")
+        helper = self.scan_body(args["f"], ctx, node.loc)
+        init = self.value(args["init"], ctx, allow_tuple=True, at=node.loc)
+        row, n = self.scan_length(args, ctx, node.loc)
         reverse = args.get("reverse")
-        if reverse is not None and not (isinstance(reverse, ast.Constant) and type(reverse.value) is bool):
-            raise Unsupported(f"lw.scan at {where} with reverse= other than True or False")
+        if reverse is not None and not (isinstance(reverse, ir.Const) and type(reverse.value) is bool):
+            raise Unsupported(f"lw.scan at {here} with reverse= other than True or False")
         carry = self.fresh_copy(init)
         t, i = self.fresh("t"), self.fresh("i")
-        self.emit(f"for {t} in range({n}):  # lw.scan at {where}: every lane runs the same steps")
+        self.emit(f"for {t} in range({n}):  # lw.scan at {here}: every lane runs the same steps")
         self.indent += 1
         self.emit(f"{i} = {n} - 1 - {t}" if reverse is not None and reverse.value else f"{i} = {t}")
         x = self.row_load(row, i, ctx.mask) if row is not None else "None"
         if row is not None:
             x = self.materialise(x)
-        out = self.inline_values(helper, [carry, x], ctx, allow_tuple=True, where=where)
+        out = self.inline_values(helper, [carry, x], ctx, allow_tuple=True, where=here)
         if not (isinstance(out, Tup) and len(out.items) == 2):
-            raise Unsupported(f"lw.scan at {where}: {helper.__qualname__} does not return (carry, y)")
+            raise Unsupported(f"lw.scan at {here}: {helper.__qualname__} does not return (carry, y)")
         new, ys = out.items
         if ys != "None":
-            raise Unsupported(f"lw.scan at {where} with stacked ys ({helper.__qualname__} returns a y "
+            raise Unsupported(f"lw.scan at {here} with stacked ys ({helper.__qualname__} returns a y "
                               "other than None; a per-lane array output)")
         if shape_of(new) != shape_of(carry):
-            raise Unsupported(f"lw.scan at {where}: the carry changes its structure")
+            raise Unsupported(f"lw.scan at {here}: the carry changes its structure")
         for name, value in zip(leaves_of(carry), leaves_of(new), strict=True):
             if name != "None":  # lanes outside the mask never read the carry: no select
                 self.emit(f"{name} = {value}")
         self.indent -= 1
         result = Tup((carry, "None"))
         if not allow_tuple:
-            raise Unsupported(f"the tuple lw.scan returns used as a value at {where}")
+            raise Unsupported(f"the tuple lw.scan returns used as a value at {here}")
         return result
 
-    def scan_body(self, node, ctx, where: str):
-        if isinstance(node, ast.Lambda):
-            raise Unsupported(f"lw.scan at {where} with a lambda (write the step function with def)")
-        helper = helper_function(self.resolve(node, ctx))
+    def scan_body(self, node, ctx, at: ir.Loc):
+        if isinstance(node, ir.Lambda):
+            raise Unsupported(f"lw.scan at {where(at)} with a lambda (write the step function with def)")
+        helper = helper_function(self.resolve(node, ctx, at))
         if helper is None:
-            raise Unsupported(f"lw.scan at {where} over {ast.unparse(node)}, which is not a plain "
+            raise Unsupported(f"lw.scan at {where(at)} over {python_text(node)}, which is not a plain "
                               "Python function")
-        function_ast(helper)  # its source must be available
+        source_function(helper)  # its source must be available
         return helper
 
-    def scan_length(self, args, ctx, where: str):
+    def scan_length(self, args, ctx, at: ir.Loc):
         """The row ``xs`` (or None) and the scan's trip count as source text."""
         xs = args.get("xs")
-        if xs is None or (isinstance(xs, ast.Constant) and xs.value is None):
+        if xs is None or (isinstance(xs, ir.Const) and xs.value is None):
             length = args.get("length")
             if length is None:
-                raise Unsupported(f"lw.scan at {where} without xs or length")
-            return None, self.materialise(self.value(length, ctx))
+                raise Unsupported(f"lw.scan at {where(at)} without xs or length")
+            return None, self.materialise(self.value(length, ctx, at=at))
         row = self.row(xs, ctx)
         if row is None:
-            raise Unsupported(f"lw.scan at {where} over `{ast.unparse(xs)}` (only a per-lane 1-D row "
+            raise Unsupported(f"lw.scan at {where(at)} over `{python_text(xs)}` (only a per-lane 1-D row "
                               "argument of the lane, or xs=None with length=)")
         if args.get("length") is not None:
-            raise Unsupported(f"lw.scan at {where} with both xs and length")
+            raise Unsupported(f"lw.scan at {where(at)} with both xs and length")
         return row, row.length
 
 
 def _tuple_slice(node) -> slice | None:
     """``node`` as a Python slice when it is one with integer-literal (or no) bounds."""
-    if not isinstance(node, ast.Slice):
+    if not (isinstance(node, ir.Prim) and node.op == "slice" and not is_call(node)):
         return None
-    bounds = [None if b is None else int_literal(b) for b in (node.lower, node.upper, node.step)]
-    if any(b is None and part is not None for b, part in zip(bounds, (node.lower, node.upper, node.step),
-                                                             strict=True)) or bounds[2] == 0:
+    parts = [None if isinstance(p, ir.Const) and p.value is None else p for p in node.args]
+    bounds = [None if p is None else int_literal(p) for p in parts]
+    if any(b is None and part is not None for b, part in zip(bounds, parts, strict=True)) or bounds[2] == 0:
         return None
     return slice(*bounds)
 
@@ -237,10 +239,10 @@ def _tuple_slice(node) -> slice | None:
 _SCAN_PARAMS = ("f", "init", "xs", "length", "reverse")
 
 
-def _scan_arguments(node: ast.Call, where: str) -> dict:
-    args = bind_arguments(node, _SCAN_PARAMS, f"lw.scan at {where}")
+def _scan_arguments(node: ir.Prim, here: str) -> dict:
+    args = bind_arguments(node, _SCAN_PARAMS, f"lw.scan at {here}")
     if "f" not in args or "init" not in args:
-        raise Unsupported(f"lw.scan at {where} without f and init")
+        raise Unsupported(f"lw.scan at {here} without f and init")
     return args
 
 

@@ -16,7 +16,7 @@ from . import settings
 from .expressions import TWIN_MODULES
 from .settings import width_for
 from .stream import transform_stream
-from .syntax import Unsupported, function_ast
+from .syntax import Unsupported, lane_params
 from .transform import transform
 from .uniform import uniform_reads
 
@@ -52,8 +52,7 @@ def make_plan(program, call, result, lane, stream: bool = True) -> Plan:
     """Transform the lane for this program's parameters and results."""
     sig = program.signature
     inner = _inner_level(program)
-    fdef = function_ast(lane)
-    names = [a.arg for a in fdef.args.args]
+    names = lane_params(lane)
     kinds, leaves = ["default"] * len(names), [None] * len(names)
     for k, param in enumerate(sig.params):
         index = k if param.keyword is None else (names.index(param.keyword) if param.keyword in names else None)
@@ -165,7 +164,7 @@ def block_reads(lane, kinds) -> bool:
 def _uniform_reads_of(lane, kinds, kind: str) -> bool:
     """Whether the lane reads its parameters of ``kind`` ("row" or "table") only at
     uniform indices."""
-    names = [a.arg for a in function_ast(lane).args.args]  # as make_plan counts them
+    names = lane_params(lane)  # as make_plan counts them
     pick = {n for n, k in zip(names, kinds) if k in ("uniform", "default")}
     arrays = {n for n, k in zip(names, kinds) if k in ("row", "table")}
     return uniform_reads(lane, pick, arrays, {n for n, k in zip(names, kinds) if k == kind})

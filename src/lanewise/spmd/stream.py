@@ -44,11 +44,11 @@ def transform_stream(fn, params, varying_dtypes, results, width: int, refill: in
     ``_lw_store(ctx, i, *results)``.  ``varying_dtypes``: NumPy dtype names of
     the varying parameters, in order.
     """
-    em, fdef, names, frame = start(fn, params, width, vector_math)
+    em, function, names, frame = start(fn, params, width, vector_math)
     assigned = stream_shape(fn)
-    # the same statements in the emitter's desugared definition (a for loop is a while
-    # loop there, after the statements that start its counter)
-    prologue, loop, epilogue = split_at_loop(fdef.body)
+    # the same statements in the emitter's desugared IR (a for loop is a while loop
+    # there, after the statements that start its counter)
+    prologue, loop, epilogue = split_at_loop(function.body)
     w = width
     varying = [k for k, kind in enumerate(params) if kind == "varying"]
     # a uniform or defaulted parameter the lane assigns to differs between slots:
@@ -65,7 +65,7 @@ def transform_stream(fn, params, varying_dtypes, results, width: int, refill: in
             "    _lw_L = _lw_occ  # ... that is in the loop",
             "    _lw_next = _lw_lo",
             *[f"    {frame.name(names[k])} = v_undef()" for k in varying + restart]]
-    for line in defaults(em, fn, fdef, names, params, frame):
+    for line in defaults(em, fn, function, names, params, frame):
         local, value = line.strip().split(" = ", 1)
         k = names.index(local[len(frame.prefix):])
         head.append(f"    _lw_u{k} = {value}" if k in restart else line)
@@ -76,7 +76,7 @@ def transform_stream(fn, params, varying_dtypes, results, width: int, refill: in
     em.emit("while True:")
     em.indent += 1
     loop_ctx = Ctx(("_lw_alive", "_lw_L"), False, frozenset(), None, frame)
-    test = em.value(loop.test, loop_ctx)
+    test = em.value(loop.cond, loop_ctx, at=loop.loc)
     em.emit(f"_lw_L = m_and(_lw_L, m_truth({test}))")
     em.emit(f"if m_count(_lw_L) <= {w - refill} or not m_any(_lw_L):")
     em.indent += 1

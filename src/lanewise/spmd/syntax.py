@@ -1,25 +1,30 @@
-r"""The AST side of the SPMD transformation: the lane's source, its desugaring
-(``for`` over ``range`` -> ``while``, ``x += e`` -> ``x = x + e``) and the small
-analyses the emitter (:mod:`.transform`) asks of statements.
+"""The lane IR as the SPMD emitter (:mod:`.transform`) reads it: a function's
+desugared IR (:mod:`.desugar`), tuple values, and the small analyses the emitter
+asks of statements (block temporaries, branches cheap enough to run masked).
 
 Example:
-    >>> import ast
-    >>> tree = ast.parse("def f(x):\n    for k in range(3):\n        x += k\n    return x").body[0]
-    >>> has_loop(tree), sorted(local_names(tree))
-    (True, ['k', 'x'])
+    >>> from lanewise.spmd.desugar import prepared
+    >>> def f(x):
+    ...     for k in range(3):
+    ...         x += k
+    ...     return x
+    >>> sorted(local_names(prepared(f)))
+    ['_lw_k1', '_lw_re1', '_lw_rs1', '_lw_stop1', 'k', 'x']
 """
 
 from __future__ import annotations
 
-import ast
-import builtins
-import copy
 import types
+from collections import Counter
 from dataclasses import dataclass
 
 from numba.core.dispatcher import Dispatcher
 
-from ..lane.source import definition
+from ..lane import source as _source
+from ..lane.ir import nodes as ir
+from ..lane.ir.build import function_ir
+from ..lane.ir.passes.walk import stored, walk
+from ..lane.ir.unparse import is_call as _written_as_call, python_text
 
 
 class Unsupported(Exception):
@@ -55,43 +60,28 @@ def rebuild(shape, leaves):
 # ----------------------------------------------------------------------------- source
 
 
-def function_ast(fn) -> ast.FunctionDef:
-    """The ``def`` of ``fn``; a lambda as the ``def`` of one ``return`` (when its
-    source is found: :func:`lanewise.lane.source.definition` checks it is the code that runs)."""
-    node = definition(fn)
-    if isinstance(node, ast.Lambda):
-        body = [ast.copy_location(ast.Return(node.body), node.body)]
-        node = ast.copy_location(ast.FunctionDef(name=fn.__name__, args=node.args, body=body, decorator_list=[],
-                                                 returns=None, type_comment=None), node)
-        return ast.fix_missing_locations(node)
-    if not isinstance(node, ast.FunctionDef):
+def function_ast(fn):
+    """The ``def`` of ``fn`` as Python's syntax tree (:func:`lanewise.lane.source.function_ast`),
+    :class:`Unsupported` when its source is not the code that runs: for autodiff's emitters,
+    which still read the tree (the SPMD emitter reads :func:`source_function`)."""
+    return _source.function_ast(fn, Unsupported)
+
+
+resolve = _source.resolve  # autodiff's: the object a syntax-tree name or attribute chain refers to
+
+
+def source_function(fn) -> ir.Function:
+    """The lane IR of ``fn`` read from its text (the code that runs), else :class:`Unsupported`."""
+    function = function_ir(fn)
+    if function.source != "source":
         raise Unsupported(f"the source of {fn.__qualname__} is not available, or is not the code "
                           "that runs (exec'd from a string, or edited since import)")
-    if node.decorator_list:  # a pasted @numba.njit(...): not the lane's code, and its calls are not helpers
-        node = copy.copy(node)
-        node.decorator_list = []
-    return node
+    return function
 
 
-def resolve(fn, node):
-    """The object a name or attribute chain in ``fn`` refers to (``math.exp``,
-    ``helper``, ``np``): a closure variable, a global or a builtin; None if unknown."""
-    if isinstance(node, ast.Name):
-        if node.id in fn.__code__.co_varnames or node.id in fn.__code__.co_cellvars:
-            return None  # a local (a lambda bound in the lane, say), not the global of that name
-        if node.id in fn.__code__.co_freevars and fn.__closure__:
-            try:
-                return fn.__closure__[fn.__code__.co_freevars.index(node.id)].cell_contents
-            except ValueError:  # an empty cell
-                return None
-        if node.id in fn.__globals__:
-            return fn.__globals__[node.id]
-        return getattr(builtins, node.id, None)
-    if isinstance(node, ast.Attribute):
-        base = resolve(fn, node.value)
-        if isinstance(base, (types.ModuleType, type)):
-            return getattr(base, node.attr, None)
-    return None
+def lane_params(fn) -> list[str]:
+    """The names of ``fn``'s positional parameters, in order (:class:`Unsupported` without its source)."""
+    return [p.name for p in source_function(fn).params if p.kind == "positional"]
 
 
 def helper_function(obj):
@@ -109,184 +99,96 @@ def helper_function(obj):
     return None
 
 
-def bind_arguments(node: ast.Call, params, what: str) -> dict:
-    """The argument expressions of ``node`` by parameter name (``params`` in order):
+def is_call(e) -> bool:
+    """Whether the primitive ``e`` is a call the lane wrote (``pow(a, b)`` too, whose op is
+    ``**``'s: a resolved call holds its callee, an operator none)."""
+    return isinstance(e, ir.Prim) and (e.callee is not None or _written_as_call(e) or e.op == "spmd.range")
+
+
+def call_args(e: ir.Prim) -> tuple:
+    """A call's positional arguments (without a method's value or a local callee)."""
+    return e.args[1:] if e.op == "call" or e.op.startswith("method.") else e.args
+
+
+def bind_arguments(e: ir.Prim, params, what: str) -> dict:
+    """The argument expressions of the call ``e`` by parameter name (``params`` in order):
     positional, then keywords; Unsupported for * arguments, too many, or unknown or
     repeated keywords (``what`` names the call in the message)."""
-    if len(node.args) > len(params) or any(isinstance(a, ast.Starred) for a in node.args):
+    args = call_args(e)
+    if len(args) > len(params) or any(isinstance(a, ir.Prim) and a.op == "star" for a in args):
         raise Unsupported(f"{what} with * or too many arguments")
-    bound = dict(zip(params, node.args))
-    for k in node.keywords:
-        if k.arg not in params or k.arg in bound:
-            raise Unsupported(f"{what} with the keyword argument {k.arg!r}")
-        bound[k.arg] = k.value
+    bound = dict(zip(params, args))
+    for name, value in e.keywords:
+        if name not in params or name in bound:
+            raise Unsupported(f"{what} with the keyword argument {None if name == '**' else name!r}")
+        bound[name] = value
     return bound
 
 
-def source_line(fn, node) -> str:
-    try:
-        line = fn.__code__.co_firstlineno + getattr(node, "lineno", 1) - 1
-        return f"{fn.__code__.co_filename}:{line}"
-    except AttributeError:
-        return "?"
+def where(loc: ir.Loc) -> str:
+    """``file:line`` of a node the user wrote, for messages and the emitted comments."""
+    return f"{loc.file}:{loc.line}"
 
 
-def local_names(fdef: ast.FunctionDef) -> set[str]:
+def target_text(t) -> str:
+    """An assignment target as the lane wrote it (for messages)."""
+    if isinstance(t, ir.Unpack):
+        items = [("*" if k == t.star else "") + target_text(i) for k, i in enumerate(t.items)]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if isinstance(t, ir.Item):
+        return python_text(ir.Prim("getitem", (t.base, t.index), ir.Loc("", 0, 0)))
+    if isinstance(t, ir.Field):
+        return f"{python_text(t.base)}.{t.name}"
+    return t.name
+
+
+def local_names(function: ir.Function) -> set[str]:
     """Names assigned in the function (its locals, Python's scoping rule), params included."""
-    names = {a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs}
-    for node in ast.walk(fdef):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            names.add(node.id)
-    return names
+    return {p.name for p in function.params} | stored(walk(function.body), defs=False)
 
 
-# ----------------------------------------------------------------------------- desugaring
-
-
-def folded(node):
-    """``node`` (a BinOp or UnaryOp) as the constant CPython folds it to, when its operands
-    are number constants and the result an int of at most 64 bits or a float (a wider
-    int is refused: lane.refusals), else ``node``.
-
-    Example:
-        >>> ast.unparse(folded(ast.parse("2**63 - 1", mode="eval").body.left))
-        '9223372036854775808'
-    """
-    operands = [node.left, node.right] if isinstance(node, ast.BinOp) else [node.operand]
-    values = [o.value for o in operands if isinstance(o, ast.Constant)]
-    if len(values) != len(operands) or not all(isinstance(v, (int, float, complex)) for v in values):
-        return node
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Pow, ast.LShift)) and all(
-            type(v) is int for v in values) and abs(values[0]) > 1 and values[1] > 128:
-        return node  # CPython leaves a huge result unfolded (and computing it would take long)
-    try:
-        value = eval(compile(ast.Expression(node), "<constant>", "eval"), {"__builtins__": {}})  # noqa: S307
-    except Exception:  # noqa: BLE001 - 1 / 0 and friends: left to run time, as CPython does
-        return node
-    if isinstance(value, int) and not -2**63 <= value < 2**64:
-        return node
-    return ast.copy_location(ast.Constant(value), node)
-
-
-class Desugar(ast.NodeTransformer):
-    """``for v in range(...)`` -> ``while`` over a hidden counter; ``x += e`` -> ``x = x + e``."""
-
-    def __init__(self, fn):
-        self.fn, self.n = fn, 0
-
-    def visit_AugAssign(self, node):
-        if not isinstance(node.target, ast.Name):
-            raise Unsupported(f"augmented assignment to {ast.unparse(node.target)} at {source_line(self.fn, node)}")
-        load = ast.Name(node.target.id, ast.Load())
-        value = ast.BinOp(load, node.op, self.visit(node.value))
-        return ast.copy_location(ast.Assign([node.target], value), node)
-
-    def visit_BinOp(self, node):
-        # CPython folds an operation of constants when it compiles the lane (``2**63`` is
-        # one constant in the bytecode Numba types for the scalar path: a uint64); the
-        # W-wide form would compute it at run time in int64 (-2**63), so it is folded here.
-        return folded(self.generic_visit(node))
-
-    visit_UnaryOp = visit_BinOp
-
-    def visit_AnnAssign(self, node):
-        if node.value is None:
-            return None
-        return ast.copy_location(ast.Assign([node.target], self.visit(node.value)), node)
-
-    def visit_For(self, node):
-        where = source_line(self.fn, node)
-        if node.orelse:
-            raise Unsupported(f"a for ... else loop at {where}")
-        it = node.iter
-        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
-                and not it.keywords and 1 <= len(it.args) <= 3):
-            raise Unsupported(f"a for loop over something other than range(...) at {where}")
-        if not isinstance(node.target, ast.Name):
-            raise Unsupported(f"a for loop with target {ast.unparse(node.target)} at {where}")
-        args = [self.visit(a) for a in it.args]
-        start, stop = (ast.Constant(0), args[0]) if len(args) == 1 else (args[0], args[1])
-        step = args[2] if len(args) == 3 else ast.Constant(1)
-        step_value = int_literal(step)
-        if step_value is None or step_value == 0:
-            raise Unsupported(f"a range with a step that is not a non-zero integer literal at {where}")
-        self.n += 1
-        k, e, rs, re_ = (f"_lw_k{self.n}", f"_lw_stop{self.n}", f"_lw_rs{self.n}", f"_lw_re{self.n}")
-
-        def name(n):
-            return ast.Name(n, ast.Load())
-
-        def as_range(value):  # value as the type Numba's range(start, stop, step) yields
-            return ast.Call(name("_lw_range"), [value, name(rs), name(re_), step], [])
-
-        init = [ast.Assign([ast.Name(rs, ast.Store())], start),
-                ast.Assign([ast.Name(re_, ast.Store())], stop),
-                ast.Assign([ast.Name(e, ast.Store())], as_range(name(re_))),
-                ast.Assign([ast.Name(k, ast.Store())], as_range(name(rs)))]
-        cmp = ast.Lt() if step_value > 0 else ast.Gt()
-        test = ast.Compare(name(k), [cmp], [name(e)])
-        body = [ast.Assign([ast.Name(node.target.id, ast.Store())], name(k)),
-                ast.Assign([ast.Name(k, ast.Store())], as_range(ast.BinOp(name(k), ast.Add(), step)))]
-        for s in node.body:  # a nested for becomes a list of statements: flattened
-            out = self.visit(s)
-            body += out if isinstance(out, list) else [] if out is None else [out]
-        loop = ast.While(test, body, [])
-        out = init + [loop]
-        for s in out:
-            ast.copy_location(s, node)
-            ast.fix_missing_locations(s)
-        return out
-
-    def visit_While(self, node):
-        if node.orelse:
-            raise Unsupported(f"a while ... else loop at {source_line(self.fn, node)}")
-        return self.generic_visit(node)
-
-
-def int_literal(node):
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = int_literal(node.operand)
-        return None if inner is None else -inner
-    return None
+def name_counts(function: ir.Function) -> Counter:
+    """How many times each name is written in ``function`` (its body and its parameters' defaults)."""
+    defaults = tuple(p.default for p in function.params if p.default is not None)
+    return Counter(n.name for n in walk((defaults, function.body)) if isinstance(n, ir.Var))
 
 
 # ----------------------------------------------------------------------------- analysis
 
 
-def block_temps(stmts: list, frame_counts: dict) -> frozenset:
+def grouped(stmts) -> list[list]:
+    """``stmts`` with the assignments of one ``a = b = v`` (which share their value node) together."""
+    out: list[list] = []
+    for s in stmts:
+        if out and isinstance(s, ir.Assign) and isinstance(out[-1][0], ir.Assign) and out[-1][0].value is s.value:
+            out[-1].append(s)
+        else:
+            out.append([s])
+    return out
+
+
+def block_temps(stmts, frame_counts: dict) -> frozenset:
     """Names whose every use is inside ``stmts`` and whose first use there is a
     store by one of its top-level statements: such a variable is always assigned
     before it is read in the block, so lanes outside the block's mask never need
     its value and the store needs no select."""
     seen: set[str] = set()
     candidates: set[str] = set()
-    counts: dict[str, int] = {}
+    counts: Counter = Counter()
     for stmt in stmts:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name):
-                counts[node.id] = counts.get(node.id, 0) + 1
-        if isinstance(stmt, ast.Assign):
-            for name in _names(stmt.value, ast.Load):
-                seen.add(name)
-            for target in stmt.targets:
-                for name in _names(target, ast.Store):
-                    if name not in seen:
-                        candidates.add(name)
-                        seen.add(name)
+        counts.update(n.name for n in walk(stmt) if isinstance(n, ir.Var))
+        if isinstance(stmt, ir.Assign):
+            seen.update(n.name for n in walk(stmt.value) if isinstance(n, ir.Var))
+            for name in sorted(ir.target_names(stmt.target)):
+                if name not in seen:
+                    candidates.add(name)
+                    seen.add(name)
         else:
-            for name in _names(stmt, (ast.Load, ast.Store)):
-                seen.add(name)
+            seen.update(n.name for n in walk(stmt) if isinstance(n, ir.Var))
     return frozenset(n for n in candidates if counts.get(n) == frame_counts.get(n))
 
 
-def _names(node, ctx) -> list[str]:
-    out = []
-    for n in ast.walk(node):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ctx):
-            out.append(n.id)
-    return out
+_HEAVY = (ir.Loop, ir.If, ir.Exit)
 
 
 def cheap_branch(stmts) -> bool:
@@ -295,70 +197,117 @@ def cheap_branch(stmts) -> bool:
     break, continue) keeps its test: a lane leaves once, so the branch is nearly
     never taken and predicted, while the masked form puts the exit's mask updates
     on every iteration's dependency chain (W2 0.15x -> 0.12x Numba, W6's search
-    5.1 -> 4.4 ns per 8-lane step)."""
-    nodes = [n for s in stmts for n in ast.walk(s)]
-    heavy = (ast.While, ast.For, ast.Call, ast.If, ast.Return, ast.Break, ast.Continue)
-    return len(stmts) <= 4 and not any(isinstance(n, heavy) for n in nodes) and len(nodes) <= 40
+    5.1 -> 4.4 ns per 8-lane step).  Sizes count as Python's syntax tree counts
+    nodes (names and operators included), the measure these limits were set in."""
+    groups = grouped(stmts)
+    if len(groups) > 4 or any(isinstance(n, _HEAVY) or is_call(n) for n in walk(tuple(stmts))):
+        return False
+    return sum(_statement_size(g) for g in groups) <= 40
 
 
 def flat_branch(stmts) -> bool:
     """A branch of a few assignments to local names (no exit, no call, no nesting, no
     indexing: a merged branch runs outside its mask, and a row's gather must not)."""
-    return cheap_branch(stmts) and not any(isinstance(n, ast.Subscript) for s in stmts for n in ast.walk(s)) \
-        and all(isinstance(s, ast.Assign) and all(
-        isinstance(t, ast.Name) or (isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts))
-        for t in s.targets) for s in stmts)
+    return cheap_branch(stmts) and not any(isinstance(n, ir.Prim) and n.op == "getitem" for n in walk(tuple(stmts))) \
+        and all(isinstance(s, ir.Assign) and _flat_target(s.target) for s in stmts)
+
+
+def _flat_target(t) -> bool:
+    return isinstance(t, ir.Var) or (isinstance(t, ir.Unpack) and t.star is None
+                                     and all(isinstance(i, ir.Var) for i in t.items))
+
+
+def _statement_size(group: list) -> int:
+    """The syntax tree's node count of one statement (``group``: the assignments of one ``a = b = v``)."""
+    s = group[0]
+    if isinstance(s, ir.Assign):
+        return 1 + sum(_target_size(g.target) for g in group) + _size(s.value)
+    if isinstance(s, ir.Do) and isinstance(s.expr, ir.Prim) and s.expr.op in ("setitem", "setattr"):
+        *place, value = s.expr.args  # target[index] = value: an Assign of a Subscript (or Attribute) target
+        return 1 + 2 + sum(map(_size, place)) + _size(value)
+    parts = [getattr(s, f) for f in ("expr", "value", "exc", "cause", "test", "msg") if hasattr(s, f)]
+    return 1 + sum(_size(p) for p in parts if p is not None)
+
+
+def _target_size(t) -> int:
+    if isinstance(t, ir.Unpack):
+        return 2 + sum(_target_size(i) + (2 if k == t.star else 0) for k, i in enumerate(t.items))
+    if isinstance(t, ir.Item):
+        return 2 + _size(t.base) + _size(t.index)
+    if isinstance(t, ir.Field):
+        return 2 + _size(t.base)
+    return 2
+
+
+def _size(e) -> int:
+    """The syntax tree's node count of an expression (a name and its context: 2; an operator: 1)."""
+    if isinstance(e, ir.Var):
+        return 2
+    if isinstance(e, ir.Global):
+        return 2 * (e.name.count(".") + 1)
+    if not isinstance(e, ir.Prim):
+        return 1
+    args = sum(map(_size, e.args))
+    if e.op in ("and", "or") and dict(e.params).get("chain"):  # a < b < c: one Compare, b once
+        return 1 + _size(e.args[0].args[0]) + sum(1 + _size(p.args[1]) for p in e.args)
+    if e.op in ("attr", "getitem", "tuple", "list", "star"):  # their context
+        return 2 + args
+    if e.op == "slice":
+        return 1 + sum(_size(a) for a in e.args if not (isinstance(a, ir.Const) and a.value is None))
+    if e.op in ("ifexp", "set", "dict", "fstring", "format"):
+        return 1 + args
+    return 2 + args  # an operator and its op node
 
 
 def first_in_helpers(fn, seen, find) -> str | None:
-    """``find(fn, fdef)`` for ``fn``, else for the helpers it calls by name (depth
-    first): the first answer that is not None."""
+    """``find(fn, function)`` for ``fn`` (its IR), else for the helpers it calls by name
+    (depth first): the first answer that is not None."""
     if not isinstance(fn, types.FunctionType) or fn in seen:  # (a call of an array, say: unhashable)
         return None
     seen.add(fn)
     try:
-        fdef = function_ast(fn)
+        function = source_function(fn)
     except Unsupported:
         return None
-    found = find(fn, fdef)
+    found = find(fn, function)
     if found:
         return found
-    for node in ast.walk(fdef):
-        if isinstance(node, ast.Call):
-            found = first_in_helpers(callee(fn, node.func), seen, find)
+    for node in walk(function.body):
+        if isinstance(node, ir.Prim):
+            found = first_in_helpers(callee(node), seen, find)
             if found:
                 return found
     return None
 
 
-def callee(fn, func: ast.expr):
-    """The function a call in ``fn`` names: ``helper(...)`` (a global or closure
-    variable) or ``module.helper(...)``; None when it is neither."""
-    if isinstance(func, ast.Attribute) and not isinstance(func.value, ast.Name):
+def callee(prim: ir.Prim):
+    """The function a call names: ``helper(...)`` (a global or closure variable) or
+    ``module.helper(...)``; None when it is neither."""
+    if prim.callee is None or (prim.callee.hops or 0) > 1:
         return None
-    target = resolve(fn, func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+    target = prim.callee.obj
     if hasattr(target, "_lw_spmd_twin"):  # lw.random's draws: called as a whole, not inlined
         return None
     return getattr(target, "py_func", target)
 
 
-def split_at_loop(stmts: list) -> tuple[list, ast.While, list]:
-    r"""A desugared body with one top-level ``while`` loop as (the statements before
-    it, the loop, the statements after it): the parts a streamed lane emits apart.
+def split_at_loop(stmts) -> tuple[tuple, ir.Loop, tuple]:
+    r"""A desugared body with one top-level loop as (the statements before it, the
+    loop, the statements after it): the parts a streamed lane emits apart.
 
     Example:
-        >>> body = ast.parse("n = 0\nwhile n < 3:\n    n = n + 1\nreturn n").body
-        >>> [len(part) for part in (split_at_loop(body)[0], split_at_loop(body)[2])]
-        [1, 1]
+        >>> from lanewise.spmd.desugar import prepared
+        >>> def f(n):
+        ...     while n < 3:
+        ...         n = n + 1
+        ...     return n
+        >>> [len(part) for part in (split_at_loop(prepared(f).body)[0], split_at_loop(prepared(f).body)[2])]
+        [0, 1]
     """
-    loops = [k for k, st in enumerate(stmts) if isinstance(st, ast.While)]
+    loops = [k for k, st in enumerate(stmts) if isinstance(st, ir.Loop)]
     if len(loops) != 1:
         raise Unsupported("streaming needs exactly one top-level loop")
-    return stmts[:loops[0]], stmts[loops[0]], stmts[loops[0] + 1:]
-
-
-def has_loop(fdef) -> bool:
-    return any(isinstance(n, (ast.While, ast.For)) for n in ast.walk(fdef))
+    return tuple(stmts[:loops[0]]), stmts[loops[0]], tuple(stmts[loops[0] + 1:])
 
 
 def leaf_paths(shape, prefix=()):

@@ -1,4 +1,4 @@
-"""A lane function's AST -> the source of its W-wide (SPMD on SIMD) version.
+"""A lane function's IR -> the source of its W-wide (SPMD on SIMD) version.
 
 The W-wide function runs W lanes in lock-step.  Every value is either uniform
 (a Numba scalar, the same in every lane: constants, arguments not mapped at the
@@ -41,17 +41,22 @@ Example:
 
 from __future__ import annotations
 
-import ast
-import copy
 import sys
 
 from ..config import config
+from ..lane.ir import nodes as ir
+from ..lane.ir.unparse import python_text
 from .arrays import Row
+from .desugar import prepared
 from .expressions import Expressions
 from .frames import Ctx, Frame
-from .syntax import (Desugar, Tup, Unsupported, block_temps, cheap_branch, flat_branch, function_ast, leaf_paths,
-                     leaves_of, local_names, result_shape, shape_of, source_line)
+from .syntax import (Tup, Unsupported, block_temps, cheap_branch, flat_branch, grouped, leaf_paths, leaves_of,
+                     local_names, name_counts, result_shape, shape_of, target_text, where)
 from .uniform import lockstep_loops
+
+#: What the lane IR calls the statements it does not model, as Python's syntax tree names them.
+_STATEMENTS = {"a with statement": "with", "an async with statement": "asyncwith", "del": "delete",
+               "an import": "import", "an async for loop": "asyncfor", "a match statement": "match"}
 
 
 #: Name of the generated function.
@@ -85,72 +90,51 @@ class _Emitter(Expressions):
         return f"_lw_{kind}{self.n}"
 
     # -- functions
-    def prepare(self, fn, fdef) -> ast.FunctionDef:
-        """The desugared copy of ``fdef`` (for -> while, augmented assignments)."""
-        a = fdef.args
-        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
-            raise Unsupported(f"{fn.__qualname__} has *args, **kwargs, keyword-only or positional-only parameters")
-        fdef = Desugar(fn).visit(copy.deepcopy(fdef))
-        ast.fix_missing_locations(fdef)
-        for node in ast.walk(fdef):
-            if isinstance(node, (ast.Global, ast.Nonlocal)):
-                raise Unsupported(f"{fn.__qualname__} declares global/nonlocal names")
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) and node is not fdef:
-                raise Unsupported(f"{fn.__qualname__} defines a function or class inside the lane")
-        return fdef
-
-    def new_frame(self, fn, fdef, prefix, alive, base) -> Frame:
-        frame = Frame(fn, prefix, local_names(fdef), alive, base)
-        for node in ast.walk(fdef):
-            if isinstance(node, ast.Name) and node.id in frame.locals:
-                frame.counts[node.id] = frame.counts.get(node.id, 0) + 1
+    def new_frame(self, fn, function: ir.Function, prefix, alive, base) -> Frame:
+        frame = Frame(fn, prefix, local_names(function), alive, base)
+        frame.counts = {name: n for name, n in name_counts(function).items() if name in frame.locals}
         return frame
 
     # -- statements
     def block(self, stmts, ctx: Ctx) -> bool:
         """Emit ``stmts``; True if the block ends in an unconditional exit."""
-        for stmt in stmts:
-            if self.statement(stmt, ctx):
+        for group in grouped(stmts):
+            if self.statement(group, ctx):
                 return True
         return False
 
-    def statement(self, stmt, ctx: Ctx) -> bool:
-        fn = ctx.frame.fn
-        where = source_line(fn, stmt)
-        if isinstance(stmt, ast.Assign):
-            self.assign(stmt, ctx)
-        elif isinstance(stmt, ast.If):
+    def statement(self, group: list, ctx: Ctx) -> bool:
+        """Emit one statement (``group``: its IR statements, the assignments of ``a = b = v``)."""
+        stmt = group[0]
+        here = where(stmt.loc)
+        if isinstance(stmt, ir.Assign):
+            self.assign(group, ctx)
+        elif isinstance(stmt, ir.If):
             self.if_(stmt, ctx)
-        elif isinstance(stmt, ast.While):
+        elif isinstance(stmt, ir.Loop):
             self.while_(stmt, ctx)
-        elif isinstance(stmt, ast.Return):
+        elif isinstance(stmt, ir.Exit) and stmt.kind == "return":
             self.return_(stmt, ctx)
             return True
-        elif isinstance(stmt, ast.Break):
+        elif isinstance(stmt, ir.Exit):
             if ctx.loop is None:
-                raise Unsupported(f"break outside a loop at {where}")
-            self.exit(ctx, ctx.loop[0])
+                raise Unsupported(f"{stmt.kind} outside a loop at {here}")
+            self.exit(ctx, ctx.loop[0 if stmt.kind == "break" else 1])
             return True
-        elif isinstance(stmt, ast.Continue):
-            if ctx.loop is None:
-                raise Unsupported(f"continue outside a loop at {where}")
-            self.exit(ctx, ctx.loop[1])
-            return True
-        elif isinstance(stmt, ast.Raise):  # the group fails; the host replays it (spmd.failure)
-            self.emit(f"m_raise({ctx.mask})  # raise at {where}")
+        elif isinstance(stmt, ir.Raise):  # the group fails; the host replays it (spmd.failure)
+            self.emit(f"m_raise({ctx.mask})  # raise at {here}")
             self.exit(ctx, ctx.frame.base)
             return True
-        elif isinstance(stmt, ast.Assert):  # the message is built by the replay, never here
+        elif isinstance(stmt, ir.Assert):  # the message is built by the replay, never here
             if not sys.flags.optimize:  # python -O: Numba's lane has no assert either
-                test = self.value(stmt.test, ctx)
-                self.emit(f"m_raise(m_andnot({ctx.mask}, m_truth({test})))  # assert at {where}")
-        elif isinstance(stmt, ast.Pass):
-            pass
-        elif isinstance(stmt, ast.Expr):
-            if not isinstance(stmt.value, ast.Constant):  # a docstring is fine; a call may have effects
-                raise Unsupported(f"the expression statement `{ast.unparse(stmt)}` at {where}")
+                test = self.value(stmt.test, ctx, at=stmt.loc)
+                self.emit(f"m_raise(m_andnot({ctx.mask}, m_truth({test})))  # assert at {here}")
+        elif isinstance(stmt, ir.Do) and isinstance(stmt.expr, ir.Prim) and stmt.expr.op in ("setitem", "setattr"):
+            self.store_into(stmt, ctx)
+        elif isinstance(stmt, ir.Do):  # a call may have effects
+            raise Unsupported(f"the expression statement `{python_text(stmt.expr)}` at {here}")
         else:
-            raise Unsupported(f"the statement `{type(stmt).__name__.lower()}` at {where}")
+            raise Unsupported(f"the statement `{_statement_name(stmt)}` at {here}")
         return False
 
     def store(self, name: str, value: str, ctx: Ctx) -> None:
@@ -169,13 +153,21 @@ class _Emitter(Expressions):
             frame.selected.add(target)
             self.emit(f"{target} = v_select({ctx.mask}, {value}, {target})")
 
-    def assign(self, stmt: ast.Assign, ctx: Ctx) -> None:
-        value = self.value(stmt.value, ctx, allow_tuple=True)
-        targets = stmt.targets
-        if len(targets) > 1 or isinstance(value, Tup) and len(targets) == 1 and not isinstance(targets[0], ast.Name):
+    def assign(self, group: list, ctx: Ctx) -> None:
+        value = self.value(group[0].value, ctx, allow_tuple=True, at=group[0].loc)
+        targets = [s.target for s in group]
+        if len(targets) > 1 or isinstance(value, Tup) and len(targets) == 1 and not isinstance(targets[0], ir.Var):
             value = self.materialise(value)  # evaluated once, stored to each target
         for target in targets:
-            self.assign_target(target, value, ctx)
+            self.assign_target(target, value, ctx, group[0].loc)
+
+    def store_into(self, stmt: ir.Do, ctx: Ctx) -> None:
+        """``x[i] = v`` or ``x.a = v``: refused (after ``v``, as Python evaluates it first)."""
+        *place, value = stmt.expr.args
+        self.value(value, ctx, allow_tuple=True, at=stmt.loc)
+        name = dict(stmt.expr.params).get("name")
+        target = ir.Item(*place) if stmt.expr.op == "setitem" else ir.Field(place[0], name)
+        self.assign_target(target, None, ctx, stmt.loc)
 
     def materialise(self, value):
         if isinstance(value, Tup):
@@ -186,43 +178,43 @@ class _Emitter(Expressions):
         self.emit(f"{tmp} = {value}")
         return tmp
 
-    def assign_target(self, target, value, ctx: Ctx) -> None:
-        where = source_line(ctx.frame.fn, target)
-        if isinstance(target, ast.Name):
-            if target.id in ctx.frame.rows or target.id in ctx.frame.tuples:
-                held = "an array" if target.id in ctx.frame.rows else "a tuple"
-                raise Unsupported(f"assigning to {target.id!r}, which holds {held}, at {where}")
+    def assign_target(self, target, value, ctx: Ctx, at: ir.Loc) -> None:
+        here = where(at)
+        if isinstance(target, ir.Var):
+            if target.name in ctx.frame.rows or target.name in ctx.frame.tuples:
+                held = "an array" if target.name in ctx.frame.rows else "a tuple"
+                raise Unsupported(f"assigning to {target.name!r}, which holds {held}, at {here}")
             if isinstance(value, Tup):
-                self.store_tuple(target.id, value, ctx, where)
+                self.store_tuple(target.name, value, ctx, here)
             else:
-                self.store(target.id, value, ctx)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            if not isinstance(value, Tup) or len(value.items) != len(target.elts):
-                raise Unsupported(f"unpacking {ast.unparse(target)} at {where} from a value that is not "
+                self.store(target.name, value, ctx)
+        elif isinstance(target, ir.Unpack):
+            if not isinstance(value, Tup) or len(value.items) != len(target.items):
+                raise Unsupported(f"unpacking {target_text(target)} at {here} from a value that is not "
                                   "a tuple of the same length")
-            if any(isinstance(t, ast.Starred) for t in target.elts):
-                raise Unsupported(f"starred unpacking at {where}")
+            if target.star is not None:
+                raise Unsupported(f"starred unpacking at {here}")
             value = self.materialise(value)  # all right-hand sides before any store
-            for t, v in zip(target.elts, value.items):
-                self.assign_target(t, v, ctx)
-        elif isinstance(target, ast.Subscript) and self.row(target.value, ctx) is not None:
-            raise Unsupported(f"writing into the array {target.value.id!r} at {where} (rows are read-only "
+            for t, v in zip(target.items, value.items):
+                self.assign_target(t, v, ctx, at)
+        elif isinstance(target, ir.Item) and self.row(target.base, ctx) is not None:
+            raise Unsupported(f"writing into the array {target.base.name!r} at {here} (rows are read-only "
                               "on the SPMD path)")
         else:
-            raise Unsupported(f"assignment to {ast.unparse(target)} at {where} (only local variables)")
+            raise Unsupported(f"assignment to {target_text(target)} at {here} (only local variables)")
 
-    def if_(self, stmt: ast.If, ctx: Ctx) -> None:
-        test = self.value(stmt.test, ctx)
+    def if_(self, stmt: ir.If, ctx: Ctx) -> None:
+        test = self.value(stmt.cond, ctx, at=stmt.loc)
         t = self.fresh("c")
         self.emit(f"{t} = m_truth({test})")
         m_then, m_else = self.fresh("m"), self.fresh("m")
         self.emit(f"{m_then} = m_and({ctx.mask}, {t})")
         if stmt.orelse:
             self.emit(f"{m_else} = m_andnot({ctx.mask}, {t})")
-        if flat_branch(stmt.body) and flat_branch(stmt.orelse):
+        if flat_branch(stmt.then) and flat_branch(stmt.orelse):
             self.merged_if(stmt, ctx, t, m_then, m_else)
             return
-        for body, mask in ((stmt.body, m_then), (stmt.orelse, m_else)):
+        for body, mask in ((stmt.then, m_then), (stmt.orelse, m_else)):
             if not body:
                 continue
             inner = Ctx(ctx.chain + (mask,), False, block_temps(body, ctx.frame.counts), ctx.loop, ctx.frame)
@@ -234,7 +226,7 @@ class _Emitter(Expressions):
             self.block(body, inner)
             self.indent -= 1
 
-    def merged_if(self, stmt: ast.If, ctx: Ctx, test: str, m_then: str, m_else: str) -> None:
+    def merged_if(self, stmt: ir.If, ctx: Ctx, test: str, m_then: str, m_else: str) -> None:
         """Both branches computed from the values before the ``if`` (each into its
         own temporaries), then one select per variable: the branches no longer
         wait for each other.  A variable both branches assign is chosen by the
@@ -242,7 +234,7 @@ class _Emitter(Expressions):
         two selects (Collatz's ``n = n // 2 if even else 3 * n + 1``: 0.43x ->
         0.37x Numba)."""
         branches = []
-        for body in (stmt.body, stmt.orelse):
+        for body in (stmt.then, stmt.orelse):
             renames: dict = {}
             inner = Ctx(ctx.chain, False, frozenset(), ctx.loop, ctx.frame, ctx.private_plain, renames)
             self.block(body, inner)
@@ -260,16 +252,16 @@ class _Emitter(Expressions):
             ctx.frame.selected.add(current)  # may be read before any assignment: declared
             self.emit(f"{current} = {value}")  # lanes outside both branches keep their value
 
-    def while_(self, stmt: ast.While, ctx: Ctx) -> None:
+    def while_(self, stmt: ir.Loop, ctx: Ctx) -> None:
         frame = ctx.frame
         lmask, bmask = self.fresh("L"), self.fresh("B")
         self.emit(f"{lmask} = {ctx.mask}")
         self.emit("while True:")
         self.indent += 1
         loop_ctx = Ctx(ctx.chain + (lmask,), False, frozenset(), ctx.loop, frame)
-        test = self.value(stmt.test, loop_ctx)  # helper calls in the test run under the loop mask
+        test = self.value(stmt.cond, loop_ctx, at=stmt.loc)  # helper calls in the test run under the loop mask
         lockstep = ((ctx.plain or ctx.whole) and ctx.renames is None
-                    and (stmt.lineno, stmt.col_offset) in frame.lockstep)
+                    and (stmt.loc.line, stmt.loc.col) in frame.lockstep)
         if lockstep:  # every live lane passes the test or none: a branch, no mask
             # m_uniform: typing fails (the SPMD path is refused) if the test is a vector after all
             self.emit(f"if not m_uniform({test}) or not m_any({lmask}):")
@@ -291,19 +283,19 @@ class _Emitter(Expressions):
         for mask in ctx.chain[first:]:
             self.emit(f"{mask} = m_andnot({mask}, {e})")
 
-    def return_(self, stmt: ast.Return, ctx: Ctx) -> None:
+    def return_(self, stmt: ir.Exit, ctx: Ctx) -> None:
         frame = ctx.frame
-        where = source_line(frame.fn, stmt)
+        here = where(stmt.loc)
         if stmt.value is None:
-            raise Unsupported(f"a return without a value at {where}")
-        value = self.value(stmt.value, ctx, allow_tuple=True)
+            raise Unsupported(f"a return without a value at {here}")
+        value = self.value(stmt.value, ctx, allow_tuple=True, at=stmt.loc)
         shape = shape_of(value)
         if frame.shape == "unknown":
             frame.shape = shape
             frame.slots = [self.fresh("r") for _ in leaves_of(value)]
             self.declare(frame.slots)
         elif frame.shape != shape:
-            raise Unsupported(f"returns of different tuple structures ({where})")
+            raise Unsupported(f"returns of different tuple structures ({here})")
         for slot, leaf in zip(frame.slots, leaves_of(value)):
             if leaf == "None" and frame.base != 0:  # a helper's None (a scan's ys): nothing to select
                 frame.nones.add(slot)
@@ -322,29 +314,39 @@ class _Emitter(Expressions):
 
 
 def start(fn, params, width, vector_math):
-    """Emitter, desugared definition, parameter names and the lane's frame."""
+    """Emitter, desugared IR, parameter names and the lane's frame."""
     if vector_math is None:
         vector_math = config.vector_math
     em = _Emitter(width, vector_math)
     em.pending_declarations = []
-    fdef = em.prepare(fn, function_ast(fn))
-    names = [a.arg for a in fdef.args.args]
+    function = prepared(fn)
+    names = [p.name for p in function.params]
     if len(params) != len(names):
         raise Unsupported(f"the lane takes {len(names)} parameters, the call binds {len(params)}")
-    frame = em.new_frame(fn, fdef, "l_", "_lw_alive", 0)
+    frame = em.new_frame(fn, function, "l_", "_lw_alive", 0)
     em.stack.append(fn)
-    return em, fdef, names, frame
+    return em, function, names, frame
 
 
-def defaults(em, fn, fdef, names, params, frame) -> list[str]:
-    defaults = dict(zip(names[len(names) - len(fdef.args.defaults):], fn.__defaults__ or ()))
+def defaults(em, fn, function, names, params, frame) -> list[str]:
+    n_defaults = sum(p.default is not None for p in function.params)
+    defaults = dict(zip(names[len(names) - n_defaults:], fn.__defaults__ or ()))
     out = []
     for name, kind in zip(names, params):
         if kind == "default":
             if name not in defaults:
                 raise Unsupported(f"parameter {name!r} is neither passed nor defaulted")
-            out.append(f"    {frame.name(name)} = {em.constant(defaults[name], source_line(fn, fdef))}")
+            out.append(f"    {frame.name(name)} = {em.constant(defaults[name], where(function.loc))}")
     return out
+
+
+def _statement_name(stmt) -> str:
+    """A statement the emitter refuses, as Python's syntax tree names it (``try``, ``with``)."""
+    if isinstance(stmt, ir.Unsupported):
+        return _STATEMENTS.get(stmt.what, stmt.what)
+    return type(stmt).__name__.lower()
+
+
 
 
 def finish(frame, results, names):
@@ -389,7 +391,7 @@ def transform(fn, params, results, width: int, vector_math: bool | None = None, 
     bool (lanes to compute), varying args W-arrays, uniform args scalars, and
     one W-array per result leaf to receive the lanes' results.
     """
-    em, fdef, names, frame = start(fn, params, width, vector_math)
+    em, function, names, frame = start(fn, params, width, vector_math)
     table_dtypes = table_dtypes or {}
     head = [f"    _lw_alive = vload(_lw_mask, {width})"]
     args = ["_lw_mask"]
@@ -416,10 +418,10 @@ def transform(fn, params, results, width: int, vector_math: bool | None = None, 
             items = tuple(f"_lw_t{k}_{j}" for j in range((tuple_sizes or {})[name]))
             args += items
             frame.tuples[name] = Tup(items)
-    head += defaults(em, fn, fdef, names, params, frame)
-    frame.lockstep = lockstep_loops(fn, fdef, {n for n, k in zip(names, params) if k in ("uniform", "default")},
+    head += defaults(em, fn, function, names, params, frame)
+    frame.lockstep = lockstep_loops(fn, {n for n, k in zip(names, params) if k in ("uniform", "default")},
                                     set(frame.rows))
-    em.block(fdef.body, Ctx(("_lw_alive",), True, frozenset(), None, frame))
+    em.block(function.body, Ctx(("_lw_alive",), True, frozenset(), None, frame))
     slots, inits, decls = finish(frame, results, names)
     outs = [f"_lw_o{j}" for j in range(len(results))]
     tail = [f"    vstore({o}, {slot})" for o, slot in zip(outs, slots)]

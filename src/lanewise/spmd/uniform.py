@@ -7,8 +7,8 @@ is the frame's live lanes, runs its body in every live lane or in none.  Lanes
 that returned never read the frame's locals again, so stores in its body need no
 ``select``; for W6's running sum that removes the mask from the carried
 dependency (``s = select(m, s + x, s)`` waited for the previous comparison).
-The pass answers by the loop's location, which the desugaring keeps (a ``for``
-over ``range`` becomes a ``while`` at the ``for``'s line and column).  The plan
+The pass answers by the loop's place in the file, which the desugaring keeps (a
+``for`` over ``range`` becomes a ``while`` at the ``for``'s line and column).  The plan
 asks whether every read of a row has a uniform index (block reads).
 
 Numba's typing is the judge: the emitter marks each lockstep loop's test with
@@ -16,7 +16,6 @@ Numba's typing is the judge: the emitter marks each lockstep loop's test with
 SPMD path, never a result.
 
 Example:
-    >>> from lanewise.spmd.syntax import function_ast
     >>> def f(x, n):
     ...     s = 0.0
     ...     k = 0
@@ -24,9 +23,9 @@ Example:
     ...         s = s + x
     ...         k = k + 1
     ...     return s
-    >>> fdef = function_ast(f)
-    >>> sorted(lockstep_loops(f, fdef, {"n"}, set())), sorted(lockstep_loops(f, fdef, set(), set()))
-    ([(4, 4)], [])
+    >>> first = f.__code__.co_firstlineno
+    >>> [(line - first, col) for line, col in lockstep_loops(f, {"n"}, set())], sorted(lockstep_loops(f, set(), set()))
+    ([(3, 4)], [])
 """
 
 from __future__ import annotations
@@ -35,14 +34,12 @@ from ..lane.ir.build import function_ir
 from ..lane.ir.passes import varying
 
 
-def lockstep_loops(fn, fdef, params: set, rows: set) -> frozenset:
-    """(line, column) in ``fdef`` (``fn``'s definition, desugared or not) of each loop of
-    ``fn`` whose test is uniform and which no ``break`` or ``continue`` of its own leaves
-    (``return`` is fine); ``params``: the parameters given as uniform; ``rows``: its array
-    parameters (each lane's row has the same length)."""
-    function = function_ir(fn)
-    shift = function.loc.line - fdef.lineno  # the IR counts file lines, the AST the definition's
-    return frozenset((loc.line - shift, loc.col) for loc in varying.analyse(function, params, rows).lockstep)
+def lockstep_loops(fn, params: set, rows: set) -> frozenset:
+    """(line in the file, column) of each loop of ``fn`` whose test is uniform and which
+    no ``break`` or ``continue`` of its own leaves (``return`` is fine); ``params``: the
+    parameters given as uniform; ``rows``: its array parameters (each lane's row has the
+    same length)."""
+    return frozenset((loc.line, loc.col) for loc in varying.analyse(function_ir(fn), params, rows).lockstep)
 
 
 def uniform_reads(fn, params: set, rows: set, checked: set | None = None) -> bool:
