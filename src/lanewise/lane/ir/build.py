@@ -220,10 +220,12 @@ _EMPTY = object()
 _DEAD = object()  # what a weak reference gives once its object is gone: equal to nothing
 
 
-def function_of_tree(fn, tree) -> ir.Function:
+def function_of_tree(fn, tree, nodes: dict | None = None) -> ir.Function:
     """The IR of ``tree``, a ``def`` standing for ``fn`` (a rewritten copy of its text, or
     one written for it, as autodiff's reverse mode writes its lane with exits as flags),
-    names resolved in ``fn``; helpers it calls are not parsed.
+    names resolved in ``fn``; helpers it calls are not parsed.  ``nodes``: a dict to fill
+    with the IR expression made of each AST expression node of ``tree`` (keyed by the node),
+    for a pass still walking the tree that reads its expressions as IR.
 
     Example:
         >>> import ast
@@ -235,7 +237,9 @@ def function_of_tree(fn, tree) -> ir.Function:
     """
     fn = _python_function(fn)
     offset = fn.__code__.co_firstlineno - def_line(tree)
-    return _Builder(fn, fn.__code__.co_filename, offset, {}, [], []).function(tree, fn.__qualname__)
+    builder = _Builder(fn, fn.__code__.co_filename, offset, {}, [], [])
+    builder.made = nodes
+    return builder.function(tree, fn.__qualname__)
 
 
 def _python_function(obj):
@@ -309,6 +313,7 @@ class _Builder:
         self.fn, self.file, self.offset, self.names, self.called = fn, file, offset, names, called
         self.reads = reads  # what names resolved to, for the memo's check (_still)
         self.scopes: list[set] = []  # locals of the function being built and of those around it
+        self.made: dict | None = None  # AST expression -> its IR, where function_of_tree's caller asks
 
     def loc(self, node) -> ir.Loc:
         return ir.Loc(self.file, getattr(node, "lineno", 1) + self.offset, getattr(node, "col_offset", 0))
@@ -456,7 +461,10 @@ class _Builder:
     def expr(self, e):
         method = getattr(self, "expr_" + type(e).__name__, None)
         if method is not None:
-            return method(e, self.loc(e))
+            made = method(e, self.loc(e))
+            if self.made is not None:
+                self.made[e] = made
+            return made
         return ir.Unsupported(_DESCRIBED.get(type(e), type(e).__name__), self.loc(e), parts=self.parts(e))
 
     def expr_Constant(self, e, loc):
@@ -471,7 +479,7 @@ class _Builder:
     def expr_Attribute(self, e, loc):
         path = self.module_path(e)
         if path is not None:
-            return ir.Global(path, "global")
+            return ir.Global(path, "global", _dotted(e))
         return ir.Prim("attr", (self.expr(e.value),), loc, params=(("name", e.attr),))
 
     def expr_Subscript(self, e, loc):
@@ -547,7 +555,7 @@ class _Builder:
         op, head = self.callee(e.func)
         found = self.resolved(e.func)
         return ir.Prim(op, head + args, loc, keywords=keywords, type="int" if op == "len" else None,
-                       callee=None if found is None else ir.Callee(found[1], _hops(e.func)))
+                       callee=None if found is None else ir.Callee(found[1], _hops(e.func), _dotted(e.func)))
 
     # ------------------------------------------------------------------ names
 
@@ -619,6 +627,15 @@ def _hops(func) -> int:
     while isinstance(func, ast.Attribute):
         func, hops = func.value, hops + 1
     return hops
+
+
+def _dotted(func) -> str | None:
+    """A name or attribute chain as written (``numpy.linalg.norm``), else None."""
+    attrs = []
+    while isinstance(func, ast.Attribute):
+        attrs.append(func.attr)
+        func = func.value
+    return ".".join([func.id, *reversed(attrs)]) if isinstance(func, ast.Name) else None
 
 
 def _helper(obj):
