@@ -57,7 +57,7 @@ from . import aliasing, arrays, checkpoint, intrinsics
 from .activity import active_expr, helper as _helper, is_scan as _is_scan, statements, where as _where
 from .forward import EMITTERS, Emitter, Plan, transform
 from .reverse import ReverseEmitter, argnums_order, custom_partials
-from .source import first_line as _first_line, is_number as _is_number
+from .source import arguments as _call_args, first_line as _first_line, is_number as _is_number
 from .scans import NotDesugared, desugar
 from .structured import NotStructured, range_bounds, structure
 from ..spmd.syntax import resolve as _resolve
@@ -126,41 +126,41 @@ class AdjointEmitter(Emitter):
     # -- expressions: {leaf: partial}; a leaf is ("v", name), ("e", array, index) or
     #    ("a", array, direction): a whole array, reduced along a direction (see _accumulate)
 
-    def _ex_Name(self, node):
-        if node.id in self.arrays:
-            raise NotAdjoint(f"{node.id} is used whole")
-        return node.id, {("v", node.id): "1.0"}
+    def _ex_var(self, node):
+        if node.name in self.arrays:
+            raise NotAdjoint(f"{node.name} is used whole")
+        return node.name, {("v", node.name): "1.0"}
 
     # -- linear functions of a whole differentiated array: sum, mean, dot with a constant array
 
-    def _ex_Call(self, node):
+    def _ex_call(self, node):
         whole = self._whole_call(node)
-        return whole if whole is not None else super()._ex_Call(node)
+        return whole if whole is not None else super()._ex_call(node)
 
-    def _ex_BinOp(self, node):
-        if isinstance(node.op, ast.MatMult):
-            return self._dot(node, [node.left, node.right])
-        return super()._ex_BinOp(node)
+    def _ex_binary(self, node):
+        if node.op == "matmul":
+            return self._dot(node, node.args)
+        return super()._ex_binary(node)
 
     def _whole_call(self, node):
         """``np.sum(w)``, ``w.mean()``, ``np.dot(w, v)``...: ``(primal, partials)`` or None."""
         if node.keywords:
             return None
-        func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in arrays.REDUCING_METHODS and not node.args \
-                and isinstance(func.value, ast.Name) and func.value.id in self.arrays:
-            return self.temp(ast.unparse(node)), {("a", func.value.id, arrays.REDUCING_METHODS[func.attr]): "1.0"}
-        kind = arrays.linear_numpy(self.resolve(node.func))
-        if kind == "dot" and len(node.args) == 2:
-            return self._dot(node, node.args)
-        if kind in ("sum", "mean") and len(node.args) == 1 and isinstance(node.args[0], ast.Name) \
-                and node.args[0].id in self.arrays:
-            return self.temp(ast.unparse(node)), {("a", node.args[0].id, arrays.REDUCING_METHODS[kind]): "1.0"}
+        args = _call_args(node)
+        method = node.op.removeprefix("method.") if node.op.startswith("method.") else None
+        if method in arrays.REDUCING_METHODS and not args and isinstance(node.args[0], ir.Var) \
+                and node.args[0].name in self.arrays:
+            return self.temp(self.text(node)), {("a", node.args[0].name, arrays.REDUCING_METHODS[method]): "1.0"}
+        kind = arrays.linear_numpy(self._called(node))
+        if kind == "dot" and len(args) == 2:
+            return self._dot(node, args)
+        if kind in ("sum", "mean") and len(args) == 1 and isinstance(args[0], ir.Var) and args[0].name in self.arrays:
+            return self.temp(self.text(node)), {("a", args[0].name, arrays.REDUCING_METHODS[kind]): "1.0"}
         return None
 
     def _dot(self, node, operands):
         """``w @ v`` or ``np.dot(w, v)`` of a differentiated 1-D array and an argument never written."""
-        names = [o.id if isinstance(o, ast.Name) else None for o in operands]
+        names = [o.name if isinstance(o, ir.Var) else None for o in operands]
         mine = [n for n in names if n in self.arrays]
         other = [n for n in names if n not in self.arrays]
         if len(mine) != 1 or len(other) != 1 or not self._constant(other[0]):
@@ -169,7 +169,7 @@ class AdjointEmitter(Emitter):
                                  "never written in the lane; write the loop: for i in range(len(w)): s += w[i] * v[i]")
             except LaneCompileError as e:
                 raise Refused(str(e)) from None
-        return self.temp(ast.unparse(node)), {("a", mine[0], other[0]): "1.0"}
+        return self.temp(self.text(node)), {("a", mine[0], other[0]): "1.0"}
 
     def _constant(self, name) -> bool:
         """An argument that is neither differentiated nor written: its value in the reverse sweep is its value."""
@@ -191,17 +191,17 @@ class AdjointEmitter(Emitter):
             return f"{self.pre}ad.spread_along({self.adjoint(leaf[1])}, {direction}, {scaled})"
         return f"{self.adjoint(leaf[1])} += {scaled}"
 
-    def _ex_Subscript(self, node):
-        base = node.value
+    def _ex_getitem(self, node):
+        base, at = node.args
         helper = self._tuple_helper(base)
-        if helper is not None and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
-            k = node.slice.value  # helper(...)[k]: one item of a helper's tuple
+        if helper is not None and isinstance(at, ir.Const) and isinstance(at.value, int):
+            k = at.value  # helper(...)[k]: one item of a helper's tuple
             p, parts = self._helper_partials(base, helper)
             return self.atom(f"{p}[{k}]"), self._chain([(coefs, f"{d}[{k}]") for coefs, d in parts])
-        if not (isinstance(base, ast.Name) and base.id in self.arrays):
+        if not (isinstance(base, ir.Var) and base.name in self.arrays):
             raise NotAdjoint("a subscript of an active value that is not a differentiated array")
-        index = self.atom(ast.unparse(node.slice))
-        return self.temp(f"{base.id}[{index}]"), {("e", base.id, index): "1.0"}
+        index = self.atom(self.text(at))
+        return self.temp(f"{base.name}[{index}]"), {("e", base.name, index): "1.0"}
 
     def _combine(self, ta, tb, left, right):
         if ta is None and tb is None:
@@ -222,23 +222,21 @@ class AdjointEmitter(Emitter):
     def _array_linear(self, node, ts, make):
         raise NotAdjoint("a whole-array operation")
 
-    def _ex_Tuple(self, node):
+    def _ex_literal(self, node):
         raise NotAdjoint("a tuple of active values in an expression")
 
-    _ex_List = _ex_Tuple
-
-    def _ex_Attribute(self, node):
+    def _ex_attr(self, node):
         raise NotAdjoint("an attribute of an active value")
 
     def _scan_call(self, node, callee):
         raise NotAdjoint("lw.scan")
 
-    def _ex_IfExp(self, node):
-        test = self.atom(ast.unparse(node.test))
+    def _ex_ifexp(self, node):
+        test = self.atom(self.text(node.args[0]))
         p = f"{self.pre}p{self.count}"
         self.count += 1
         self.depth += 1
-        branches = [self._captured(lambda b=b: self.ex(b)) for b in (node.body, node.orelse)]
+        branches = [self._captured(lambda b=b: self.ex(b)) for b in node.args[1:]]
         self.depth -= 1
         leaves = list(dict.fromkeys(leaf for _, (_, c) in branches for leaf in (c or {})))
         names = {leaf: f"{self.pre}c{self.count + k}" for k, leaf in enumerate(leaves)}
@@ -256,8 +254,9 @@ class AdjointEmitter(Emitter):
         return p, {leaf: names[leaf] for leaf in leaves} or None
 
     def _where(self, node, callee):
-        test = self.atom(ast.unparse(node.args[0]))
-        (pa, ta), (pb, tb) = self.ex(node.args[1]), self.ex(node.args[2])
+        cond, left, right = _call_args(node)
+        test = self.atom(self.text(cond))
+        (pa, ta), (pb, tb) = self.ex(left), self.ex(right)
         a, b = self.atom(pa), self.atom(pb)
         p = self.temp(f"{callee}({test}, {a}, {b})")
         return p, self._combine(ta, tb, lambda t: f"({t} if {test} else 0.0)", lambda u: f"(0.0 if {test} else {u})")
@@ -294,8 +293,10 @@ class AdjointEmitter(Emitter):
     def _argument(self, node):
         """A helper's argument: ``(primal, partials)``, or for a tuple written in the call,
         ``(primal, [partials of each item])``."""
-        if isinstance(node, ast.Tuple) and self.activity.expr(node):
-            items = [self.ex(e) for e in node.elts]
+        node = self.of(node)
+        if isinstance(node, ir.Prim) and node.op == "tuple" and node.type == "tuple" \
+                and active_expr(node, self.active, self._called):
+            items = [self.ex(e) for e in node.args]
             return "(" + "".join(self.atom(p) + ", " for p, _ in items) + ")", [c for _, c in items]
         return self.ex(node)
 
@@ -303,10 +304,10 @@ class AdjointEmitter(Emitter):
         """``a, b = helper(...)``: ``[(name, primal, partials)]`` for each name, or None for
         any other assignment."""
         paths = _paths(target) if isinstance(target, (ast.Tuple, ast.List)) else None
-        helper = self._tuple_helper(value) if paths else None
+        helper = self._tuple_helper(self.of(value)) if paths else None
         if helper is None:
             return None
-        p, parts = self._helper_partials(value, helper)
+        p, parts = self._helper_partials(self.of(value), helper)
         shape = ast.unparse(target)
         what = f"{self.plan.transform}: {helper.__qualname__} returns what {shape} unpacks, with numbers for names"
         for path, m in _levels(target):
@@ -536,7 +537,7 @@ class AdjointEmitter(Emitter):
         if self.scalars is None:
             numbers = {p for p in self.differentiated if p not in self.arrays}
             self.scalars = checkpoint.scalar_names(self.ir, numbers, self.arrays, self._called_here,
-                                                   lambda call: self._ir_tuple_helper(call) is not None)
+                                                   lambda call: self._tuple_helper(call) is not None)
         return self.scalars
 
     def _called_here(self, call):
@@ -557,15 +558,11 @@ class AdjointEmitter(Emitter):
         return loops[next(k for k, n in enumerate(same) if n is node)]
 
     def _tuple_helper(self, call):
-        """The user helper an active ``call`` calls (not a custom rule), whose tuple result the
+        """The user helper an active IR ``call`` calls (not a custom rule), whose tuple result the
         adjoint code takes item by item (checked to be numbers where unpacked), or None."""
-        if not (isinstance(call, ast.Call) and self.activity.expr(call)):
+        if not (isinstance(call, ir.Prim) and active_expr(call, self.active, self._called)):
             return None
-        return _rule_free(_helper(self.resolve(call.func)))
-
-    def _ir_tuple_helper(self, call):
-        """:meth:`_tuple_helper` of an IR call."""
-        return _rule_free(_helper(self._called(call))) if active_expr(call, self.active, self._called) else None
+        return _rule_free(_helper(self._called(call)))
 
     def _checkpointed(self, node, held: list[str], lines: list[str], rev: list[str]) -> list[str]:
         """The loop keeping its state ``held`` every ``seg`` iterations (at most ``most``

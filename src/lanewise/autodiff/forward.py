@@ -48,17 +48,18 @@ from .. import primitives
 from ..errors import LaneCompileError
 from ..lane.fromcode import function_def
 from ..lane.ir import nodes as ir
-from ..lane.ir.build import function_of_tree
+from ..lane.ir.build import _BINARY as _AST_BINARY, function_of_tree
 from ..lane.lanefn import fingerprint
 from ..spmd.syntax import Unsupported, function_ast, resolve as _resolve
 from . import aliasing as _aliasing, intrinsics
-from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEAR_NUMPY, active_names,
+from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEAR_NUMPY, active_expr, active_names,
                        custom as _custom, helper as _helper, is_scan as _is_scan, numpy_named as _numpy_named,
                        original as _original, where as _where)
 from .rules import Rule, module_of, rule_for
-from .source import ActiveNodes, as_load as _as_load, build, exponent as _exponent, first_line as _first_line, \
-    InPlace, inlinable as _inlinable, is_number as _is_number, number as _number, pairwise as _pairwise, \
-    shares_as_tangents as _shares
+from .source import ActiveNodes, arguments as _call_args, build, called_text as _callee_text, \
+    exponent as _exponent, first_line as _first_line, InPlace, inlinable as _inlinable, is_number as _is_number, \
+    is_scalar as _is_scalar, kind as _kind, number as _number, pairwise as _pairwise, \
+    shares_as_tangents as _shares, syntax_name as _syntax_name, text as _text, value_of as _value_of
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,8 @@ class Emitter(InPlace):
     def _analyse(self, seeded) -> None:
         """The active locals of ``self.fdef`` (found on its IR, ``self.ir``) and the query
         of one expression (``self.activity.expr(node)``)."""
-        self.ir = function_of_tree(self.fn, self.fdef)
+        self.nodes: dict = {}  # each AST expression of self.fdef -> its IR (the statements still walk the AST)
+        self.ir = function_of_tree(self.fn, self.fdef, self.nodes)
         # aliasing.widen: a class of names sharing an array changed in place is active whole
         self.active = _aliasing.widen(self, active_names(self.ir, seeded, self._called))
         self.activity = ActiveNodes(self.active, self.resolve)
@@ -194,6 +196,24 @@ class Emitter(InPlace):
     def _called(self, call):
         """The object an IR call calls: as :meth:`resolve` (the names the transformation binds first)."""
         return self.objects[call.op] if call.op in self.objects else ir.called(call)
+
+    def of(self, node):
+        """The IR of an expression: itself, or the IR of an AST expression of ``self.fdef``
+        (or of one the statements write: ``x op= e`` read as ``x = x op e``)."""
+        if not isinstance(node, ast.AST):
+            return node
+        made = self.nodes.get(node)
+        if made is not None:
+            return made
+        at = ir.Loc(self.ir.loc.file, getattr(node, "lineno", self.fdef.lineno) - self.fdef.lineno
+                    + self.ir.loc.line, getattr(node, "col_offset", 0))
+        if isinstance(node, ast.BinOp):
+            return ir.Prim(_AST_BINARY[type(node.op)], (self.of(node.left), self.of(node.right)), at)
+        if isinstance(node, ast.Subscript):
+            return ir.Prim("getitem", (self.of(node.value), self.of(node.slice)), at)
+        if isinstance(node, ast.Attribute):
+            return ir.Prim("attr", (self.of(node.value),), at, params=(("name", node.attr),))
+        return ir.Var(node.id)
 
     def resolve(self, node):
         if isinstance(node, ast.Name) and node.id in self.objects:
@@ -213,7 +233,9 @@ class Emitter(InPlace):
         return f"{self.pre}t{j}_{name}"
 
     def _fail(self, node, why: str):
-        line = _where(self.fn, node)
+        loc = getattr(node, "loc", None) or getattr(getattr(node, "function", None), "loc", None)
+        line = f"{loc.file}:{loc.line}" if loc is not None else _where(self.fn, node if isinstance(node, ast.AST)
+                                                                           else None)
         path, number = line.rsplit(":", 1)
         text = linecache.getline(path, int(number)).strip()
         raise LaneCompileError(f"{self.plan.transform} cannot differentiate {self.fn.__qualname__} at {line}: "
@@ -245,55 +267,58 @@ class Emitter(InPlace):
             return text
         return self.temp(text)
 
-    # -- expressions
+    # -- expressions (the lane IR's: autodiff.source.kind names the visitor of each)
 
     def ex(self, node):
-        """``(primal text, tangent texts or None)`` for an expression; statements it
-        needs (temporaries) are emitted first."""
-        if not self.activity.expr(node):
-            return ast.unparse(node), None
-        method = getattr(self, f"_ex_{type(node).__name__}", None)
-        if method is None and isinstance(node, ast.Lambda):
+        """``(primal text, tangent texts or None)`` for an IR expression (an AST one is read
+        as its IR); statements it needs (temporaries) are emitted first."""
+        node = self.of(node)
+        if not active_expr(node, self.active, self._called):
+            return self.text(node), None
+        kind = _kind(node)
+        method = getattr(self, f"_ex_{kind}", None)
+        if method is None and kind == "lambda":
             self._fail(node, "a lambda that reads a differentiated value is not supported: define the function "
                              "with def outside the lane and pass it the value (lanewise differentiates helpers)")
         if method is None:
-            self._fail(node, f"{type(node).__name__} expressions of differentiated values are not supported")
+            self._fail(node, f"{_syntax_name(node)} expressions of differentiated values are not supported")
         return method(node)
 
-    def _ex_Name(self, node):
-        return node.id, [self.tan(node.id, j) for j in range(self.plan.k)]
+    def text(self, node) -> str:
+        """An IR expression as the lane wrote it."""
+        return _text(node)
 
-    def _ex_Tuple(self, node):
-        parts = [self.ex(e) for e in node.elts]
+    def _ex_var(self, node):
+        return node.name, [self.tan(node.name, j) for j in range(self.plan.k)]
+
+    def _ex_literal(self, node):
+        parts = [self.ex(e) for e in node.args]
         primal = "(" + "".join(p + ", " for p, _ in parts) + ")"
-        tangents = ["(" + "".join(self._or_zero(t, j, e, p) + ", " for (p, t), e in zip(parts, node.elts, strict=True))
+        tangents = ["(" + "".join(self._or_zero(t, j, e, p) + ", " for (p, t), e in zip(parts, node.args, strict=True))
                     + ")" for j in range(self.plan.k)]
         return primal, tangents
-
-    _ex_List = _ex_Tuple
 
     def _or_zero(self, ts, j, node, primal) -> str:
         if ts is not None:
             return ts[j]
-        return self.ZERO if isinstance(node, _SCALAR_NODES) else f"{self.pre}ad.{self.ZERO_OF}({primal})"
+        return self.ZERO if _is_scalar(node) else f"{self.pre}ad.{self.ZERO_OF}({primal})"
 
-    def _ex_UnaryOp(self, node):
-        p, ts = self.ex(node.operand)
-        if isinstance(node.op, ast.UAdd):
+    def _ex_unary(self, node):
+        p, ts = self.ex(node.args[0])
+        if node.op == "pos":
             return p, ts
         return self.temp(f"-{self.atom(p)}"), self._scaled(ts, lambda t: f"-{t}")
 
-    def _ex_BinOp(self, node):
-        op = type(node.op)
-        if op not in _BINOPS:
-            self._fail(node, f"the operator {op.__name__} has no derivative rule")
-        pa, ta = self.ex(node.left)
-        pb, tb = self.ex(node.right)
+    def _ex_binary(self, node):
+        if node.op not in _BINOPS:
+            self._fail(node, f"the operator {_syntax_name(node)} has no derivative rule")
+        pa, ta = self.ex(node.args[0])
+        pb, tb = self.ex(node.args[1])
         a, b = self.atom(pa), self.atom(pb)
-        p = self.temp(f"{a} {_BINOPS[op]} {b}")
-        if op is ast.Pow:
+        p = self.temp(f"{a} {_BINOPS[node.op]} {b}")
+        if node.op == "pow":
             return p, self._pow(node, a, b, p, ta, tb)
-        return p, self._operator_rule(op, a, b, p, ta, tb)
+        return p, self._operator_rule(node.op, a, b, p, ta, tb)
 
     def _operator_rule(self, op, a, b, p, ta, tb):
         """The tangent of ``a <op> b`` from the operator primitive's jvp rule."""
@@ -308,7 +333,7 @@ class Emitter(InPlace):
                 return None
             slope = "1.0" if c == 1 else f"{b} * {a}" if c == 2 else f"{b} * {a} ** {_exponent(c - 1)}"
             return self._scaled(ta, lambda t: f"{slope} * {t}")
-        return self._operator_rule(ast.Pow, a, b, p, ta, tb)
+        return self._operator_rule("pow", a, b, p, ta, tb)
 
     def _combine(self, ta, tb, left, right):
         if ta is None and tb is None:
@@ -319,63 +344,67 @@ class Emitter(InPlace):
             out.append(" + ".join(f"({t})" for t in terms))
         return self.tangent_temps(out)
 
-    def _ex_IfExp(self, node):
+    def _ex_ifexp(self, node):
+        test, body, orelse = node.args
         p = f"{self.pre}p{self.count}"
         self.count += 1
         ts = [f"{self.pre}d{self.count}_{j}" for j in range(self.plan.k)]
         self.count += 1
-        self.emit(f"if {ast.unparse(node.test)}:")
-        for branch in (node.body, node.orelse):
+        self.emit(f"if {self.text(test)}:")
+        for branch in (body, orelse):
             self.depth += 1
             bp, bt = self.ex(branch)
             for j, t in enumerate(ts):
                 self.emit(f"{t} = {self._or_zero(bt, j, branch, bp)}")
             self.emit(f"{p} = {bp}")
             self.depth -= 1
-            if branch is node.body:
+            if branch is body:
                 self.emit("else:")
         return p, ts
 
-    def _ex_Subscript(self, node):
-        p, ts = self.ex(node.value)
+    def _ex_getitem(self, node):
+        p, ts = self.ex(node.args[0])
         base = self.atom(p)
-        index = ast.unparse(node.slice)
+        index = self.text(node.args[1])
         return self.temp(f"{base}[{index}]"), self.tangent_temps([f"{t}[{index}]" for t in ts])
 
-    def _ex_Attribute(self, node):
-        if node.attr in ("real", "imag", "T"):
-            p, ts = self.ex(node.value)
-            return self.temp(f"{self.atom(p)}.{node.attr}"), self._array_linear(node, ts, lambda t: f"{t}.{node.attr}")
-        self._fail(node, f"the attribute .{node.attr} of a differentiated value is not supported")
+    def _ex_attr(self, node):
+        name = dict(node.params)["name"]
+        if name in ("real", "imag", "T"):
+            p, ts = self.ex(node.args[0])
+            return self.temp(f"{self.atom(p)}.{name}"), self._array_linear(node, ts, lambda t: f"{t}.{name}")
+        self._fail(node, f"the attribute .{name} of a differentiated value is not supported")
 
-    def _ex_Call(self, node):
-        obj = self.resolve(node.func)
-        callee = ast.unparse(node.func)
+    def _ex_call(self, node):
+        obj = self._called(node)
+        callee = _callee_text(node)
+        args = _call_args(node)
         if node.keywords and _helper(obj) is None:
             self._fail(node, f"keyword arguments in a call of {callee} on differentiated values are not supported")
         rule = rule_for(obj) if obj is not None else None
-        if rule is not None and obj in (builtins.max, builtins.min) and len(node.args) > 2:
+        if rule is not None and obj in (builtins.max, builtins.min) and len(args) > 2:
             return self.ex(_pairwise(node))
-        if rule is not None and rule.arity == len(node.args):
+        if rule is not None and rule.arity == len(args):
             return self._ruled(node, callee, rule, module_of(obj))
         if _custom(_original(obj)):
             return self._custom_call(node, _original(obj))
         if _helper(obj) is not None:
             return self._helper_call(node, _helper(obj))
-        if obj is not None and obj is getattr(np, "where", None) and len(node.args) == 3:
+        if obj is not None and obj is getattr(np, "where", None) and len(args) == 3:
             return self._where(node, callee)
-        if obj is not None and _numpy_named(obj, _LINEAR_NUMPY) and len(node.args) == 1:
-            p, ts = self.ex(node.args[0])
+        if obj is not None and _numpy_named(obj, _LINEAR_NUMPY) and len(args) == 1:
+            p, ts = self.ex(args[0])
             x = self.atom(p)
             return self.temp(f"{callee}({x})"), self._array_linear(node, ts, lambda t: f"{callee}({t})")
-        if obj is not None and obj is getattr(np, "dot", None) and len(node.args) == 2:
+        if obj is not None and obj is getattr(np, "dot", None) and len(args) == 2:
             return self._ruled(node, callee, _DOT, "np")
-        if obj is None and isinstance(node.func, ast.Attribute) and node.func.attr in _LINEAR_METHODS:
-            p, ts = self.ex(node.func.value)
+        method = node.op.removeprefix("method.") if node.op.startswith("method.") else None
+        if obj is None and method in _LINEAR_METHODS:
+            p, ts = self.ex(node.args[0])
             base = self.atom(p)
-            rest = ", ".join(ast.unparse(a) for a in node.args)
-            return (self.temp(f"{base}.{node.func.attr}({rest})"),
-                    self._array_linear(node, ts, lambda t: f"{t}.{node.func.attr}({rest})"))
+            rest = ", ".join(self.text(a) for a in args)
+            return (self.temp(f"{base}.{method}({rest})"),
+                    self._array_linear(node, ts, lambda t: f"{t}.{method}({rest})"))
         if _is_scan(obj):
             return self._scan_call(node, callee)
         if obj is intrinsics.update or obj is intrinsics.mirror:
@@ -400,15 +429,16 @@ class Emitter(InPlace):
         self.count += 1
         for j, t in enumerate(ts):
             tangents = "(" + "".join(self._or_zero(tv, j, a, pv) + ", "
-                                     for (pv, tv), a in zip(values, node.args, strict=True)) + ")"
+                                     for (pv, tv), a in zip(values, _call_args(node), strict=True)) + ")"
             self.emit(f"{p}, {t} = {name}({primals}, {tangents})")
         return p, ts
 
     def _custom_rule(self, node, fn):
         """``(argument values, primals tuple text, rule name)`` of a call of a custom_jvp function."""
-        if node.keywords or len(node.args) != fn.__code__.co_argcount:
+        args = _call_args(node)
+        if node.keywords or len(args) != fn.__code__.co_argcount:
             self._fail(node, f"{fn.__qualname__} has a custom derivative rule: pass all its arguments by position")
-        values = [self.ex(a) for a in node.args]
+        values = [self.ex(a) for a in args]
         primals = "(" + "".join(self.atom(p) + ", " for p, _ in values) + ")"
         name = self.helpers.setdefault(fn._lw_jvp_rule, f"{self.pre}h{len(self.helpers)}")
         self.closure[name] = fn._lw_jvp_rule
@@ -418,10 +448,10 @@ class Emitter(InPlace):
         """``lw.scan(f, init, xs, ...)``: a scan of f's transformed step over (carry, its
         tangents) and (xs, their tangents), so the loop stays one compiled loop."""
         names = ("f", "init", "xs", "length", "reverse", "unroll")
-        args = dict(zip(names, node.args))
-        args.update({k.arg: k.value for k in node.keywords})
-        step = _helper(_resolve(self.fn, args["f"]))
-        if step is None or set(args) - set(names) or len(node.args) > len(names):
+        args = dict(zip(names, _call_args(node)))
+        args.update(dict(node.keywords))
+        step = _helper(_value_of(self.fn, args["f"]))
+        if step is None or set(args) - set(names) or len(_call_args(node)) > len(names):
             self._fail(node, "lw.scan's step must be a function defined with def (a global or closure name), "
                              "called as lw.scan(f, init, xs, length, reverse)")
         k = self.plan.k
@@ -434,7 +464,7 @@ class Emitter(InPlace):
         name = self.helpers.setdefault(wrapper, f"{self.pre}h{len(self.helpers)}")
         self.closure[name] = wrapper
         xs = f"({px}, {', '.join(tx)})" if tx is not None else px
-        rest = "".join(f", {n}={ast.unparse(args[n])}" for n in ("length", "reverse", "unroll") if n in args)
+        rest = "".join(f", {n}={self.text(args[n])}" for n in ("length", "reverse", "unroll") if n in args)
         carry, ys = f"{self.pre}p{self.count}", f"{self.pre}p{self.count + 1}"
         self.count += 2
         self.emit(f"{carry}, {ys} = {callee}({name}, ({init}, {', '.join(init_t)}), {xs}{rest})")
@@ -442,7 +472,7 @@ class Emitter(InPlace):
                 self.tangent_temps([f"({carry}[{1 + j}], {ys}[{1 + j}])" for j in range(k)]))
 
     def _ruled(self, node, callee, rule, module):
-        values = [self.ex(a) for a in node.args]
+        values = [self.ex(a) for a in _call_args(node)]
         atoms = [self.atom(p) for p, _ in values]
         p = self.temp(f"{callee}({', '.join(atoms)})")
         m = f"{self.pre}{module}"
@@ -454,15 +484,14 @@ class Emitter(InPlace):
                                 lambda u: rule.right.format(u=u, t="", **fill))
 
     def _where(self, node, callee):
-        test = ast.unparse(node.args[0])
-        (pa, ta), (pb, tb) = self.ex(node.args[1]), self.ex(node.args[2])
+        cond, left, right = _call_args(node)
+        test = self.text(cond)
+        (pa, ta), (pb, tb) = self.ex(left), self.ex(right)
         a, b = self.atom(pa), self.atom(pb)
         p = self.temp(f"{callee}({test}, {a}, {b})")
         c = self.atom(test)
-        zero = [None] * self.plan.k
-        return p, self.tangent_temps([f"({self._or_zero(ta, j, node.args[1], a)} if {c} else "
-                                      f"{self._or_zero(tb, j, node.args[2], b)})"
-                                      for j, _ in enumerate(zero)])
+        return p, self.tangent_temps([f"({self._or_zero(ta, j, left, a)} if {c} else "
+                                      f"{self._or_zero(tb, j, right, b)})" for j in range(self.plan.k)])
 
     def _helper_call(self, node, helper):
         values = self._helper_arguments(node, helper, self.ex)
@@ -484,10 +513,11 @@ class Emitter(InPlace):
         """``value_of(argument)`` for each argument of a helper call, then ``(repr, None)``
         for each numeric default it leaves out."""
         n = helper.__code__.co_argcount
-        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) > n:
+        args = _call_args(node)
+        if node.keywords or any(isinstance(a, ir.Prim) and a.op == "star" for a in args) or len(args) > n:
             self._fail(node, f"calls of {helper.__qualname__} with keywords or *args cannot be differentiated "
                              "(pass the arguments by position)")
-        values = [value_of(a) for a in node.args]
+        values = [value_of(a) for a in args]
         defaults = helper.__defaults__ or ()
         missing = n - len(values)
         if missing > len(defaults):
@@ -564,8 +594,9 @@ class Emitter(InPlace):
             self._assign([node.target], node.value)
 
     def _st_AugAssign(self, node):
-        load = _as_load(node.target)
-        value = ast.copy_location(ast.BinOp(load, node.op, node.value), node)
+        load = node.target if isinstance(node.target, ast.Name) else type(node.target)(
+            **{**{f: getattr(node.target, f) for f in node.target._fields}, "ctx": ast.Load()})
+        value = ast.copy_location(ast.BinOp(ast.copy_location(load, node.target), node.op, node.value), node)
         if not isinstance(node.target, ast.Name):
             self._assign([node.target], value)  # a[i] op= e: a[i] = a[i] op e writes into a, as Python does
         elif node.target.id not in self.active and not self.activity.expr(value):
@@ -661,6 +692,7 @@ class Emitter(InPlace):
     # -- results
 
     def _result(self, value):
+        value = self.of(value)
         p, ts = self.ex(value)
         p = self.atom(p)
         return p, [self.atom(self._or_zero(ts, j, value, p)) for j in range(self.plan.k)]
@@ -767,10 +799,10 @@ class Emitter(InPlace):
                     self.emit(f"{self.tan(param, j)} = {self.pre}ad.{self.ZERO_OF}({param})")
 
 
-_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%"}
+_BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "pow": "**", "mod": "%"}
 #: The operator primitives whose jvp rules differentiate those operators.
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-              ast.Pow: operator.pow, ast.Mod: operator.mod}
+_OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+              "pow": operator.pow, "mod": operator.mod}
 #: ``np.dot(a, b)`` is bilinear.
 _DOT = Rule(2, left="{m}.dot({t}, {y})", right="{m}.dot({x}, {u})")
 

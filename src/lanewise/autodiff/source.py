@@ -15,9 +15,15 @@ import linecache
 import re
 import types
 
+import builtins
+from dataclasses import replace
+
+from ..lane.ir import nodes as ir
+from ..lane.ir.passes.walk import mapped
+from ..lane.ir.unparse import call_args, callee_text, is_call, python_text
 from ..lane.source import LANE_MODULE
 from . import intrinsics
-from .activity import INERT_ATTRIBUTES, inert_callee
+from .activity import INERT_ATTRIBUTES, SYNTAX_OPS, inert_callee
 
 
 def build(comment: str, header: str, lines: list[str], closure: dict, namespace: dict):
@@ -53,17 +59,111 @@ def inlinable(fun):
     return made
 
 
-def pairwise(node: ast.Call) -> ast.Call:
+# ----------------------------------------------------------------------------- IR expressions as the emitters read them
+
+#: The emitters' visitor of each primitive written as syntax (``_ex_<kind>``); a call is "call".
+_KINDS = {**dict.fromkeys(("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "bitor",
+                           "bitand", "bitxor", "matmul"), "binary"),
+          "neg": "unary", "pos": "unary", "ifexp": "ifexp", "getitem": "getitem", "attr": "attr"}
+#: Python's names of the constructs an error names (as the lane's syntax tree calls them).
+_SYNTAX = {"add": "Add", "sub": "Sub", "mul": "Mult", "truediv": "Div", "floordiv": "FloorDiv", "mod": "Mod",
+           "pow": "Pow", "lshift": "LShift", "rshift": "RShift", "bitor": "BitOr", "bitand": "BitAnd",
+           "bitxor": "BitXor", "matmul": "MatMult", "set": "Set", "dict": "Dict", "star": "Starred",
+           "slice": "Slice", "walrus": "NamedExpr", "tuple": "Tuple", "list": "List"}
+_COMPS = {"list": "ListComp", "set": "SetComp", "dict": "DictComp", "genexp": "GeneratorExp"}
+#: Operators whose value is a number where their operands are (their zero derivative is 0.0).
+_SCALAR_OPS = frozenset(_KINDS) - {"ifexp", "getitem", "attr"} | {
+    "not", "invert", "eq", "ne", "lt", "le", "gt", "ge", "is", "isnot", "in", "notin", "and", "or"}
+
+
+def kind(e) -> str:
+    """Which ``_ex_`` visitor of the emitters reads the IR expression ``e``.
+
+    Example:
+        >>> at = ir.Loc("f.py", 1, 0)
+        >>> kind(ir.Prim("mul", (ir.Var("x"), ir.Var("x")), at)), kind(ir.Prim("np.exp", (ir.Var("x"),), at))
+        ('binary', 'call')
+    """
+    if isinstance(e, (ir.Var, ir.Global)):
+        return "var"
+    if not isinstance(e, ir.Prim):
+        return type(e).__name__.lower()
+    if e.op not in SYNTAX_OPS or e.callee is not None:
+        return "call"
+    if e.op in ("tuple", "list") and e.type == e.op:
+        return "literal"
+    return _KINDS.get(e.op, e.op)
+
+
+def syntax_name(e) -> str:
+    """The construct ``e`` was written as, for an error (``MatMult``, ``ListComp``)."""
+    if isinstance(e, ir.Comp):
+        return _COMPS[e.kind]
+    if isinstance(e, ir.Unsupported):
+        return e.what
+    return _SYNTAX.get(e.op, e.op) if isinstance(e, ir.Prim) else type(e).__name__
+
+
+def is_scalar(e) -> bool:
+    """Whether ``e`` is a constant or an operator's value: a number where its operands are."""
+    return isinstance(e, ir.Const) or (isinstance(e, ir.Prim) and e.op in _SCALAR_OPS and not is_call(e))
+
+
+def _as_written(n):
+    """A module path or a callee by the name the lane wrote (``numpy.pi``, ``sqrt``), else None."""
+    if isinstance(n, ir.Global) and n.written is not None:
+        return replace(n, name=n.written)
+    if isinstance(n, ir.Prim) and n.callee is not None and n.callee.written is not None:
+        named = replace(n, op=n.callee.written)
+        return named if is_call(named) else None  # a helper called ``add``: its op already prints it
+    return None
+
+
+def text(e) -> str:
+    """The IR expression ``e`` as Python text, names as the lane wrote them.
+
+    Example:
+        >>> text(ir.Prim("add", (ir.Var("x"), ir.Const(1.0, "float")), ir.Loc("f.py", 1, 0)))
+        'x + 1.0'
+    """
+    return python_text(mapped(e, _as_written))
+
+
+def called_text(call: ir.Prim) -> str:
+    """What a call calls, as the lane wrote it (``np.exp``, ``sqrt``, ``row.sum``)."""
+    return callee_text(mapped(call, _as_written))
+
+
+def arguments(call: ir.Prim) -> tuple:
+    """A call's positional arguments as written (without a method's value)."""
+    return call_args(call)
+
+
+def pairwise(call: ir.Prim) -> ir.Prim:
     """``max(a, b, c)`` as ``max(max(a, b), c)``."""
-    call = node.args[0]
-    for arg in node.args[1:]:
-        call = ast.copy_location(ast.Call(node.func, [call, arg], []), node)
-    return call
+    args = call_args(call)
+    made = args[0]
+    for arg in args[1:]:
+        made = replace(call, args=(made, arg), keywords=())
+    return made
 
 
-def as_load(target):
-    copy = ast.parse(ast.unparse(target), mode="eval").body
-    return ast.copy_location(copy, target)
+def value_of(fn, e):
+    """The object a global, closure or builtin name (or a module's attribute) ``e`` of ``fn`` holds, else None."""
+    if not isinstance(e, ir.Global):
+        return None
+    root, *attrs = (e.written or e.name).split(".")
+    code = fn.__code__
+    if root in code.co_freevars and fn.__closure__:
+        try:
+            found = fn.__closure__[code.co_freevars.index(root)].cell_contents
+        except ValueError:  # an empty cell
+            return None
+    else:
+        found = fn.__globals__[root] if root in fn.__globals__ else getattr(builtins, root, None)
+    for attr in attrs:
+        found = getattr(found, attr, None)
+    return found
 
 
 def is_number(text: str) -> bool:
@@ -160,12 +260,12 @@ class InPlace:
         """``ad.update`` or ``ad.mirror`` of a derivative program differentiated again
         (forward mode): each tangent updated, or aliased, as the value is."""
         arity = 2 if obj is intrinsics.update else 4
-        if self.plan.mode != "forward" or len(node.args) != arity or node.keywords:
+        if self.plan.mode != "forward" or len(call_args(node)) != arity or node.keywords:
             self._fail(node, f"{callee} (an array changed in place through another name, in a derivative lane) "
                              f"cannot be differentiated again by {self.plan.transform}; make each name its own "
                              "array where it is bound (b = a.copy()), or take the outer derivative in forward "
                              "mode (jax.jvp, lw.jacfwd)")
-        values = [self.ex(a) for a in node.args]
+        values = [self.ex(a) for a in call_args(node)]
         atoms = [self.atom(p) for p, _ in values]
         p = self.temp(f"{self.pre}ad.{obj.__name__}({', '.join(atoms)})")
         ts = []
