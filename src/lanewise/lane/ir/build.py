@@ -220,12 +220,10 @@ _EMPTY = object()
 _DEAD = object()  # what a weak reference gives once its object is gone: equal to nothing
 
 
-def function_of_tree(fn, tree, nodes: dict | None = None) -> ir.Function:
+def function_of_tree(fn, tree) -> ir.Function:
     """The IR of ``tree``, a ``def`` standing for ``fn`` (a rewritten copy of its text, or
     one written for it, as autodiff's reverse mode writes its lane with exits as flags),
-    names resolved in ``fn``; helpers it calls are not parsed.  ``nodes``: a dict to fill
-    with the IR expression made of each AST expression node of ``tree`` (keyed by the node),
-    for a pass still walking the tree that reads its expressions as IR.
+    names resolved in ``fn``; helpers it calls are not parsed.
 
     Example:
         >>> import ast
@@ -237,9 +235,7 @@ def function_of_tree(fn, tree, nodes: dict | None = None) -> ir.Function:
     """
     fn = _python_function(fn)
     offset = fn.__code__.co_firstlineno - def_line(tree)
-    builder = _Builder(fn, fn.__code__.co_filename, offset, {}, [], [])
-    builder.made = nodes
-    return builder.function(tree, fn.__qualname__)
+    return _Builder(fn, fn.__code__.co_filename, offset, {}, [], []).function(tree, fn.__qualname__)
 
 
 def _python_function(obj):
@@ -313,7 +309,6 @@ class _Builder:
         self.fn, self.file, self.offset, self.names, self.called = fn, file, offset, names, called
         self.reads = reads  # what names resolved to, for the memo's check (_still)
         self.scopes: list[set] = []  # locals of the function being built and of those around it
-        self.made: dict | None = None  # AST expression -> its IR, where function_of_tree's caller asks
 
     def loc(self, node) -> ir.Loc:
         return ir.Loc(self.file, getattr(node, "lineno", 1) + self.offset, getattr(node, "col_offset", 0))
@@ -461,10 +456,7 @@ class _Builder:
     def expr(self, e):
         method = getattr(self, "expr_" + type(e).__name__, None)
         if method is not None:
-            made = method(e, self.loc(e))
-            if self.made is not None:
-                self.made[e] = made
-            return made
+            return method(e, self.loc(e))
         return ir.Unsupported(_DESCRIBED.get(type(e), type(e).__name__), self.loc(e), parts=self.parts(e))
 
     def expr_Constant(self, e, loc):
@@ -713,6 +705,25 @@ def assigned(stmts) -> set:
             for h in s.handlers:
                 out |= assigned(h.body) | ({h.name} if h.name else set())
     return out
+
+
+def with_carried(function: ir.Function) -> ir.Function:
+    """``function`` with each loop's :attr:`~.nodes.Loop.carried` names found again, for a
+    pass that rewrote its statements (autodiff's structured loops).
+
+    Example:
+        >>> from dataclasses import replace
+        >>> def lane(x, n):
+        ...     s = 0.0
+        ...     for k in range(n):
+        ...         s += x
+        ...     return s
+        >>> f = function_ir(lane)
+        >>> with_carried(replace(f, body=f.body[:1] + (replace(f.body[1], carried=()),) + f.body[2:])) == f
+        True
+    """
+    defined = frozenset(p.name for p in function.params)
+    return replace(function, body=_carry(function.body, defined, frozenset()))
 
 
 def _carry(stmts: tuple, defined: frozenset, around: frozenset) -> tuple:
