@@ -48,13 +48,12 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import os
 
 from ..errors import LaneCompileError
 from ..lane.ir import nodes as ir
 from . import aliasing, arrays, checkpoint, intrinsics
-from .activity import custom as _custom, helper as _helper, is_scan as _is_scan
+from .activity import helper as _helper, is_scan as _is_scan
 from .forward import EMITTERS, Emitter, Plan, transform
 from .reverse import ReverseEmitter, argnums_order, custom_partials
 from .source import arguments as _call_args, first_line as _first_line, grouped as _grouped, \
@@ -63,10 +62,7 @@ from .source import arguments as _call_args, first_line as _first_line, grouped 
     stored_value as _stored_value, target as _target, target_text as _target_text
 from .scans import NotDesugared, desugar
 from .structured import NotStructured, range_bounds, structure
-from ..lane.fromcode import function_def
-from ..lane.ir.build import function_of_tree
 from ..lane.ir.passes.walk import stored, walk
-from ..spmd.syntax import Unsupported, function_ast, resolve as _resolve
 
 __all__ = ["AdjointEmitter", "NotAdjoint", "ReverseMode"]
 
@@ -110,10 +106,9 @@ class AdjointEmitter(Emitter):
     def __init__(self, fn, plan: Plan):
         super().__init__(fn, plan)
         try:
-            tree = structure(desugar(self._tree(), lambda f: _is_scan(_resolve(fn, f)), self.pre), self.pre)
+            self.ir = structure(desugar(self.ir, lambda call: _is_scan(self._called(call)), self.pre), self.pre)
         except (NotStructured, NotDesugared) as e:
             raise NotAdjoint(str(e)) from None
-        self.ir = function_of_tree(fn, tree)
         seeded = {p for p, s in zip(self.params, plan.seeds, strict=True) if s is not None}
         self._analyse(seeded)  # on the rewritten lane
         self.differentiated = [p for p, s in zip(self.params, plan.seeds, strict=True) if isinstance(s, tuple)]
@@ -121,19 +116,6 @@ class AdjointEmitter(Emitter):
         self.owner, self.stack, self.capacity, self.top = (f"{self.pre}{n}" for n in ("owner", "S", "cap", "sp"))
         self.limit = plan.memory // 8 if plan.memory else -1  # the budget, in stack values
         self.loops, self.scalars = 0, None
-
-    def _tree(self):
-        """The lane's ``def`` (for a custom_jvp function itself, one returning its call), which
-        :mod:`.scans` and :mod:`.structured` rewrite."""
-        if _custom(self.fn):
-            call = ast.Call(ast.Name("_lw_custom", ast.Load()), [ast.Name(p, ast.Load()) for p in self.params], [])
-            fdef = ast.FunctionDef(self.fn.__name__, ast.arguments([], [ast.arg(p) for p in self.params], None, [],
-                                                                   [], None, []), [ast.Return(call)], [], None, None)
-            return ast.fix_missing_locations(fdef)
-        try:
-            return function_ast(self.fn)
-        except Unsupported:  # no source text anywhere: the def written back from the bytecode lw.vmap compiles
-            return function_def(self.fn)
 
     def _unwrap(self, value):
         """A transformed lane's ``return ad.out(e)`` is ``return e`` (a derivative of a derivative)."""
