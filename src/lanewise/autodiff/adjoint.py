@@ -1,4 +1,4 @@
-"""Reverse mode as adjoint code: a lane's AST -> a lane that records the partial
+"""Reverse mode as adjoint code: a lane's IR -> a lane that records the partial
 derivatives it will need on a value stack, then runs its statements' adjoints backwards.
 
 This is what ``lw.jacrev`` and ``lw.vjp`` generate when the lane allows it (see

@@ -1,4 +1,4 @@
-"""Reverse mode: a lane's AST -> the source of a lane that records a tape and sweeps it back.
+"""Reverse mode: a lane's IR -> the source of a lane that records a tape and sweeps it back.
 
 The forward emitter (:mod:`.forward`) writes the lane with a derivative beside
 every active value; here that derivative is a *node id* on the lane's tape, not
