@@ -56,7 +56,7 @@ from . import aliasing, arrays, checkpoint, intrinsics
 from .activity import helper as _helper, is_scan as _is_scan
 from .forward import EMITTERS, Emitter, Plan, transform
 from .reverse import ReverseEmitter, argnums_order, custom_partials
-from .source import arguments as _call_args, first_line as _first_line, grouped as _grouped, \
+from .source import arguments as _call_args, method_name as _method, first_line as _first_line, grouped as _grouped, \
     is_inplace as _inplace, is_number as _is_number, is_store as _store, kind as _kind, \
     statement_lines as _statement_lines, statement_name as _statement_name, statement_text as _statement_text, \
     stored_value as _stored_value, target as _target, target_text as _target_text
@@ -156,7 +156,7 @@ class AdjointEmitter(Emitter):
         if node.keywords:
             return None
         args = _call_args(node)
-        method = node.op.removeprefix("method.") if node.op.startswith("method.") else None
+        method = _method(node)
         if method in arrays.REDUCING_METHODS and not args and isinstance(node.args[0], ir.Var) \
                 and node.args[0].name in self.arrays:
             return self.temp(self.text(node)), {("a", node.args[0].name, arrays.REDUCING_METHODS[method]): "1.0"}

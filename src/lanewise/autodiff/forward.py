@@ -55,7 +55,7 @@ from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEA
 from .rules import Rule, module_of, rule_for
 from .source import arguments as _call_args, build, called_text as _callee_text, exponent as _exponent, \
     first_line as _first_line, grouped as _grouped, InPlace, inlinable as _inlinable, is_inplace as _inplace, \
-    list_write as _list_write, \
+    list_write as _list_write, method_name as _method, \
     is_number as _is_number, is_scalar as _is_scalar, is_store as _store, kind as _kind, number as _number, \
     pairwise as _pairwise, place as _place, shares_as_tangents as _shares, statement_name as _statement_name, \
     statement_text as _statement_text, stored_value as _stored_value, syntax_name as _syntax_name, \
@@ -347,7 +347,7 @@ class Emitter(InPlace):
             return self.temp(f"{callee}({x})"), self._array_linear(node, ts, lambda t: f"{callee}({t})")
         if obj is not None and obj is getattr(np, "dot", None) and len(args) == 2:
             return self._ruled(node, callee, _DOT, "np")
-        method = node.op.removeprefix("method.") if node.op.startswith("method.") else None
+        method = _method(node)
         if obj is None and method in _LINEAR_METHODS:
             p, ts = self.ex(node.args[0])
             base = self.atom(p)

@@ -133,6 +133,11 @@ def called_text(call: ir.Prim) -> str:
     return callee_text(mapped(call, _as_written))
 
 
+def method_name(call: ir.Prim) -> str | None:
+    """The method a call of a value's method calls (``sum`` of ``w.sum()``), else None."""
+    return call.op.removeprefix("method.") if call.op.startswith("method.") else None
+
+
 def arguments(call: ir.Prim) -> tuple:
     """A call's positional arguments as written (without a method's value)."""
     return call_args(call)
@@ -284,7 +289,7 @@ def list_write(function: ir.Function):
     deleted = _deleted(nodes)
     for n in nodes:
         base = n.base if isinstance(n, ir.Item) else n.args[0] if isinstance(n, ir.Prim) and (
-            n.op == "setitem" or n.op.removeprefix("method.") in _LIST_METHODS and n.op.startswith("method.")
+            n.op == "setitem" or method_name(n) in _LIST_METHODS
             or n.op == "getitem" and n in deleted) else None
         if isinstance(base, ir.Var) and base.name in lists:
             return n
