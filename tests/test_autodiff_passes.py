@@ -13,8 +13,10 @@ from __future__ import annotations
 import ast
 import math
 import types
+from math import sqrt as root
 from dataclasses import dataclass
 
+import numpy
 import numpy as np
 import pytest
 
@@ -23,9 +25,12 @@ from benchmarks.realworld import modules
 from lanewise.autodiff.activity import active_names, helper
 from lanewise.autodiff.arrays import Mixed, element_arrays
 from lanewise.autodiff.checkpoint import scalar_names, state
+from lanewise.autodiff.forward import Plan, transform
+from lanewise.autodiff.source import first_line, grouped
 from lanewise.lane.callables import as_lane_function
 from lanewise.lane.ir import nodes as ir
-from lanewise.lane.ir.build import build, function_of_tree
+from lanewise.lane.ir.build import build, function_ir, function_of_tree
+from lanewise.lane.source import definition
 from lanewise.spmd.syntax import function_ast
 
 from corpus import CORPUS
@@ -426,3 +431,56 @@ def test_every_reachable_lane_is_analysed(fn):
         assert element_arrays(function, params) <= set(params)
     except Mixed as e:
         assert str(e).split(" ")[0] in params
+
+
+# ----------------------------------------------------------------------------- the emitters' text
+
+
+def _ast_lines(statements):
+    """The first line of each statement the IR keeps (no ``pass``, no docstring), as ``ast.unparse`` writes it."""
+    for s in statements:
+        if isinstance(s, ast.Pass) or isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+            continue
+        yield ast.unparse(s).splitlines()[0][:80]
+        if isinstance(s, (ast.If, ast.For, ast.While)):
+            yield from _ast_lines(s.body)
+            yield from _ast_lines(s.orelse)
+
+
+def _ir_lines(statements):
+    for group in grouped(statements):
+        yield first_line(group)
+        if isinstance(group[0], ir.If):
+            yield from _ir_lines(group[0].then)
+            yield from _ir_lines(group[0].orelse)
+        elif isinstance(group[0], ir.Loop):
+            yield from _ir_lines(group[0].body)
+            yield from _ir_lines(group[0].orelse)
+
+
+_NOT_WRITTEN_ALIKE = (ast.AnnAssign, ast.Try, ast.With, ast.FunctionDef, ast.Lambda, ast.ClassDef, ast.Delete,
+                      ast.Match, ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom, ast.List)
+
+
+@pytest.mark.parametrize("fn", _reachable(), ids=lambda f: f.__qualname__)
+def test_the_emitters_quote_each_statement_as_ast_unparse_writes_it(fn):
+    """The comment line naming each statement in a derivative lane is the statement as
+    the user wrote it (names as written: ``numpy.exp``, ``root`` for ``from math import
+    sqrt as root``), as ``ast.unparse`` writes it (the reference)."""
+    tree = definition(fn)
+    body = tree.body if isinstance(tree, ast.FunctionDef) else None
+    if body is None or any(isinstance(n, _NOT_WRITTEN_ALIKE) for s in body for n in ast.walk(s)):
+        pytest.skip("a lambda, or a construct the emitters refuse or write otherwise")
+    assert list(_ir_lines(function_ir(fn).body)) == list(_ast_lines(body))
+
+
+def _as_written(x):
+    y = numpy.exp(x) * root(x)
+    return y
+
+
+def test_a_derivative_lane_calls_functions_by_the_names_the_lane_wrote():
+    made = transform(_as_written, Plan(k=1, seeds=((1.0,),), finish="grad", transform="lw.grad"))
+    assert "numpy.exp(x)" in made._lw_source and "root(x)" in made._lw_source
+    x = 1.5
+    assert made(x) == pytest.approx(math.exp(x) * math.sqrt(x) + math.exp(x) / (2.0 * math.sqrt(x)), rel=1e-14)

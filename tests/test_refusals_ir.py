@@ -220,6 +220,7 @@ def test_a_lane_with_no_source_is_checked_by_its_bytecode():
     "x[i, 1:n:2]", "x[::2]", "[[1.0, 2.0], (3,), {4}]", "{'a': 1, **more}", "[v for v in r if v > 0]",
     "(v for v, w in zip(r, s))", "{k: v for k, v in d}", "lambda u: u + 1", "f'x={x!r:>{w}} ok'", "a.b.c(d)",
     "(x := 3) + x", "x @ y // z % w", "a | b & c ^ d << 2", "~x", "'%d' % -x",
+    "a and (not b) or (b and (not a))", "not a and (not b) and c or d",
 ])
 def test_an_expression_is_quoted_as_ast_unparse_writes_it(text):
     module = build(_function_of(text))

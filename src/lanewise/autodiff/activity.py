@@ -6,8 +6,8 @@ fixpoint over the whole function (flow-insensitive: a variable active anywhere
 is active everywhere, and every assignment updates its derivative).  Comparisons,
 integer-valued functions (``floor``, ``int``, ``len``), ``lw.stop_gradient`` and
 lanewise's own checks are never active.  The fixpoint runs on the lane IR
-(:func:`active_names`); the emitters ask the same rules of one AST node
-(:class:`lanewise.autodiff.source.ActiveNodes`).
+(:func:`active_names`); the emitters ask the same rules of one IR expression
+(:func:`active_expr`).
 
 Example:
     >>> from lanewise.lane.ir.build import build

@@ -1,4 +1,4 @@
-"""Reverse mode as adjoint code: a lane's AST -> a lane that records the partial
+"""Reverse mode as adjoint code: a lane's IR -> a lane that records the partial
 derivatives it will need on a value stack, then runs its statements' adjoints backwards.
 
 This is what ``lw.jacrev`` and ``lw.vjp`` generate when the lane allows it (see
@@ -48,19 +48,21 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import os
 
 from ..errors import LaneCompileError
 from ..lane.ir import nodes as ir
 from . import aliasing, arrays, checkpoint, intrinsics
-from .activity import active_expr, helper as _helper, is_scan as _is_scan, statements, where as _where
+from .activity import helper as _helper, is_scan as _is_scan
 from .forward import EMITTERS, Emitter, Plan, transform
 from .reverse import ReverseEmitter, argnums_order, custom_partials
-from .source import first_line as _first_line, is_number as _is_number
+from .source import arguments as _call_args, method_name as _method, first_line as _first_line, grouped as _grouped, \
+    is_inplace as _inplace, is_number as _is_number, is_store as _store, kind as _kind, \
+    statement_lines as _statement_lines, statement_name as _statement_name, statement_text as _statement_text, \
+    stored_value as _stored_value, target as _target, target_text as _target_text
 from .scans import NotDesugared, desugar
 from .structured import NotStructured, range_bounds, structure
-from ..spmd.syntax import resolve as _resolve
+from ..lane.ir.passes.walk import stored, walk
 
 __all__ = ["AdjointEmitter", "NotAdjoint", "ReverseMode"]
 
@@ -104,7 +106,7 @@ class AdjointEmitter(Emitter):
     def __init__(self, fn, plan: Plan):
         super().__init__(fn, plan)
         try:
-            self.fdef = structure(desugar(self.fdef, lambda f: _is_scan(self.resolve(f)), self.pre), self.pre)
+            self.ir = structure(desugar(self.ir, lambda call: _is_scan(self._called(call)), self.pre), self.pre)
         except (NotStructured, NotDesugared) as e:
             raise NotAdjoint(str(e)) from None
         seeded = {p for p, s in zip(self.params, plan.seeds, strict=True) if s is not None}
@@ -114,6 +116,13 @@ class AdjointEmitter(Emitter):
         self.owner, self.stack, self.capacity, self.top = (f"{self.pre}{n}" for n in ("owner", "S", "cap", "sp"))
         self.limit = plan.memory // 8 if plan.memory else -1  # the budget, in stack values
         self.loops, self.scalars = 0, None
+
+    def _unwrap(self, value):
+        """A transformed lane's ``return ad.out(e)`` is ``return e`` (a derivative of a derivative)."""
+        if _kind(value) == "call" and len(_call_args(value)) == 1 and not value.keywords \
+                and self._called(value) is intrinsics.out:
+            return _call_args(value)[0]
+        return value
 
     # -- which differentiated arguments are arrays read element by element
 
@@ -126,41 +135,41 @@ class AdjointEmitter(Emitter):
     # -- expressions: {leaf: partial}; a leaf is ("v", name), ("e", array, index) or
     #    ("a", array, direction): a whole array, reduced along a direction (see _accumulate)
 
-    def _ex_Name(self, node):
-        if node.id in self.arrays:
-            raise NotAdjoint(f"{node.id} is used whole")
-        return node.id, {("v", node.id): "1.0"}
+    def _ex_var(self, node):
+        if node.name in self.arrays:
+            raise NotAdjoint(f"{node.name} is used whole")
+        return node.name, {("v", node.name): "1.0"}
 
     # -- linear functions of a whole differentiated array: sum, mean, dot with a constant array
 
-    def _ex_Call(self, node):
+    def _ex_call(self, node):
         whole = self._whole_call(node)
-        return whole if whole is not None else super()._ex_Call(node)
+        return whole if whole is not None else super()._ex_call(node)
 
-    def _ex_BinOp(self, node):
-        if isinstance(node.op, ast.MatMult):
-            return self._dot(node, [node.left, node.right])
-        return super()._ex_BinOp(node)
+    def _ex_binary(self, node):
+        if node.op == "matmul":
+            return self._dot(node, node.args)
+        return super()._ex_binary(node)
 
     def _whole_call(self, node):
         """``np.sum(w)``, ``w.mean()``, ``np.dot(w, v)``...: ``(primal, partials)`` or None."""
         if node.keywords:
             return None
-        func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in arrays.REDUCING_METHODS and not node.args \
-                and isinstance(func.value, ast.Name) and func.value.id in self.arrays:
-            return self.temp(ast.unparse(node)), {("a", func.value.id, arrays.REDUCING_METHODS[func.attr]): "1.0"}
-        kind = arrays.linear_numpy(self.resolve(node.func))
-        if kind == "dot" and len(node.args) == 2:
-            return self._dot(node, node.args)
-        if kind in ("sum", "mean") and len(node.args) == 1 and isinstance(node.args[0], ast.Name) \
-                and node.args[0].id in self.arrays:
-            return self.temp(ast.unparse(node)), {("a", node.args[0].id, arrays.REDUCING_METHODS[kind]): "1.0"}
+        args = _call_args(node)
+        method = _method(node)
+        if method in arrays.REDUCING_METHODS and not args and isinstance(node.args[0], ir.Var) \
+                and node.args[0].name in self.arrays:
+            return self.temp(self.text(node)), {("a", node.args[0].name, arrays.REDUCING_METHODS[method]): "1.0"}
+        kind = arrays.linear_numpy(self._called(node))
+        if kind == "dot" and len(args) == 2:
+            return self._dot(node, args)
+        if kind in ("sum", "mean") and len(args) == 1 and isinstance(args[0], ir.Var) and args[0].name in self.arrays:
+            return self.temp(self.text(node)), {("a", args[0].name, arrays.REDUCING_METHODS[kind]): "1.0"}
         return None
 
     def _dot(self, node, operands):
         """``w @ v`` or ``np.dot(w, v)`` of a differentiated 1-D array and an argument never written."""
-        names = [o.id if isinstance(o, ast.Name) else None for o in operands]
+        names = [o.name if isinstance(o, ir.Var) else None for o in operands]
         mine = [n for n in names if n in self.arrays]
         other = [n for n in names if n not in self.arrays]
         if len(mine) != 1 or len(other) != 1 or not self._constant(other[0]):
@@ -169,15 +178,16 @@ class AdjointEmitter(Emitter):
                                  "never written in the lane; write the loop: for i in range(len(w)): s += w[i] * v[i]")
             except LaneCompileError as e:
                 raise Refused(str(e)) from None
-        return self.temp(ast.unparse(node)), {("a", mine[0], other[0]): "1.0"}
+        return self.temp(self.text(node)), {("a", mine[0], other[0]): "1.0"}
 
     def _constant(self, name) -> bool:
         """An argument that is neither differentiated nor written: its value in the reverse sweep is its value."""
         if name is None or name not in self.params or name in self.active:
             return False
-        return not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) or
-                       isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
-                       and isinstance(n.value, ast.Name) and n.value.id == name for n in ast.walk(self.fdef))
+        nodes = list(walk(self.ir))
+        return name not in stored(nodes, defs=False) and not any(
+            isinstance(n, ir.Item) and n.base == ir.Var(name) or isinstance(n, ir.Prim) and n.op == "setitem"
+            and n.args[0] == ir.Var(name) for n in nodes)
 
     def _accumulate(self, leaf, scaled: str, index: str | None = None) -> str:
         """The reverse sweep's statement adding ``scaled`` times ``leaf``'s direction to its adjoint."""
@@ -191,17 +201,17 @@ class AdjointEmitter(Emitter):
             return f"{self.pre}ad.spread_along({self.adjoint(leaf[1])}, {direction}, {scaled})"
         return f"{self.adjoint(leaf[1])} += {scaled}"
 
-    def _ex_Subscript(self, node):
-        base = node.value
+    def _ex_getitem(self, node):
+        base, at = node.args
         helper = self._tuple_helper(base)
-        if helper is not None and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
-            k = node.slice.value  # helper(...)[k]: one item of a helper's tuple
+        if helper is not None and isinstance(at, ir.Const) and isinstance(at.value, int):
+            k = at.value  # helper(...)[k]: one item of a helper's tuple
             p, parts = self._helper_partials(base, helper)
             return self.atom(f"{p}[{k}]"), self._chain([(coefs, f"{d}[{k}]") for coefs, d in parts])
-        if not (isinstance(base, ast.Name) and base.id in self.arrays):
+        if not (isinstance(base, ir.Var) and base.name in self.arrays):
             raise NotAdjoint("a subscript of an active value that is not a differentiated array")
-        index = self.atom(ast.unparse(node.slice))
-        return self.temp(f"{base.id}[{index}]"), {("e", base.id, index): "1.0"}
+        index = self.atom(self.text(at))
+        return self.temp(f"{base.name}[{index}]"), {("e", base.name, index): "1.0"}
 
     def _combine(self, ta, tb, left, right):
         if ta is None and tb is None:
@@ -222,23 +232,21 @@ class AdjointEmitter(Emitter):
     def _array_linear(self, node, ts, make):
         raise NotAdjoint("a whole-array operation")
 
-    def _ex_Tuple(self, node):
+    def _ex_literal(self, node):
         raise NotAdjoint("a tuple of active values in an expression")
 
-    _ex_List = _ex_Tuple
-
-    def _ex_Attribute(self, node):
+    def _ex_attr(self, node):
         raise NotAdjoint("an attribute of an active value")
 
     def _scan_call(self, node, callee):
         raise NotAdjoint("lw.scan")
 
-    def _ex_IfExp(self, node):
-        test = self.atom(ast.unparse(node.test))
+    def _ex_ifexp(self, node):
+        test = self.atom(self.text(node.args[0]))
         p = f"{self.pre}p{self.count}"
         self.count += 1
         self.depth += 1
-        branches = [self._captured(lambda b=b: self.ex(b)) for b in (node.body, node.orelse)]
+        branches = [self._captured(lambda b=b: self.ex(b)) for b in node.args[1:]]
         self.depth -= 1
         leaves = list(dict.fromkeys(leaf for _, (_, c) in branches for leaf in (c or {})))
         names = {leaf: f"{self.pre}c{self.count + k}" for k, leaf in enumerate(leaves)}
@@ -256,8 +264,9 @@ class AdjointEmitter(Emitter):
         return p, {leaf: names[leaf] for leaf in leaves} or None
 
     def _where(self, node, callee):
-        test = self.atom(ast.unparse(node.args[0]))
-        (pa, ta), (pb, tb) = self.ex(node.args[1]), self.ex(node.args[2])
+        cond, left, right = _call_args(node)
+        test = self.atom(self.text(cond))
+        (pa, ta), (pb, tb) = self.ex(left), self.ex(right)
         a, b = self.atom(pa), self.atom(pb)
         p = self.temp(f"{callee}({test}, {a}, {b})")
         return p, self._combine(ta, tb, lambda t: f"({t} if {test} else 0.0)", lambda u: f"(0.0 if {test} else {u})")
@@ -294,20 +303,20 @@ class AdjointEmitter(Emitter):
     def _argument(self, node):
         """A helper's argument: ``(primal, partials)``, or for a tuple written in the call,
         ``(primal, [partials of each item])``."""
-        if isinstance(node, ast.Tuple) and self.activity.expr(node):
-            items = [self.ex(e) for e in node.elts]
+        if _is_tuple(node) and self.active_ir(node):
+            items = [self.ex(e) for e in node.args]
             return "(" + "".join(self.atom(p) + ", " for p, _ in items) + ")", [c for _, c in items]
         return self.ex(node)
 
     def _unpacked_call(self, target, value):
         """``a, b = helper(...)``: ``[(name, primal, partials)]`` for each name, or None for
         any other assignment."""
-        paths = _paths(target) if isinstance(target, (ast.Tuple, ast.List)) else None
+        paths = _paths(target) if isinstance(target, ir.Unpack) else None
         helper = self._tuple_helper(value) if paths else None
         if helper is None:
             return None
         p, parts = self._helper_partials(value, helper)
-        shape = ast.unparse(target)
+        shape = _target_text(target)
         what = f"{self.plan.transform}: {helper.__qualname__} returns what {shape} unpacks, with numbers for names"
         for path, m in _levels(target):
             self.emit(f'{self.pre}ad.unpacks({p}{path}, {m}, "{what}")')
@@ -369,67 +378,70 @@ class AdjointEmitter(Emitter):
 
     def fw_block(self, statements) -> list[str]:
         reverse: list[str] = []
-        for statement in statements:
-            reverse = self.fw(statement) + reverse
+        for group in _grouped(statements):
+            reverse = self.fw(group) + reverse
         return reverse
 
-    def fw(self, node) -> list[str]:
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            return []
-        where = f"# {os.path.basename(_where(self.fn, node))}: {_first_line(node)}"
+    def fw(self, group) -> list[str]:
+        node = self._at = group[0]
+        where = f"# {os.path.basename(self._line(node))}: {_first_line(group)}"
         self.emit(where)
         method = getattr(self, f"_fw_{type(node).__name__}", None)
         if method is None:
-            raise NotAdjoint(f"the statement {type(node).__name__}")
-        reverse = method(node)
+            raise NotAdjoint(f"the statement {_statement_name(node)}")
+        reverse = method(group if isinstance(node, (ir.Assign, ir.Do)) else node)
         return [where.replace("# ", "# adjoint of ", 1)] + reverse if reverse else []
 
-    def _fw_Pass(self, node):
-        self.emit("pass")
+    def _fw_Do(self, group):
+        if _store(group[0].expr):
+            return self._fw_Assign(group)
+        return self._fw_Raise(group[0])
+
+    def _fw_Raise(self, node):
+        self.emit(_statement_text((node,)))
         return []
 
-    def _fw_Expr(self, node):
-        self.emit(ast.unparse(node))
-        return []
+    _fw_Assert = _fw_Raise
 
-    _fw_Assert = _fw_Raise = _fw_Expr
+    def _fw_Exit(self, node):
+        if node.kind == "return":
+            raise NotAdjoint("a return before the end")  # structure() leaves only the last one
+        raise NotAdjoint(f"the statement {node.kind.capitalize()}")
 
-    def _fw_Assign(self, node):
-        *firsts, last = node.targets
-        if firsts and not all(isinstance(t, ast.Name) for t in node.targets):
+    def _fw_Assign(self, group):
+        targets, value = [_target(s) for s in group], _stored_value(group[0])
+        if _inplace(value):
+            return self._fw_inplace(group[0], targets[0], value)
+        *firsts, last = targets
+        if firsts and not all(isinstance(t, ir.Var) for t in targets):
             raise NotAdjoint("a chained assignment to something other than names")
-        reverse = self._assign(last, node.value)  # x = y = e: y = e, then x = y
+        reverse = self._assign(last, value)  # x = y = e: y = e, then x = y
         for target in firsts:
-            reverse = self._assign(target, ast.copy_location(ast.Name(last.id, ast.Load()), node)) + reverse
+            reverse = self._assign(target, ir.Var(last.name)) + reverse
         return reverse
 
-    def _fw_AnnAssign(self, node):
-        if node.value is None:
-            return []
-        return self._assign(node.target, node.value)
-
-    def _fw_AugAssign(self, node):
-        if not isinstance(node.target, ast.Name):
-            if self.activity.expr(node.target) or self.activity.expr(node.value):
+    def _fw_inplace(self, node, target, value):
+        """``x op= e`` (``value`` is ``x op e``)."""
+        if not isinstance(target, ir.Var):
+            if self.active_ir(target.base) or self.active_ir(value.args[1]):
                 raise NotAdjoint("an augmented assignment into an active array")
-            self.emit(ast.unparse(node))
+            self.emit(_statement_text((node,)))
             return []
-        value = ast.copy_location(ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value), node)
-        if node.target.id not in self.active and not self.activity.expr(value):
-            self.emit(ast.unparse(node))  # nothing differentiated: as written (an array changed in place)
+        if target.name not in self.active and not self.active_ir(value):
+            self.emit(_statement_text((node,)))  # nothing differentiated: as written (an array changed in place)
             return []
-        guard = self.active.guarded.get(node.target.id)
+        guard = self.active.guarded.get(target.name)
         if guard is not None:  # another name may share it: a number is rebound, an array is refused
-            self.emit(f"{self.pre}ad.unshared({node.target.id}, {guard!r})")
-        return self._assign(node.target, value)
+            self.emit(f"{self.pre}ad.unshared({target.name}, {guard!r})")
+        return self._assign(target, value)
 
     def _assign(self, target, value) -> list[str]:
         results = self._unpacked_call(target, value)
         pairs = _pairs(target, value) if results is None else []
         if results is None and pairs is None:
-            if any(self.activity.expr(t) for t in _names_in(target)) or self.activity.expr(value):
-                raise NotAdjoint(f"the assignment {ast.unparse(target)} = ... of active values")
-            self.emit(f"{ast.unparse(target)} = {ast.unparse(value)}")
+            if any(n.name in self.active for n in walk(target) if isinstance(n, ir.Var)) or self.active_ir(value):
+                raise NotAdjoint(f"the assignment {_target_text(target)} = ... of active values")
+            self.emit(f"{_target_text(target)} = {self.text(value)}")
             return []
         if results is None:
             results = []
@@ -476,9 +488,9 @@ class AdjointEmitter(Emitter):
         return lines
 
     def _fw_If(self, node):
-        test = ast.unparse(node.test)
+        test = self.text(node.cond)
         self.depth += 1
-        body_lines, body_rev = self._captured(lambda: self.fw_block(node.body))
+        body_lines, body_rev = self._captured(lambda: self.fw_block(node.then))
         else_lines, else_rev = self._captured(lambda: self.fw_block(node.orelse))
         self.depth -= 1
         if not body_rev and not else_rev:
@@ -497,15 +509,14 @@ class AdjointEmitter(Emitter):
         return [f"{self.top} -= 1", f"if {self.pre}ad.peek({self.stack}, {self.top}) != 0.0:"] + \
             _indent(body_rev or ["pass"]) + ["else:"] + _indent(else_rev or ["pass"])
 
-    def _fw_While(self, node):
-        if node.orelse:
-            raise NotAdjoint("while ... else")
-        return self._loop(node, f"while {ast.unparse(node.test)}:")
-
-    def _fw_For(self, node):
-        if node.orelse or self.activity.expr(node.iter):
+    def _fw_Loop(self, node):
+        if node.kind == "while":
+            if node.orelse:
+                raise NotAdjoint("while ... else")
+            return self._loop(node, f"while {self.text(node.cond)}:")
+        if node.orelse or self.active_ir(node.iter):
             raise NotAdjoint("a for loop over active values, or for ... else")
-        return self._loop(node, f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:")
+        return self._loop(node, f"for {_target_text(node.target)} in {self.text(node.iter)}:")
 
     def _loop(self, node, head: str) -> list[str]:
         """The loop, counting its trips when its body records anything; the reverse sweep
@@ -518,7 +529,7 @@ class AdjointEmitter(Emitter):
         self.loops -= 1
         self.depth -= 1
         if rev and self.limit >= 0 and self.loops == 0:
-            held = checkpoint.state(self.ir, self._ir_loop(node), self._scalars())
+            held = checkpoint.state(self.ir, node, self._scalars())
             if held is not None:
                 return self._checkpointed(node, held, lines, rev)
         if rev:
@@ -536,7 +547,7 @@ class AdjointEmitter(Emitter):
         if self.scalars is None:
             numbers = {p for p in self.differentiated if p not in self.arrays}
             self.scalars = checkpoint.scalar_names(self.ir, numbers, self.arrays, self._called_here,
-                                                   lambda call: self._ir_tuple_helper(call) is not None)
+                                                   lambda call: self._tuple_helper(call) is not None)
         return self.scalars
 
     def _called_here(self, call):
@@ -546,26 +557,12 @@ class AdjointEmitter(Emitter):
             return getattr(intrinsics, call.op[len("method."):], None)
         return self._called(call)
 
-    def _ir_loop(self, node) -> ir.Loop:
-        """The IR loop of the AST loop ``node``: the one at its place (line from the def, column),
-        counted in order among loops at one place (two lw.scan loops written on one line)."""
-        at = (node.lineno - self.fdef.lineno, node.col_offset)
-        same = [n for n in _preorder(self.fdef) if isinstance(n, (ast.For, ast.While))
-                and (n.lineno - self.fdef.lineno, n.col_offset) == at]
-        loops = [s for s in statements(self.ir.body) if isinstance(s, ir.Loop)
-                 and (s.loc.line - self.ir.loc.line, s.loc.col) == at]
-        return loops[next(k for k, n in enumerate(same) if n is node)]
-
     def _tuple_helper(self, call):
-        """The user helper an active ``call`` calls (not a custom rule), whose tuple result the
+        """The user helper an active IR ``call`` calls (not a custom rule), whose tuple result the
         adjoint code takes item by item (checked to be numbers where unpacked), or None."""
-        if not (isinstance(call, ast.Call) and self.activity.expr(call)):
+        if not (isinstance(call, ir.Prim) and self.active_ir(call)):
             return None
-        return _rule_free(_helper(self.resolve(call.func)))
-
-    def _ir_tuple_helper(self, call):
-        """:meth:`_tuple_helper` of an IR call."""
-        return _rule_free(_helper(self._called(call))) if active_expr(call, self.active, self._called) else None
+        return _rule_free(_helper(self._called(call)))
 
     def _checkpointed(self, node, held: list[str], lines: list[str], rev: list[str]) -> list[str]:
         """The loop keeping its state ``held`` every ``seg`` iterations (at most ``most``
@@ -593,9 +590,8 @@ class AdjointEmitter(Emitter):
         for line in loop["enter"]:
             self.emit(line)
         self.emit(f"{trips} += 1")
-        for statement in node.body:  # the plain body: nothing recorded
-            for line in ast.unparse(statement).splitlines():
-                self.emit(line)
+        for line in _statement_lines(node.body):  # the plain body: nothing recorded
+            self.emit(line)
         self.depth -= 1
         pops, names = self._push([(trips, True), (seg, True), (kept, True)] + [(v, True) for v in loop["keep"]])
         relative = [line[4 * (self.depth + 1):] for line in lines]
@@ -613,17 +609,14 @@ class AdjointEmitter(Emitter):
     def _counted(self, node, n: int, j: str) -> dict:
         """How a checkpointed loop is written: ``head``, the lines that ``enter`` iteration
         ``j`` (a range's target), and the values to ``keep`` for the reverse sweep."""
-        if isinstance(node, ast.While):
-            return {"head": f"while {ast.unparse(node.test)}:", "enter": [], "keep": []}
-        start, stop, step = range_bounds([ast.unparse(a) for a in node.iter.args], "0", "1")
+        if node.kind == "while":
+            return {"head": f"while {self.text(node.cond)}:", "enter": [], "keep": []}
+        start, stop, step = range_bounds([self.text(a) for a in _call_args(node.iter)], "0", "1")
         first, stride, total = (f"{self.pre}{w}{n}" for w in ("from", "by", "total"))
         self.emit(f"{first}, {stride} = {start}, {step}")
         self.emit(f"{total} = {self.pre}ad.trips({first}, {stop}, {stride})")
         return {"head": f"for {j} in range({total}):",
-                "enter": [f"{ast.unparse(node.target)} = {first} + {j} * {stride}"], "keep": [first, stride]}
-
-    def _fw_Return(self, node):
-        raise NotAdjoint("a return before the end")  # structure() leaves only the last one
+                "enter": [f"{_target_text(node.target)} = {first} + {j} * {stride}"], "keep": [first, stride]}
 
     # -- the function
 
@@ -634,17 +627,17 @@ class AdjointEmitter(Emitter):
             self.emit(f'{self.adjoint(p)} = {self.pre}ad.adjoint_of({p}, "{p}", "{self.plan.transform}")')
         self.emit(f"{self.owner}, {self.stack}, {self.capacity} = {self.pre}ad.new_stack({self.limit})")
         self.emit(f"{self.top} = 0")
-        body = self.fdef.body
-        if not body or not isinstance(body[-1], ast.Return):
+        body = self.ir.body
+        if not body or not (isinstance(body[-1], ir.Exit) and body[-1].kind == "return" and body[-1].value):
             raise NotAdjoint("no return at the end")
         reverse = self.fw_block(body[:-1])
-        self.emit(f"# {os.path.basename(_where(self.fn, body[-1]))}: {_first_line(body[-1])}")
-        value = _unwrap(self.fn, body[-1].value)
+        self.emit(f"# {os.path.basename(self._line(body[-1]))}: {_first_line(body[-1:])}")
+        value = self._unwrap(body[-1].value)
         aux = None
         if self.plan.has_aux:
-            if not (isinstance(value, ast.Tuple) and len(value.elts) == 2):
+            if not (_is_tuple(value) and len(value.args) == 2):
                 raise NotAdjoint("has_aux with a result not written as (value, aux)")
-            value, aux = value.elts[0], self.temp(ast.unparse(value.elts[1]))
+            value, aux = value.args[0], self.temp(self.text(value.args[1]))
         leaves: list = []
         if self.plan.finish == "vjp":
             shape = self._leaves(value, f"{self.pre}cotangent", leaves)
@@ -688,9 +681,9 @@ class AdjointEmitter(Emitter):
     def _leaves(self, value, cotangent: str | None, leaves: list) -> str:
         """The primal of a returned expression; each scalar leaf's (partials, seed) appended
         (the seed: the leaf's part of ``cotangent``, or 1.0 without one)."""
-        if isinstance(value, ast.Tuple):
+        if _is_tuple(value):
             parts = [self._leaves(e, f"{cotangent}[{k}]" if cotangent else None, leaves)
-                     for k, e in enumerate(value.elts)]
+                     for k, e in enumerate(value.args)]
             return "(" + "".join(q + ", " for q in parts) + ")"
         p, coefs = self.ex(value)
         p = self.atom(p)
@@ -709,18 +702,15 @@ class AdjointEmitter(Emitter):
         return "reverse mode: adjoint code over a value stack"
 
 
-def _unwrap(fn, value):
-    """A transformed lane's ``return ad.out(e)`` is ``return e`` (a derivative of a derivative)."""
-    if isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords \
-            and _resolve(fn, value.func) is intrinsics.out:
-        return value.args[0]
-    return value
+def _is_tuple(value) -> bool:
+    """Whether an IR expression is a tuple written as one (``a, b``)."""
+    return isinstance(value, ir.Prim) and value.op == "tuple" and value.type == "tuple"
 
 
 def _fill(value, results) -> str:
     """The Jacobian's structure: the returned tuple's, with one sweep's gradients at each leaf."""
-    if isinstance(value, ast.Tuple):
-        return "(" + "".join(_fill(e, results) + ", " for e in value.elts) + ")"
+    if _is_tuple(value):
+        return "(" + "".join(_fill(e, results) + ", " for e in value.args) + ")"
     return next(results)
 
 
@@ -733,19 +723,19 @@ def _unit(partials, i: int, slot) -> str:
 
 def _paths(target, path: str = "") -> list | None:
     """``[(name, "[0][1]")]`` for a (nested) tuple of names; None for any other target."""
-    if isinstance(target, ast.Name):
-        return [(target.id, path)]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        found = [_paths(e, f"{path}[{k}]") for k, e in enumerate(target.elts)]
+    if isinstance(target, ir.Var):
+        return [(target.name, path)]
+    if isinstance(target, ir.Unpack) and target.star is None:
+        found = [_paths(e, f"{path}[{k}]") for k, e in enumerate(target.items)]
         return None if any(f is None for f in found) else [x for f in found for x in f]
     return None
 
 
 def _levels(target, path: str = "") -> list:
     """``[(path, length)]`` of every tuple level of an unpacking target."""
-    if not isinstance(target, (ast.Tuple, ast.List)):
+    if not isinstance(target, ir.Unpack):
         return []
-    return [(path, len(target.elts))] + [x for k, e in enumerate(target.elts) for x in _levels(e, f"{path}[{k}]")]
+    return [(path, len(target.items))] + [x for k, e in enumerate(target.items) for x in _levels(e, f"{path}[{k}]")]
 
 
 def _slot(pushed: list, value: str, index: bool) -> int:
@@ -755,16 +745,12 @@ def _slot(pushed: list, value: str, index: bool) -> int:
 
 def _pairs(target, value):
     """``[(name, expression)]`` for ``x = e`` and ``x, y = e1, e2``; None for any other form."""
-    if isinstance(target, ast.Name):
-        return [(target.id, value)]
-    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
-            and len(target.elts) == len(value.elts) and all(isinstance(t, ast.Name) for t in target.elts):
-        return [(t.id, v) for t, v in zip(target.elts, value.elts, strict=True)]
+    if isinstance(target, ir.Var):
+        return [(target.name, value)]
+    if isinstance(target, ir.Unpack) and target.star is None and _kind(value) == "literal" \
+            and len(target.items) == len(value.args) and all(isinstance(t, ir.Var) for t in target.items):
+        return [(t.name, v) for t, v in zip(target.items, value.args, strict=True)]
     return None
-
-
-def _names_in(target):
-    return [n for n in ast.walk(target) if isinstance(n, ast.Name)]
 
 
 def _indent(lines: list[str]) -> list[str]:
@@ -778,10 +764,3 @@ EMITTERS["tape"] = ReverseEmitter
 def _rule_free(helper):
     """``helper``, unless it is None or has a custom derivative rule."""
     return helper if helper is not None and getattr(helper, "_lw_jvp_rule", None) is None else None
-
-
-def _preorder(node):
-    """``node`` and every node under it, parents before children, in the order written."""
-    yield node
-    for child in ast.iter_child_nodes(node):
-        yield from _preorder(child)

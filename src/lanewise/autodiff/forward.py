@@ -1,4 +1,4 @@
-"""Forward mode: a lane's AST -> the source of a lane that carries k tangents per value.
+"""Forward mode: a lane's IR -> the source of a lane that carries k tangents per value.
 
 The transformed lane is plain lane code, so every backend, the SPMD path and
 lanewise's other transformations take it as they take the user's own lane:
@@ -31,7 +31,6 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import builtins
 import linecache
 import math
@@ -46,19 +45,21 @@ import numpy as np
 
 from .. import primitives
 from ..errors import LaneCompileError
-from ..lane.fromcode import function_def
 from ..lane.ir import nodes as ir
-from ..lane.ir.build import function_of_tree
+from ..lane.ir.build import function_ir
 from ..lane.lanefn import fingerprint
-from ..spmd.syntax import Unsupported, function_ast, resolve as _resolve
 from . import aliasing as _aliasing, intrinsics
-from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEAR_NUMPY, active_names,
+from .activity import (LINEAR_METHODS as _LINEAR_METHODS, LINEAR_NUMPY as _LINEAR_NUMPY, active_expr, active_names,
                        custom as _custom, helper as _helper, is_scan as _is_scan, numpy_named as _numpy_named,
                        original as _original, where as _where)
 from .rules import Rule, module_of, rule_for
-from .source import ActiveNodes, as_load as _as_load, build, exponent as _exponent, first_line as _first_line, \
-    InPlace, inlinable as _inlinable, is_number as _is_number, number as _number, pairwise as _pairwise, \
-    shares_as_tangents as _shares
+from .source import arguments as _call_args, build, called_text as _callee_text, exponent as _exponent, \
+    first_line as _first_line, grouped as _grouped, InPlace, inlinable as _inlinable, is_inplace as _inplace, \
+    list_write as _list_write, method_name as _method, \
+    is_number as _is_number, is_scalar as _is_scalar, is_store as _store, kind as _kind, number as _number, \
+    pairwise as _pairwise, place as _place, shares_as_tangents as _shares, statement_name as _statement_name, \
+    statement_text as _statement_text, stored_value as _stored_value, syntax_name as _syntax_name, \
+    target as _target, target_text as _target_text, text as _text, value_of as _value_of
 
 
 @dataclass(frozen=True)
@@ -112,26 +113,6 @@ _MADE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _BUILDING = threading.local()
 
 
-_LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"})
-
-
-def _list_write(fdef):
-    """The first node that changes a list the lane built from a literal (``a = [x, 1.0]``)."""
-    lists = {t.id for node in ast.walk(fdef) if isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
-             for t in node.targets if isinstance(t, ast.Name)}
-    for node in ast.walk(fdef):
-        base = node.value if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
-            else node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-            and node.func.attr in _LIST_METHODS else None
-        if isinstance(base, ast.Name) and base.id in lists:
-            return node
-    return None
-
-
-_SCALAR_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)
-
-
-
 class Emitter(InPlace):
     """Writes the transformed function, one statement of the user's at a time."""
 
@@ -141,19 +122,16 @@ class Emitter(InPlace):
     def __init__(self, fn, plan: Plan):
         self.fn, self.plan = fn, plan
         self.objects = {}  # names the transformation adds, and what they refer to
-        try:
-            self.fdef = self._custom_body(fn) if _custom(fn) else function_ast(fn)
-        except Unsupported:  # no source text anywhere: the def written back from the bytecode lw.vmap compiles
-            try:
-                self.fdef = function_def(fn)
-            except LaneCompileError as err:
-                raise LaneCompileError(f"{plan.transform}: {err}") from None
-        args = self.fdef.args
-        if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg:
-            self._fail(self.fdef, "only plain positional parameters are supported (no *args, **kwargs, "
-                                  "keyword-only or positional-only parameters)")
-        self.params = [a.arg for a in args.args]
-        written = _list_write(self.fdef)
+        self.ir = self._custom_body(fn) if _custom(fn) else function_ir(fn)
+        if self.ir.source == "bytecode" and len(self.ir.body) == 1 and isinstance(self.ir.body[0], ir.Unsupported):
+            # no source text anywhere, and no def written back from the bytecode either: why
+            raise LaneCompileError(f"{plan.transform}: {self.ir.body[0].what}")
+        if self.ir.posonly or any(p.kind != "positional" for p in self.ir.params):
+            self._fail(self.ir, "only plain positional parameters are supported (no *args, **kwargs, "
+                                "keyword-only or positional-only parameters)")
+        self.params = [p.name for p in self.ir.params]
+        self._at = self.ir  # the statement being written (errors name its line)
+        written = _list_write(self.ir)
         if written is not None:
             self._fail(written, "changing a list (a[i] = ..., a.append(...)) is not supported in a differentiated "
                                 "lane: lists are differentiated as tuples. Build a new list, or use an array "
@@ -172,33 +150,24 @@ class Emitter(InPlace):
 
     # -- names
 
-    def _custom_body(self, fn):
+    def _custom_body(self, fn) -> ir.Function:
         """``def f(x, y): return f(x, y)``: transforming a custom_jvp function itself
         applies its rule (its body is never differentiated)."""
         code = fn.__code__
         params = list(code.co_varnames[:code.co_argcount])
         self.objects["_lw_custom"] = fn
-        call = ast.Call(ast.Name("_lw_custom", ast.Load()), [ast.Name(p, ast.Load()) for p in params], [])
-        fdef = ast.FunctionDef(fn.__name__, ast.arguments([], [ast.arg(p) for p in params], None, [], [], None, []),
-                               [ast.Return(call)], [], None, None)
-        return ast.fix_missing_locations(fdef)
+        at = ir.Loc(code.co_filename, code.co_firstlineno, 0)
+        call = ir.Prim("_lw_custom", tuple(ir.Var(p) for p in params), at)
+        return ir.Function(fn.__name__, tuple(ir.Param(p) for p in params), (ir.Exit("return", call, at),), at)
 
     def _analyse(self, seeded) -> None:
-        """The active locals of ``self.fdef`` (found on its IR, ``self.ir``) and the query
-        of one expression (``self.activity.expr(node)``)."""
-        self.ir = function_of_tree(self.fn, self.fdef)
+        """The active locals of ``self.ir``."""
         # aliasing.widen: a class of names sharing an array changed in place is active whole
         self.active = _aliasing.widen(self, active_names(self.ir, seeded, self._called))
-        self.activity = ActiveNodes(self.active, self.resolve)
 
     def _called(self, call):
         """The object an IR call calls: as :meth:`resolve` (the names the transformation binds first)."""
         return self.objects[call.op] if call.op in self.objects else ir.called(call)
-
-    def resolve(self, node):
-        if isinstance(node, ast.Name) and node.id in self.objects:
-            return self.objects[node.id]
-        return _resolve(self.fn, node)
 
     def _prefix(self) -> str:
         """``_lw<L>_`` with L one more than any level the function's own names use
@@ -212,8 +181,11 @@ class Emitter(InPlace):
     def tan(self, name: str, j: int) -> str:
         return f"{self.pre}t{j}_{name}"
 
+    def _line(self, node) -> str:
+        return _place(self.fn, node)
+
     def _fail(self, node, why: str):
-        line = _where(self.fn, node)
+        line = self._line(node)
         path, number = line.rsplit(":", 1)
         text = linecache.getline(path, int(number)).strip()
         raise LaneCompileError(f"{self.plan.transform} cannot differentiate {self.fn.__qualname__} at {line}: "
@@ -245,55 +217,57 @@ class Emitter(InPlace):
             return text
         return self.temp(text)
 
-    # -- expressions
+    # -- expressions (the lane IR's: autodiff.source.kind names the visitor of each)
 
     def ex(self, node):
-        """``(primal text, tangent texts or None)`` for an expression; statements it
-        needs (temporaries) are emitted first."""
-        if not self.activity.expr(node):
-            return ast.unparse(node), None
-        method = getattr(self, f"_ex_{type(node).__name__}", None)
-        if method is None and isinstance(node, ast.Lambda):
+        """``(primal text, tangent texts or None)`` for an IR expression (an AST one is read
+        as its IR); statements it needs (temporaries) are emitted first."""
+        if not self.active_ir(node):
+            return self.text(node), None
+        kind = _kind(node)
+        method = getattr(self, f"_ex_{kind}", None)
+        if method is None and kind == "lambda":
             self._fail(node, "a lambda that reads a differentiated value is not supported: define the function "
                              "with def outside the lane and pass it the value (lanewise differentiates helpers)")
         if method is None:
-            self._fail(node, f"{type(node).__name__} expressions of differentiated values are not supported")
+            self._fail(node, f"{_syntax_name(node)} expressions of differentiated values are not supported")
         return method(node)
 
-    def _ex_Name(self, node):
-        return node.id, [self.tan(node.id, j) for j in range(self.plan.k)]
+    def text(self, node) -> str:
+        """An IR expression as the lane wrote it."""
+        return _text(node)
 
-    def _ex_Tuple(self, node):
-        parts = [self.ex(e) for e in node.elts]
+    def _ex_var(self, node):
+        return node.name, [self.tan(node.name, j) for j in range(self.plan.k)]
+
+    def _ex_literal(self, node):
+        parts = [self.ex(e) for e in node.args]
         primal = "(" + "".join(p + ", " for p, _ in parts) + ")"
-        tangents = ["(" + "".join(self._or_zero(t, j, e, p) + ", " for (p, t), e in zip(parts, node.elts, strict=True))
+        tangents = ["(" + "".join(self._or_zero(t, j, e, p) + ", " for (p, t), e in zip(parts, node.args, strict=True))
                     + ")" for j in range(self.plan.k)]
         return primal, tangents
-
-    _ex_List = _ex_Tuple
 
     def _or_zero(self, ts, j, node, primal) -> str:
         if ts is not None:
             return ts[j]
-        return self.ZERO if isinstance(node, _SCALAR_NODES) else f"{self.pre}ad.{self.ZERO_OF}({primal})"
+        return self.ZERO if _is_scalar(node) else f"{self.pre}ad.{self.ZERO_OF}({primal})"
 
-    def _ex_UnaryOp(self, node):
-        p, ts = self.ex(node.operand)
-        if isinstance(node.op, ast.UAdd):
+    def _ex_unary(self, node):
+        p, ts = self.ex(node.args[0])
+        if node.op == "pos":
             return p, ts
         return self.temp(f"-{self.atom(p)}"), self._scaled(ts, lambda t: f"-{t}")
 
-    def _ex_BinOp(self, node):
-        op = type(node.op)
-        if op not in _BINOPS:
-            self._fail(node, f"the operator {op.__name__} has no derivative rule")
-        pa, ta = self.ex(node.left)
-        pb, tb = self.ex(node.right)
+    def _ex_binary(self, node):
+        if node.op not in _BINOPS:
+            self._fail(node, f"the operator {_syntax_name(node)} has no derivative rule")
+        pa, ta = self.ex(node.args[0])
+        pb, tb = self.ex(node.args[1])
         a, b = self.atom(pa), self.atom(pb)
-        p = self.temp(f"{a} {_BINOPS[op]} {b}")
-        if op is ast.Pow:
+        p = self.temp(f"{a} {_BINOPS[node.op]} {b}")
+        if node.op == "pow":
             return p, self._pow(node, a, b, p, ta, tb)
-        return p, self._operator_rule(op, a, b, p, ta, tb)
+        return p, self._operator_rule(node.op, a, b, p, ta, tb)
 
     def _operator_rule(self, op, a, b, p, ta, tb):
         """The tangent of ``a <op> b`` from the operator primitive's jvp rule."""
@@ -308,7 +282,7 @@ class Emitter(InPlace):
                 return None
             slope = "1.0" if c == 1 else f"{b} * {a}" if c == 2 else f"{b} * {a} ** {_exponent(c - 1)}"
             return self._scaled(ta, lambda t: f"{slope} * {t}")
-        return self._operator_rule(ast.Pow, a, b, p, ta, tb)
+        return self._operator_rule("pow", a, b, p, ta, tb)
 
     def _combine(self, ta, tb, left, right):
         if ta is None and tb is None:
@@ -319,63 +293,67 @@ class Emitter(InPlace):
             out.append(" + ".join(f"({t})" for t in terms))
         return self.tangent_temps(out)
 
-    def _ex_IfExp(self, node):
+    def _ex_ifexp(self, node):
+        test, body, orelse = node.args
         p = f"{self.pre}p{self.count}"
         self.count += 1
         ts = [f"{self.pre}d{self.count}_{j}" for j in range(self.plan.k)]
         self.count += 1
-        self.emit(f"if {ast.unparse(node.test)}:")
-        for branch in (node.body, node.orelse):
+        self.emit(f"if {self.text(test)}:")
+        for branch in (body, orelse):
             self.depth += 1
             bp, bt = self.ex(branch)
             for j, t in enumerate(ts):
                 self.emit(f"{t} = {self._or_zero(bt, j, branch, bp)}")
             self.emit(f"{p} = {bp}")
             self.depth -= 1
-            if branch is node.body:
+            if branch is body:
                 self.emit("else:")
         return p, ts
 
-    def _ex_Subscript(self, node):
-        p, ts = self.ex(node.value)
+    def _ex_getitem(self, node):
+        p, ts = self.ex(node.args[0])
         base = self.atom(p)
-        index = ast.unparse(node.slice)
+        index = self.text(node.args[1])
         return self.temp(f"{base}[{index}]"), self.tangent_temps([f"{t}[{index}]" for t in ts])
 
-    def _ex_Attribute(self, node):
-        if node.attr in ("real", "imag", "T"):
-            p, ts = self.ex(node.value)
-            return self.temp(f"{self.atom(p)}.{node.attr}"), self._array_linear(node, ts, lambda t: f"{t}.{node.attr}")
-        self._fail(node, f"the attribute .{node.attr} of a differentiated value is not supported")
+    def _ex_attr(self, node):
+        name = dict(node.params)["name"]
+        if name in ("real", "imag", "T"):
+            p, ts = self.ex(node.args[0])
+            return self.temp(f"{self.atom(p)}.{name}"), self._array_linear(node, ts, lambda t: f"{t}.{name}")
+        self._fail(node, f"the attribute .{name} of a differentiated value is not supported")
 
-    def _ex_Call(self, node):
-        obj = self.resolve(node.func)
-        callee = ast.unparse(node.func)
+    def _ex_call(self, node):
+        obj = self._called(node)
+        callee = _callee_text(node)
+        args = _call_args(node)
         if node.keywords and _helper(obj) is None:
             self._fail(node, f"keyword arguments in a call of {callee} on differentiated values are not supported")
         rule = rule_for(obj) if obj is not None else None
-        if rule is not None and obj in (builtins.max, builtins.min) and len(node.args) > 2:
+        if rule is not None and obj in (builtins.max, builtins.min) and len(args) > 2:
             return self.ex(_pairwise(node))
-        if rule is not None and rule.arity == len(node.args):
+        if rule is not None and rule.arity == len(args):
             return self._ruled(node, callee, rule, module_of(obj))
         if _custom(_original(obj)):
             return self._custom_call(node, _original(obj))
         if _helper(obj) is not None:
             return self._helper_call(node, _helper(obj))
-        if obj is not None and obj is getattr(np, "where", None) and len(node.args) == 3:
+        if obj is not None and obj is getattr(np, "where", None) and len(args) == 3:
             return self._where(node, callee)
-        if obj is not None and _numpy_named(obj, _LINEAR_NUMPY) and len(node.args) == 1:
-            p, ts = self.ex(node.args[0])
+        if obj is not None and _numpy_named(obj, _LINEAR_NUMPY) and len(args) == 1:
+            p, ts = self.ex(args[0])
             x = self.atom(p)
             return self.temp(f"{callee}({x})"), self._array_linear(node, ts, lambda t: f"{callee}({t})")
-        if obj is not None and obj is getattr(np, "dot", None) and len(node.args) == 2:
+        if obj is not None and obj is getattr(np, "dot", None) and len(args) == 2:
             return self._ruled(node, callee, _DOT, "np")
-        if obj is None and isinstance(node.func, ast.Attribute) and node.func.attr in _LINEAR_METHODS:
-            p, ts = self.ex(node.func.value)
+        method = _method(node)
+        if obj is None and method in _LINEAR_METHODS:
+            p, ts = self.ex(node.args[0])
             base = self.atom(p)
-            rest = ", ".join(ast.unparse(a) for a in node.args)
-            return (self.temp(f"{base}.{node.func.attr}({rest})"),
-                    self._array_linear(node, ts, lambda t: f"{t}.{node.func.attr}({rest})"))
+            rest = ", ".join(self.text(a) for a in args)
+            return (self.temp(f"{base}.{method}({rest})"),
+                    self._array_linear(node, ts, lambda t: f"{t}.{method}({rest})"))
         if _is_scan(obj):
             return self._scan_call(node, callee)
         if obj is intrinsics.update or obj is intrinsics.mirror:
@@ -400,15 +378,16 @@ class Emitter(InPlace):
         self.count += 1
         for j, t in enumerate(ts):
             tangents = "(" + "".join(self._or_zero(tv, j, a, pv) + ", "
-                                     for (pv, tv), a in zip(values, node.args, strict=True)) + ")"
+                                     for (pv, tv), a in zip(values, _call_args(node), strict=True)) + ")"
             self.emit(f"{p}, {t} = {name}({primals}, {tangents})")
         return p, ts
 
     def _custom_rule(self, node, fn):
         """``(argument values, primals tuple text, rule name)`` of a call of a custom_jvp function."""
-        if node.keywords or len(node.args) != fn.__code__.co_argcount:
+        args = _call_args(node)
+        if node.keywords or len(args) != fn.__code__.co_argcount:
             self._fail(node, f"{fn.__qualname__} has a custom derivative rule: pass all its arguments by position")
-        values = [self.ex(a) for a in node.args]
+        values = [self.ex(a) for a in args]
         primals = "(" + "".join(self.atom(p) + ", " for p, _ in values) + ")"
         name = self.helpers.setdefault(fn._lw_jvp_rule, f"{self.pre}h{len(self.helpers)}")
         self.closure[name] = fn._lw_jvp_rule
@@ -418,10 +397,10 @@ class Emitter(InPlace):
         """``lw.scan(f, init, xs, ...)``: a scan of f's transformed step over (carry, its
         tangents) and (xs, their tangents), so the loop stays one compiled loop."""
         names = ("f", "init", "xs", "length", "reverse", "unroll")
-        args = dict(zip(names, node.args))
-        args.update({k.arg: k.value for k in node.keywords})
-        step = _helper(_resolve(self.fn, args["f"]))
-        if step is None or set(args) - set(names) or len(node.args) > len(names):
+        args = dict(zip(names, _call_args(node)))
+        args.update(dict(node.keywords))
+        step = _helper(_value_of(self.fn, args["f"]))
+        if step is None or set(args) - set(names) or len(_call_args(node)) > len(names):
             self._fail(node, "lw.scan's step must be a function defined with def (a global or closure name), "
                              "called as lw.scan(f, init, xs, length, reverse)")
         k = self.plan.k
@@ -434,7 +413,7 @@ class Emitter(InPlace):
         name = self.helpers.setdefault(wrapper, f"{self.pre}h{len(self.helpers)}")
         self.closure[name] = wrapper
         xs = f"({px}, {', '.join(tx)})" if tx is not None else px
-        rest = "".join(f", {n}={ast.unparse(args[n])}" for n in ("length", "reverse", "unroll") if n in args)
+        rest = "".join(f", {n}={self.text(args[n])}" for n in ("length", "reverse", "unroll") if n in args)
         carry, ys = f"{self.pre}p{self.count}", f"{self.pre}p{self.count + 1}"
         self.count += 2
         self.emit(f"{carry}, {ys} = {callee}({name}, ({init}, {', '.join(init_t)}), {xs}{rest})")
@@ -442,7 +421,7 @@ class Emitter(InPlace):
                 self.tangent_temps([f"({carry}[{1 + j}], {ys}[{1 + j}])" for j in range(k)]))
 
     def _ruled(self, node, callee, rule, module):
-        values = [self.ex(a) for a in node.args]
+        values = [self.ex(a) for a in _call_args(node)]
         atoms = [self.atom(p) for p, _ in values]
         p = self.temp(f"{callee}({', '.join(atoms)})")
         m = f"{self.pre}{module}"
@@ -454,15 +433,14 @@ class Emitter(InPlace):
                                 lambda u: rule.right.format(u=u, t="", **fill))
 
     def _where(self, node, callee):
-        test = ast.unparse(node.args[0])
-        (pa, ta), (pb, tb) = self.ex(node.args[1]), self.ex(node.args[2])
+        cond, left, right = _call_args(node)
+        test = self.text(cond)
+        (pa, ta), (pb, tb) = self.ex(left), self.ex(right)
         a, b = self.atom(pa), self.atom(pb)
         p = self.temp(f"{callee}({test}, {a}, {b})")
         c = self.atom(test)
-        zero = [None] * self.plan.k
-        return p, self.tangent_temps([f"({self._or_zero(ta, j, node.args[1], a)} if {c} else "
-                                      f"{self._or_zero(tb, j, node.args[2], b)})"
-                                      for j, _ in enumerate(zero)])
+        return p, self.tangent_temps([f"({self._or_zero(ta, j, left, a)} if {c} else "
+                                      f"{self._or_zero(tb, j, right, b)})" for j in range(self.plan.k)])
 
     def _helper_call(self, node, helper):
         values = self._helper_arguments(node, helper, self.ex)
@@ -484,10 +462,11 @@ class Emitter(InPlace):
         """``value_of(argument)`` for each argument of a helper call, then ``(repr, None)``
         for each numeric default it leaves out."""
         n = helper.__code__.co_argcount
-        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args) or len(node.args) > n:
+        args = _call_args(node)
+        if node.keywords or any(isinstance(a, ir.Prim) and a.op == "star" for a in args) or len(args) > n:
             self._fail(node, f"calls of {helper.__qualname__} with keywords or *args cannot be differentiated "
                              "(pass the arguments by position)")
-        values = [value_of(a) for a in node.args]
+        values = [value_of(a) for a in args]
         defaults = helper.__defaults__ or ()
         missing = n - len(values)
         if missing > len(defaults):
@@ -517,67 +496,65 @@ class Emitter(InPlace):
         """Arguments every transformed helper takes after the tangents (reverse mode: the tape)."""
         return []
 
-    # -- statements
+    # -- statements (the lane IR's; ``a = b = v`` is one group of stores of one value)
 
     def block(self, statements) -> None:
         start = len(self.lines)
-        for statement in statements:
-            self.statement(statement)
+        for group in _grouped(statements):
+            self.statement(group)
         if len(self.lines) == start:
             self.emit("pass")
 
-    def statement(self, node) -> None:
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            return  # a docstring
-        self.emit(f"# {os.path.basename(_where(self.fn, node))}: {_first_line(node)}")
+    def statement(self, group) -> None:
+        node = self._at = group[0]
+        self.emit(f"# {os.path.basename(self._line(node))}: {_first_line(group)}")
         method = getattr(self, f"_st_{type(node).__name__}", None)
         if method is None:
-            self._fail(node, f"the statement {type(node).__name__} is not supported in a differentiated lane")
-        method(node)
+            self._fail(node, f"the statement {_statement_name(node)} is not supported in a differentiated lane")
+        method(group if isinstance(node, (ir.Assign, ir.Do)) else node)
 
-    def _st_Pass(self, node):
-        self.emit("pass")
-
-    def _st_Break(self, node):
-        self.emit("break")
-
-    def _st_Continue(self, node):
-        self.emit("continue")
+    def _st_Exit(self, node):
+        if node.kind != "return":
+            self.emit(node.kind)
+        elif node.value is None:
+            self._fail(node, "a differentiated lane must return a value")
+        else:
+            getattr(self, f"_finish_{self.plan.finish}")(node.value)
 
     def _st_Raise(self, node):
-        self.emit(ast.unparse(node))  # its value is dropped: only the primal call matters
+        self.emit(_statement_text((node,)))  # its value is dropped: only the primal call matters
 
     _st_Assert = _st_Raise
 
-    def _st_Expr(self, node):
-        helper = _helper(self.resolve(node.value.func)) if isinstance(node.value, ast.Call) else None
-        if helper is not None and self.activity.expr(node.value) and _aliasing.mutates(helper):
-            self.ex(node.value)  # a helper writing into its argument: its transformed version updates the tangent
+    def _st_Do(self, group):
+        call = group[0].expr
+        if _store(call):
+            return self._st_Assign(group)
+        helper = _helper(self._called(call)) if isinstance(call, ir.Prim) else None
+        if helper is not None and self.active_ir(call) and _aliasing.mutates(helper):
+            self.ex(call)  # a helper writing into its argument: its transformed version updates the tangent
         else:
-            self._st_Raise(node)
+            self._st_Raise(group[0])
 
-    def _st_Assign(self, node):
-        self._assign(node.targets, node.value)
-
-    def _st_AnnAssign(self, node):
-        if node.value is not None:
-            self._assign([node.target], node.value)
-
-    def _st_AugAssign(self, node):
-        load = _as_load(node.target)
-        value = ast.copy_location(ast.BinOp(load, node.op, node.value), node)
-        if not isinstance(node.target, ast.Name):
-            self._assign([node.target], value)  # a[i] op= e: a[i] = a[i] op e writes into a, as Python does
-        elif node.target.id not in self.active and not self.activity.expr(value):
-            self.emit(ast.unparse(node))  # nothing differentiated: as written
-        elif node.target.id in self.active.inplace:
-            self._update(node.target.id, value)
+    def _st_Assign(self, group):
+        targets, value = [_target(s) for s in group], _stored_value(group[0])
+        target = targets[0]
+        if not _inplace(value) or not isinstance(target, ir.Var):
+            self._assign(targets, value)  # a[i] op= e: a[i] = a[i] op e writes into a, as Python does
+        elif target.name not in self.active and not self.active_ir(value):
+            self.emit(_statement_text(group))  # nothing differentiated: as written
+        elif target.name in self.active.inplace:
+            self._update(target.name, value)
         else:  # no other name sees its storage: a new value is the same, and stays differentiable again
-            self._assign([node.target], value)
+            self._assign(targets, value)
+
+    def active_ir(self, e) -> bool:
+        """Whether the IR expression ``e`` may carry a nonzero derivative."""
+        return active_expr(e, self.active, self._called)
 
     def _assign(self, targets, value) -> None:
         p, ts = self.ex(value)
-        texts = " = ".join(ast.unparse(t) for t in targets)
+        texts = " = ".join(_target_text(t) for t in targets)
         if ts is None:
             self.emit(f"{texts} = {p}")
             for target in targets:
@@ -590,50 +567,48 @@ class Emitter(InPlace):
         self.emit(f"{texts} = {p}")
 
     def _tangent_target(self, target, j) -> str:
-        if isinstance(target, ast.Name):
-            return self.tan(target.id, j) if target.id in self.active else f"{self.pre}drop"
-        if isinstance(target, (ast.Tuple, ast.List)):
-            return "(" + "".join(self._tangent_target(e, j) + ", " for e in target.elts) + ")"
-        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-            return f"{self.tan(target.value.id, j)}[{ast.unparse(target.slice)}]"
-        self._fail(target, f"assigning to {ast.unparse(target)} is not supported in a differentiated lane")
+        if isinstance(target, ir.Var):
+            return self.tan(target.name, j) if target.name in self.active else f"{self.pre}drop"
+        if isinstance(target, ir.Unpack) and target.star is None:
+            return "(" + "".join(self._tangent_target(e, j) + ", " for e in target.items) + ")"
+        if isinstance(target, ir.Item) and isinstance(target.base, ir.Var):
+            return f"{self.tan(target.base.name, j)}[{self.text(target.index)}]"
+        self._fail(self._at, f"assigning to {_target_text(target)} is not supported in a differentiated lane")
 
     def _zero_target(self, target, value) -> None:
         """After an inactive value is stored into active locals: their tangents are zero."""
-        if isinstance(target, ast.Name) and target.id in self.active:
-            scalar = isinstance(value, _SCALAR_NODES) and target.id not in self.active.shared  # else an array
-            zero = self.ZERO if scalar else f"{self.pre}ad.{self.ZERO_OF}({target.id})"
+        if isinstance(target, ir.Var) and target.name in self.active:
+            scalar = _is_scalar(value) and target.name not in self.active.shared  # else an array
+            zero = self.ZERO if scalar else f"{self.pre}ad.{self.ZERO_OF}({target.name})"
             for j in range(self.plan.k):
-                self.emit(f"{self.tan(target.id, j)} = {zero}")
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            paired = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
-            for k, element in enumerate(target.elts):
-                self._zero_target(element, value.elts[k] if paired else ast.Name("?"))
-        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
-                and target.value.id in self.active:
+                self.emit(f"{self.tan(target.name, j)} = {zero}")
+        elif isinstance(target, ir.Unpack) and target.star is None:
+            paired = _kind(value) == "literal" and len(value.args) == len(target.items)
+            for k, element in enumerate(target.items):
+                self._zero_target(element, value.args[k] if paired else ir.Var("?"))
+        elif isinstance(target, ir.Item) and isinstance(target.base, ir.Var) and target.base.name in self.active:
             for j in range(self.plan.k):
-                self.emit(f"{self.tan(target.value.id, j)}[{ast.unparse(target.slice)}] = {self.ZERO}")
-        elif not isinstance(target, (ast.Name, ast.Tuple, ast.List, ast.Subscript)):
-            self._fail(target, f"assigning to {ast.unparse(target)} is not supported in a differentiated lane")
+                self.emit(f"{self.tan(target.base.name, j)}[{self.text(target.index)}] = {self.ZERO}")
+        elif not isinstance(target, (ir.Var, ir.Item)):
+            self._fail(self._at, f"assigning to {_target_text(target)} is not supported in a differentiated lane")
 
     def _st_If(self, node):
-        self.emit(f"if {ast.unparse(node.test)}:")
-        self._indented(node.body)
+        self.emit(f"if {self.text(node.cond)}:")
+        self._indented(node.then)
         if node.orelse:
             self.emit("else:")
             self._indented(node.orelse)
 
-    def _st_While(self, node):
+    def _st_Loop(self, node):
         if node.orelse:
-            self._fail(node, "while ... else is not supported in a differentiated lane")
-        self.emit(f"while {ast.unparse(node.test)}:")
-        self._indented(node.body)
-
-    def _st_For(self, node):
-        if node.orelse:
-            self._fail(node, "for ... else is not supported in a differentiated lane")
-        if not self.activity.expr(node.iter):
-            self.emit(f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:")
+            self._fail(node, f"{'while' if node.kind == 'while' else 'for'} ... else is not supported in a "
+                             "differentiated lane")
+        if node.kind == "while":
+            self.emit(f"while {self.text(node.cond)}:")
+            self._indented(node.body)
+            return
+        if not self.active_ir(node.iter):
+            self.emit(f"for {_target_text(node.target)} in {self.text(node.iter)}:")
             self._indented(node.body)
             return
         p, ts = self.ex(node.iter)  # iterating over a differentiated array: by index
@@ -642,9 +617,10 @@ class Emitter(InPlace):
         self.count += 1
         self.emit(f"for {index} in range(len({seq})):")
         self.depth += 1
+        self._at = node
         for j in range(self.plan.k):
             self.emit(f"{self._tangent_target(node.target, j)} = {ts[j]}[{index}]")
-        self.emit(f"{ast.unparse(node.target)} = {seq}[{index}]")
+        self.emit(f"{_target_text(node.target)} = {seq}[{index}]")
         self.depth -= 1
         self._indented(node.body)
 
@@ -652,11 +628,6 @@ class Emitter(InPlace):
         self.depth += 1
         self.block(body)
         self.depth -= 1
-
-    def _st_Return(self, node):
-        if node.value is None:
-            self._fail(node, "a differentiated lane must return a value")
-        getattr(self, f"_finish_{self.plan.finish}")(node.value)
 
     # -- results
 
@@ -704,10 +675,10 @@ class Emitter(InPlace):
     def _jacobian(self, value) -> str:
         """The Jacobian of a returned expression: its tuple structure (when written as
         a tuple) with, at each leaf, the leaf's tangents along every argument."""
-        if isinstance(value, ast.Call) and len(value.args) == 1 and _resolve(self.fn, value.func) is intrinsics.out:
-            return self._jacobian(value.args[0])  # a transformed lane's result, transformed again
-        if isinstance(value, ast.Tuple):
-            return "(" + "".join(self._jacobian(e) + ", " for e in value.elts) + ")"
+        if _kind(value) == "call" and len(_call_args(value)) == 1 and self._called(value) is intrinsics.out:
+            return self._jacobian(_call_args(value)[0])  # a transformed lane's result, transformed again
+        if _kind(value) == "literal" and value.op == "tuple":
+            return "(" + "".join(self._jacobian(e) + ", " for e in value.args) + ")"
         p, ts = self._result(value)
         return self._jacobian_of(p, ts)
 
@@ -740,7 +711,7 @@ class Emitter(InPlace):
 
     def _body(self) -> None:
         self._seed()
-        self.block(self.fdef.body)
+        self.block(self.ir.body)
 
     def _how(self) -> str:
         """How the derivative is computed, for the generated source's first line."""
@@ -767,10 +738,10 @@ class Emitter(InPlace):
                     self.emit(f"{self.tan(param, j)} = {self.pre}ad.{self.ZERO_OF}({param})")
 
 
-_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%"}
+_BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "pow": "**", "mod": "%"}
 #: The operator primitives whose jvp rules differentiate those operators.
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-              ast.Pow: operator.pow, ast.Mod: operator.mod}
+_OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+              "pow": operator.pow, "mod": operator.mod}
 #: ``np.dot(a, b)`` is bilinear.
 _DOT = Rule(2, left="{m}.dot({t}, {y})", right="{m}.dot({x}, {u})")
 

@@ -1,4 +1,4 @@
-"""Reverse mode: a lane's AST -> the source of a lane that records a tape and sweeps it back.
+"""Reverse mode: a lane's IR -> the source of a lane that records a tape and sweeps it back.
 
 The forward emitter (:mod:`.forward`) writes the lane with a derivative beside
 every active value; here that derivative is a *node id* on the lane's tape, not
@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 from ..lane.ir import nodes as ir
-from ..lane.ir.passes.walk import walk
 from .forward import EMITTERS, Plan, Emitter, transform
 
 __all__ = ["Plan", "transform", "ReverseEmitter"]
@@ -142,28 +141,16 @@ class ReverseEmitter(Emitter):
     def _finish_vjp(self, value):
         """``(value, cotangents of every argument)`` for the cotangent parameter."""
         leaves: list[tuple[str, str]] = []
-        p = self._leaves(value, self._returned(value), f"{self.pre}cotangent", leaves)
+        p = self._leaves(value, f"{self.pre}cotangent", leaves)
         adjoint = self._adjoints([n for n, _ in leaves], [c for _, c in leaves])
         self.emit(f"return {self.pre}ad.out(({p}, {self._pick(adjoint)}))")
 
-    def _returned(self, value):
-        """The IR of the returned expression ``value`` (an AST node): the value of the IR
-        ``return`` at its place (line from the def, column); None where that value has
-        no place (a name, a constant: a leaf either way)."""
-        at = (value.lineno - self.fdef.lineno, value.col_offset)
-        found = [s.value for s in walk(self.ir.body, opaque=(ir.Def, ir.Lambda))
-                 if isinstance(s, ir.Exit) and s.kind == "return" and hasattr(s.value, "loc")
-                 and (s.value.loc.line - self.ir.loc.line, s.value.loc.col) == at]
-        return found[0] if len(found) == 1 else None
-
-    def _leaves(self, value, returned, cotangent: str, leaves: list) -> str:
-        """The primal of a returned expression (``value``, its IR ``returned``); its scalar
-        leaves' (node, cotangent) appended.  A tuple written as one (``return a, b``: a
-        tuple display in the IR) is one leaf per element."""
-        display = isinstance(returned, ir.Prim) and returned.op == "tuple" and returned.type == "tuple"
-        if display:
-            parts = [self._leaves(e, r, f"{cotangent}[{k}]", leaves)
-                     for k, (e, r) in enumerate(zip(value.elts, returned.args, strict=True))]
+    def _leaves(self, value, cotangent: str, leaves: list) -> str:
+        """The primal of a returned IR expression; its scalar leaves' (node, cotangent)
+        appended.  A tuple written as one (``return a, b``: a tuple display in the IR) is
+        one leaf per element."""
+        if isinstance(value, ir.Prim) and value.op == "tuple" and value.type == "tuple":
+            parts = [self._leaves(e, f"{cotangent}[{k}]", leaves) for k, e in enumerate(value.args)]
             return "(" + "".join(q + ", " for q in parts) + ")"
         p, ts = self._result(value)
         self.temp(f'{self.pre}ad.scalar_result({p}, "{self.plan.transform} (each returned leaf)")')

@@ -9,15 +9,20 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import linecache
 import re
 import types
 
+import builtins
+from dataclasses import replace
+
+from ..lane.ir import nodes as ir
+from ..lane.ir.passes.walk import mapped, walk
+from ..lane.ir.unparse import call_args, callee_text, is_call, python_text
 from ..lane.source import LANE_MODULE
 from . import intrinsics
-from .activity import INERT_ATTRIBUTES, inert_callee
+from .activity import SYNTAX_OPS
 
 
 def build(comment: str, header: str, lines: list[str], closure: dict, namespace: dict):
@@ -53,17 +58,116 @@ def inlinable(fun):
     return made
 
 
-def pairwise(node: ast.Call) -> ast.Call:
+# ----------------------------------------------------------------------------- IR expressions as the emitters read them
+
+#: The emitters' visitor of each primitive written as syntax (``_ex_<kind>``); a call is "call".
+_KINDS = {**dict.fromkeys(("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "bitor",
+                           "bitand", "bitxor", "matmul"), "binary"),
+          "neg": "unary", "pos": "unary", "ifexp": "ifexp", "getitem": "getitem", "attr": "attr"}
+#: Python's names of the constructs an error names (as the lane's syntax tree calls them).
+_SYNTAX = {"add": "Add", "sub": "Sub", "mul": "Mult", "truediv": "Div", "floordiv": "FloorDiv", "mod": "Mod",
+           "pow": "Pow", "lshift": "LShift", "rshift": "RShift", "bitor": "BitOr", "bitand": "BitAnd",
+           "bitxor": "BitXor", "matmul": "MatMult", "set": "Set", "dict": "Dict", "star": "Starred",
+           "slice": "Slice", "walrus": "NamedExpr", "tuple": "Tuple", "list": "List"}
+_COMPS = {"list": "ListComp", "set": "SetComp", "dict": "DictComp", "genexp": "GeneratorExp"}
+#: Operators whose value is a number where their operands are (their zero derivative is 0.0).
+_SCALAR_OPS = frozenset(_KINDS) - {"ifexp", "getitem", "attr"} | {
+    "not", "invert", "eq", "ne", "lt", "le", "gt", "ge", "is", "isnot", "in", "notin", "and", "or"}
+
+
+def kind(e) -> str:
+    """Which ``_ex_`` visitor of the emitters reads the IR expression ``e``.
+
+    Example:
+        >>> at = ir.Loc("f.py", 1, 0)
+        >>> kind(ir.Prim("mul", (ir.Var("x"), ir.Var("x")), at)), kind(ir.Prim("np.exp", (ir.Var("x"),), at))
+        ('binary', 'call')
+    """
+    if isinstance(e, (ir.Var, ir.Global)):
+        return "var"
+    if not isinstance(e, ir.Prim):
+        return type(e).__name__.lower()
+    if e.op not in SYNTAX_OPS or e.callee is not None:
+        return "call"
+    if e.op in ("tuple", "list") and e.type == e.op:
+        return "literal"
+    return _KINDS.get(e.op, e.op)
+
+
+def syntax_name(e) -> str:
+    """The construct ``e`` was written as, for an error (``MatMult``, ``ListComp``)."""
+    if isinstance(e, ir.Comp):
+        return _COMPS[e.kind]
+    if isinstance(e, ir.Unsupported):
+        return e.what
+    return _SYNTAX.get(e.op, e.op) if isinstance(e, ir.Prim) else type(e).__name__
+
+
+def is_scalar(e) -> bool:
+    """Whether ``e`` is a constant or an operator's value: a number where its operands are."""
+    return isinstance(e, ir.Const) or (isinstance(e, ir.Prim) and e.op in _SCALAR_OPS and not is_call(e))
+
+
+def _as_written(n):
+    """A module path or a callee by the name the lane wrote (``numpy.pi``, ``sqrt``), else None."""
+    if isinstance(n, ir.Global) and n.written is not None:
+        return replace(n, name=n.written)
+    if isinstance(n, ir.Prim) and n.callee is not None and n.callee.written is not None:
+        named = replace(n, op=n.callee.written)
+        return named if is_call(named) else None  # a helper called ``add``: its op already prints it
+    return None
+
+
+def text(e) -> str:
+    """The IR expression ``e`` as Python text, names as the lane wrote them.
+
+    Example:
+        >>> text(ir.Prim("add", (ir.Var("x"), ir.Const(1.0, "float")), ir.Loc("f.py", 1, 0)))
+        'x + 1.0'
+    """
+    return python_text(mapped(e, _as_written))
+
+
+def called_text(call: ir.Prim) -> str:
+    """What a call calls, as the lane wrote it (``np.exp``, ``sqrt``, ``row.sum``)."""
+    return callee_text(mapped(call, _as_written))
+
+
+def method_name(call: ir.Prim) -> str | None:
+    """The method a call of a value's method calls (``sum`` of ``w.sum()``), else None."""
+    return call.op.removeprefix("method.") if call.op.startswith("method.") else None
+
+
+def arguments(call: ir.Prim) -> tuple:
+    """A call's positional arguments as written (without a method's value)."""
+    return call_args(call)
+
+
+def pairwise(call: ir.Prim) -> ir.Prim:
     """``max(a, b, c)`` as ``max(max(a, b), c)``."""
-    call = node.args[0]
-    for arg in node.args[1:]:
-        call = ast.copy_location(ast.Call(node.func, [call, arg], []), node)
-    return call
+    args = call_args(call)
+    made = args[0]
+    for arg in args[1:]:
+        made = replace(call, args=(made, arg), keywords=())
+    return made
 
 
-def as_load(target):
-    copy = ast.parse(ast.unparse(target), mode="eval").body
-    return ast.copy_location(copy, target)
+def value_of(fn, e):
+    """The object a global, closure or builtin name (or a module's attribute) ``e`` of ``fn`` holds, else None."""
+    if not isinstance(e, ir.Global):
+        return None
+    root, *attrs = (e.written or e.name).split(".")
+    code = fn.__code__
+    if root in code.co_freevars and fn.__closure__:
+        try:
+            found = fn.__closure__[code.co_freevars.index(root)].cell_contents
+        except ValueError:  # an empty cell
+            return None
+    else:
+        found = fn.__globals__[root] if root in fn.__globals__ else getattr(builtins, root, None)
+    for attr in attrs:
+        found = getattr(found, attr, None)
+    return found
 
 
 def is_number(text: str) -> bool:
@@ -84,71 +188,171 @@ def exponent(value: float) -> str:
 
 
 def first_line(node) -> str:
-    return ast.unparse(node).splitlines()[0][:80]
+    """The first line of a statement as written (an IR group of stores of one value)."""
+    return statement_text(node).splitlines()[0][:80]
 
 
-class ActiveNodes:
-    """Whether an expression the emitters write from may have a nonzero tangent: the
-    activity rules of :mod:`.activity` (which finds the active locals on the lane IR),
-    asked of one AST node.  ``resolve(func)``: the object a called name or attribute
-    chain refers to.
+# ----------------------------------------------------------------------------- IR statements as the emitters read them
 
-    Example:
-        >>> ActiveNodes({"x"}, lambda func: None).expr(ast.parse("x * k > 0", mode="eval").body)
-        False
-    """
+_SIGNS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+          "lshift": "<<", "rshift": ">>", "bitor": "|", "bitand": "&", "bitxor": "^", "matmul": "@"}
 
-    def __init__(self, active: set, resolve):
-        self.active, self.resolve = active, resolve
 
-    def expr(self, node) -> bool:
-        if isinstance(node, ast.Name):
-            return node.id in self.active
-        if isinstance(node, ast.Lambda):
-            # A lambda closing over a differentiated value: what its calls return depends
-            # on that value.  Active, so its use is refused where the lane is transformed
-            # (counted constant, g = lambda t: t * x; g(2.0) had a derivative of 0).
-            own = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
-            return any(isinstance(n, ast.Name) and n.id in self.active and n.id not in own
-                       for n in ast.walk(node.body))
-        if isinstance(node, (ast.Constant, ast.Compare, ast.BoolOp, ast.JoinedStr)):
-            return False
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert)):
-            return False
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.BitAnd, ast.BitOr, ast.BitXor,
-                                                               ast.LShift, ast.RShift)):
-            return False
-        if isinstance(node, ast.Attribute):
-            return node.attr not in INERT_ATTRIBUTES and self.expr(node.value)
-        if isinstance(node, ast.Subscript):
-            return self.expr(node.value)
-        if isinstance(node, ast.IfExp):
-            return self.expr(node.body) or self.expr(node.orelse)
-        if isinstance(node, ast.Call):
-            return self._call(node)
-        return any(self.expr(child) for child in ast.iter_child_nodes(node))
+def is_store(e) -> bool:
+    """Whether ``e`` (a :class:`.Do`'s expression) stores: ``a[i] = v`` or ``p.x = v``."""
+    return isinstance(e, ir.Prim) and e.op in ("setitem", "setattr")
 
-    def _call(self, node) -> bool:
-        obj = self.resolve(node.func)
-        if inert_callee(obj):  # lw.stop_gradient is one
-            return False
-        if isinstance(node.func, ast.Attribute) and obj is None and self.expr(node.func.value):
-            return True  # a method of an active array
-        return any(self.expr(a) for a in node.args) or any(self.expr(k.value) for k in node.keywords)
+
+def is_inplace(value) -> bool:
+    """Whether an assigned value is an in-place operator's (``x op= e``)."""
+    return isinstance(value, ir.Prim) and ("inplace", True) in value.params
+
+
+def grouped(statements) -> list[tuple]:
+    """The statements, each a tuple, the stores of one value together (``a = b = v``: one
+    value node, stored twice), as the emitters write them: one statement as written."""
+    out: list[tuple] = []
+    for s in statements:
+        value = stored_value(s)
+        if out and value is not None and not is_inplace(value) and stored_value(out[-1][0]) is value:
+            out[-1] += (s,)
+        else:
+            out.append((s,))
+    return out
+
+
+def stored_value(s):
+    """What an assignment or store statement stores, else None."""
+    if isinstance(s, ir.Assign):
+        return s.value
+    return s.expr.args[-1] if isinstance(s, ir.Do) and is_store(s.expr) else None
+
+
+def target(s):
+    """A store statement's target: ``x``, ``a, b``, ``a[i]`` (an :class:`.Item`), ``p.x``."""
+    if isinstance(s, ir.Assign):
+        return s.target
+    base, *rest = s.expr.args
+    return ir.Item(base, rest[0]) if s.expr.op == "setitem" else ir.Field(base, dict(s.expr.params)["name"])
+
+
+def target_text(t, outer: bool = True) -> str:
+    """A target as Python writes it alone (``(a, b)``); ``outer=False``: as an assignment
+    writes it (``a, b = ...``)."""
+    if isinstance(t, ir.Unpack):
+        items = [("*" if k == t.star else "") + target_text(i) for k, i in enumerate(t.items)]
+        inner = ", ".join(items) + ("," if len(items) == 1 else "")
+        return f"({inner})" if outer else inner
+    if isinstance(t, ir.Item):
+        return text(ir.Prim("getitem", (t.base, t.index), _NOWHERE))
+    if isinstance(t, ir.Field):
+        return f"{text(t.base)}.{t.name}"
+    return t.name
+
+
+_NOWHERE = ir.Loc("", 0, 0)
+
+
+def statement_text(group) -> str:
+    """A statement (a group of stores of one value) as ``ast.unparse`` writes it."""
+    s = group[0]
+    value = stored_value(s)
+    if value is not None and is_inplace(value):
+        return f"{target_text(target(s), False)} {_SIGNS[value.op]}= {text(value.args[1])}"
+    if value is not None:
+        return " = ".join(target_text(target(x), False) for x in group) + f" = {text(value)}"
+    if isinstance(s, ir.Do):
+        return text(s.expr)
+    if isinstance(s, ir.If):
+        return f"if {text(s.cond)}:"
+    if isinstance(s, ir.Loop):
+        return f"while {text(s.cond)}:" if s.kind == "while" else \
+            f"for {target_text(s.target, False)} in {text(s.iter)}:"
+    if isinstance(s, ir.Exit):
+        return s.kind + ("" if s.value is None else f" {text(s.value)}")
+    if isinstance(s, ir.Raise):
+        return "raise" + ("" if s.exc is None else f" {text(s.exc)}") + ("" if s.cause is None else
+                                                                       f" from {text(s.cause)}")
+    if isinstance(s, ir.Assert):
+        return f"assert {text(s.test)}" + ("" if s.msg is None else f", {text(s.msg)}")
+    return statement_name(s)
+
+
+_LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"})
+
+
+def list_write(function: ir.Function):
+    """The first IR node that changes a list the lane built from a literal (``a = [x, 1.0]``), else None."""
+    nodes = list(walk(function))
+    lists = {n.target.name for n in nodes if isinstance(n, ir.Assign) and isinstance(n.target, ir.Var)
+             and kind(n.value) == "literal" and n.value.op == "list"}
+    deleted = _deleted(nodes)
+    for n in nodes:
+        base = n.base if isinstance(n, ir.Item) else n.args[0] if isinstance(n, ir.Prim) and (
+            n.op == "setitem" or method_name(n) in _LIST_METHODS
+            or n.op == "getitem" and n in deleted) else None
+        if isinstance(base, ir.Var) and base.name in lists:
+            return n
+    return None
+
+
+def _deleted(nodes) -> list:
+    """The items ``del`` statements name."""
+    return [p for n in nodes if isinstance(n, ir.Unsupported) and n.what == "del" for p in n.parts]
+
+
+def statement_lines(statements, depth: int = 0) -> list[str]:
+    """IR statements as ``ast.unparse`` writes them (an ``if`` within an ``else`` as ``else: if``),
+    for code written again as the lane wrote it (a checkpointed loop's plain body)."""
+    out: list[str] = []
+    pad = "    " * depth
+    for group in grouped(statements):
+        s = group[0]
+        out.append(pad + statement_text(group))
+        if isinstance(s, ir.If):
+            out += statement_lines(s.then, depth + 1) or [pad + "    pass"]
+            if s.orelse:
+                out += [pad + "else:"] + statement_lines(s.orelse, depth + 1)
+        elif isinstance(s, ir.Loop):
+            out += statement_lines(s.body, depth + 1) or [pad + "    pass"]
+            if s.orelse:
+                out += [pad + "else:"] + statement_lines(s.orelse, depth + 1)
+        elif isinstance(s, (ir.Try, ir.Def, ir.Unsupported)):
+            raise ValueError(f"{statement_name(s)} is not written again")
+    return out
+
+
+def statement_name(s) -> str:
+    """What a statement the emitters do not take is, for an error."""
+    if isinstance(s, ir.Unsupported):
+        return s.what
+    return {ir.Try: "Try", ir.Def: "FunctionDef"}.get(type(s), type(s).__name__)
+
+
+def place(fn, node) -> str:
+    """``file:line`` of an IR node (of ``fn``'s first line where the node has no place)."""
+    loc = getattr(node, "loc", None) or getattr(getattr(node, "function", None), "loc", None)
+    return f"{loc.file}:{loc.line}" if loc is not None else f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno}"
 
 
 def shares_as_tangents(node) -> bool:
-    """Whether ``node``'s tangent shares storage exactly as its value does, by construction:
-    a name, a view of one (``a[1:]``, ``a.T``), a tuple of those or constants, a choice of them."""
-    if isinstance(node, (ast.Name, ast.Constant)):
+    """Whether the IR expression ``node``'s tangent shares storage exactly as its value does, by
+    construction: a name, a view of one (``a[1:]``, ``a.T``), a tuple of those or constants, a choice of them."""
+    if isinstance(node, (ir.Var, ir.Global, ir.Const)):
         return True
-    if isinstance(node, ast.Subscript) or (isinstance(node, ast.Attribute) and node.attr in ("T", "real", "imag")):
-        return shares_as_tangents(node.value)
-    if isinstance(node, (ast.Tuple, ast.List)):
-        return all(shares_as_tangents(e) for e in node.elts)
-    if isinstance(node, ast.IfExp):
-        return shares_as_tangents(node.body) and shares_as_tangents(node.orelse)
+    what = kind(node)
+    if what == "getitem" or (what == "attr" and dict(node.params)["name"] in ("T", "real", "imag")):
+        return shares_as_tangents(node.args[0])
+    if what == "literal":
+        return all(shares_as_tangents(e) for e in node.args)
+    if what == "ifexp":
+        return shares_as_tangents(node.args[1]) and shares_as_tangents(node.args[2])
     return False
+
+
+def _names(nodes):
+    """The names read or bound anywhere in the IR ``nodes``."""
+    return (n.name for n in walk(tuple(nodes)) if isinstance(n, (ir.Var, ir.Global)))
 
 
 class InPlace:
@@ -160,12 +364,12 @@ class InPlace:
         """``ad.update`` or ``ad.mirror`` of a derivative program differentiated again
         (forward mode): each tangent updated, or aliased, as the value is."""
         arity = 2 if obj is intrinsics.update else 4
-        if self.plan.mode != "forward" or len(node.args) != arity or node.keywords:
+        if self.plan.mode != "forward" or len(call_args(node)) != arity or node.keywords:
             self._fail(node, f"{callee} (an array changed in place through another name, in a derivative lane) "
                              f"cannot be differentiated again by {self.plan.transform}; make each name its own "
                              "array where it is bound (b = a.copy()), or take the outer derivative in forward "
                              "mode (jax.jvp, lw.jacfwd)")
-        values = [self.ex(a) for a in node.args]
+        values = [self.ex(a) for a in call_args(node)]
         atoms = [self.atom(p) for p, _ in values]
         p = self.temp(f"{self.pre}ad.{obj.__name__}({', '.join(atoms)})")
         ts = []
@@ -195,12 +399,11 @@ class InPlace:
     def _reaches_update(self, targets, value) -> bool:
         """Whether a name these targets bind, or one the value reads, is one an in-place update
         may reach (:mod:`.aliasing`): then a tangent shared where the values are not is copied."""
-        names = (n for node in (*targets, value) for n in ast.walk(node))
-        return any(isinstance(n, ast.Name) and n.id in self.active.inplace for n in names)
+        return any(name in self.active.inplace for name in _names((*targets, value)))
 
     def _mirrored(self, value, p: str, ts):
         """``value``'s tangents, copied where one shares an argument's that ``p`` does not (``b = a + 0.0``)."""
-        read = sorted({n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in self.active})
+        read = sorted({name for name in _names((value,)) if name in self.active})
         out = []
         for j, t in enumerate(ts):
             for name in read:

@@ -1,5 +1,6 @@
 """``break``, ``continue`` and early ``return`` rewritten as flags: the structured
-lane that reverse mode's adjoint code (:mod:`.adjoint`) is written from.
+lane that reverse mode's adjoint code (:mod:`.adjoint`) is written from (a rewrite
+of the lane IR).
 
 The adjoint of a block is the adjoint of its statements in reverse order, the
 adjoint of an ``if`` is the adjoint of the branch taken, and the adjoint of a
@@ -21,56 +22,60 @@ The lane computes exactly what it did: the rewritten code runs the same
 statements in the same order.
 
 Example:
-    >>> import ast
-    >>> tree = ast.parse("def f(x):\\n    while x > 1.0:\\n        if x > 9.0:\\n            return x\\n"
-    ...                  "        x = x / 2.0\\n    return x").body[0]
-    >>> print(ast.unparse(structure(tree, "_q_")))  # doctest: +NORMALIZE_WHITESPACE
-    def f(x):
-        _q_returned = False
-        _q_result = 0.0
-        while not _q_returned and x > 1.0:
-            if x > 9.0:
-                _q_result = x
-                _q_returned = True
-            if not _q_returned:
-                x = x / 2.0
-        if not _q_returned:
+    >>> from lanewise.lane.ir.build import function_ir
+    >>> from .source import statement_lines
+    >>> def f(x):
+    ...     while x > 1.0:
+    ...         if x > 9.0:
+    ...             return x
+    ...         x = x / 2.0
+    ...     return x
+    >>> print("\\n".join(statement_lines(structure(function_ir(f), "_q_").body)))
+    _q_returned = False
+    _q_result = 0.0
+    while not _q_returned and x > 1.0:
+        if x > 9.0:
             _q_result = x
             _q_returned = True
-        return _q_result
+        if not _q_returned:
+            x = x / 2.0
+    if not _q_returned:
+        _q_result = x
+        _q_returned = True
+    return _q_result
 """
 
 from __future__ import annotations
 
-import ast
-import copy
 import itertools
+from dataclasses import replace
+
+from ..lane.ir import nodes as ir
+from ..lane.ir.build import with_carried
+from ..lane.ir.passes.walk import walk
 
 
 class NotStructured(Exception):
     """The lane has a form the rewrite does not take (the caller keeps the tape)."""
 
 
-def structure(fdef: ast.FunctionDef, pre: str) -> ast.FunctionDef:
-    """``fdef`` with its exits rewritten as flags (a copy; ``fdef`` is unchanged)."""
-    body = list(fdef.body)
-    while body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]  # the docstring
+def structure(function: ir.Function, pre: str) -> ir.Function:
+    """``function`` with its exits rewritten as flags (a new IR function; ``function`` is unchanged)."""
+    body = list(function.body)
     rewriter = _Rewriter(pre)
-    returns = [n for s in body for n in _walk(s) if isinstance(n, ast.Return)]
+    returns = [n for s in body for n in _walk(s) if _is_exit(n, "return")]
     if not body or not _always_returns(body) or any(r.value is None for r in returns):
         raise NotStructured("a path through the lane ends without returning a value")
     if len(returns) == 1 and returns[0] is body[-1]:
         new = rewriter.block(body[:-1], None) + [body[-1]]
     else:
-        if any(isinstance(r.value, (ast.Tuple, ast.List)) for r in returns):
+        if any(isinstance(r.value, ir.Prim) and r.value.op in ("tuple", "list") and r.value.type == r.value.op
+               for r in returns):
             raise NotStructured("an early return of a tuple")
-        start = [_assign(rewriter.returned, ast.Constant(False), body[0]),
-                 _assign(rewriter.result, ast.Constant(0.0), body[0])]
-        new = start + rewriter.block(body, None) + [ast.copy_location(ast.Return(_load(rewriter.result)), body[-1])]
-    out = copy.copy(fdef)
-    out.body = new
-    return ast.fix_missing_locations(out)
+        at = body[0].loc
+        start = [_assign(rewriter.returned, _const(False), at), _assign(rewriter.result, _const(0.0), at)]
+        new = start + rewriter.block(body, None) + [ir.Exit("return", ir.Var(rewriter.result), body[-1].loc)]
+    return with_carried(replace(function, body=tuple(new)))
 
 
 class _Rewriter:
@@ -84,13 +89,13 @@ class _Rewriter:
         out = []
         for i, statement in enumerate(statements):
             out.extend(self.statement(statement, loop))
-            if isinstance(statement, (ast.Return, ast.Break, ast.Continue)):
+            if isinstance(statement, ir.Exit):
                 return out  # what follows is unreachable
             flags = self._flags(_exits(statement), loop)
             rest = statements[i + 1:]
             if flags and rest:
                 guarded = self.block(rest, loop)
-                out.append(ast.copy_location(ast.If(_none_of(flags), guarded, []), rest[0]))
+                out.append(ir.If(_none_of(flags, rest[0].loc), tuple(guarded), (), rest[0].loc))
                 return out
         return out
 
@@ -102,22 +107,18 @@ class _Rewriter:
         return flags
 
     def statement(self, node, loop) -> list:
-        if isinstance(node, ast.Return):
-            return [_assign(self.result, node.value, node), _assign(self.returned, ast.Constant(True), node)]
-        if isinstance(node, ast.Break):
-            return [_assign(loop[0], ast.Constant(True), node)]
-        if isinstance(node, ast.Continue):
-            return [_assign(loop[1], ast.Constant(True), node)]
-        if isinstance(node, ast.If):
-            new = copy.copy(node)
-            new.body = self.block(node.body, loop) or [ast.copy_location(ast.Pass(), node)]
-            new.orelse = self.block(node.orelse, loop)
-            return [new]
-        if isinstance(node, (ast.While, ast.For)):
+        if _is_exit(node, "return"):
+            return [_assign(self.result, node.value, node.loc), _assign(self.returned, _const(True), node.loc)]
+        if _is_exit(node, "break"):
+            return [_assign(loop[0], _const(True), node.loc)]
+        if _is_exit(node, "continue"):
+            return [_assign(loop[1], _const(True), node.loc)]
+        if isinstance(node, ir.If):
+            return [replace(node, then=tuple(self.block(node.then, loop)), orelse=tuple(self.block(node.orelse, loop)))]
+        if isinstance(node, ir.Loop):
             return self._loop(node)
-        if isinstance(node, (ast.With, ast.Try, ast.Match, ast.AsyncFor, ast.AsyncWith)) \
-                and _exits(node):
-            raise NotStructured(f"an exit inside {type(node).__name__}")
+        if isinstance(node, (ir.Try, ir.Unsupported)) and _exits(node):
+            raise NotStructured(f"an exit inside {_described(node)}")
         return [node]
 
     def _loop(self, node) -> list:
@@ -125,41 +126,37 @@ class _Rewriter:
             raise NotStructured("a loop with an else clause")
         inner = _exits_of_body(node.body)
         if not inner:
-            new = copy.copy(node)
-            new.body = self.block(node.body, None) or [ast.copy_location(ast.Pass(), node)]
-            return [new]
+            return [replace(node, body=tuple(self.block(node.body, None)))]
         n = next(self.counter)
         broke, skipped = f"{self.pre}broke{n}", f"{self.pre}skipped{n}"
         loop = (broke, skipped)
         stop = self._flags(inner, loop)
-        before = [_assign(broke, ast.Constant(False), node)] if "break" in inner else []
-        top = [_assign(skipped, ast.Constant(False), node)] if "continue" in inner else []
+        before = [_assign(broke, _const(False), node.loc)] if "break" in inner else []
+        top = [_assign(skipped, _const(False), node.loc)] if "continue" in inner else []
         stop = [f for f in stop if f != skipped]  # a continue ends the iteration, not the loop
-        if isinstance(node, ast.While):
-            test = _and([_not(f) for f in stop] + [node.test])
+        if node.kind == "while":
+            test = _and([_not(f, node.loc) for f in stop] + [node.cond], node.loc)
             body = top + self.block(node.body, loop)
-            return before + [ast.copy_location(ast.While(test, body or [ast.Pass()], []), node)]
+            return before + [_while(test, body, node.loc)]
         return before + self._range_loop(node, n, stop, top, loop)
 
     def _range_loop(self, node, n, stop, top, loop) -> list:
         """``for t in range(a, b, s)`` as a while over the trip count."""
-        call = node.iter
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range"
-                and 1 <= len(call.args) <= 3 and not call.keywords):
+        call, at = node.iter, node.loc
+        if not (node.kind == "range" and call.op == "range" and 1 <= len(call.args) <= 3 and not call.keywords):
             raise NotStructured("an exit from a for loop that is not over range(...)")
-        args = list(call.args)
-        start, stop_at, step = range_bounds(args, ast.Constant(0), ast.Constant(1))
-        names = [f"{self.pre}{what}{n}" for what in ("start", "stop", "step", "trips", "trip")]
-        first, last, stride, trips, trip = names
-        setup = [_assign(first, start, node), _assign(last, stop_at, node), _assign(stride, step, node),
-                 _assign(trips, _call(f"{self.pre}ad.trips", [_load(first), _load(last), _load(stride)]), node),
-                 _assign(trip, ast.Constant(0), node)]
-        value = ast.BinOp(_load(first), ast.Add(), ast.BinOp(_load(trip), ast.Mult(), _load(stride)))
-        head = [ast.copy_location(ast.Assign([node.target], value), node),
-                _assign(trip, ast.BinOp(_load(trip), ast.Add(), ast.Constant(1)), node)]
-        test = _and([_not(f) for f in stop] + [ast.Compare(_load(trip), [ast.Lt()], [_load(trips)])])
+        start, stop_at, step = range_bounds(list(call.args), _const(0), _const(1))
+        first, last, stride, trips, trip = (ir.Var(f"{self.pre}{what}{n}")
+                                            for what in ("start", "stop", "step", "trips", "trip"))
+        ad = ir.Global(f"{self.pre}ad", "builtin")
+        setup = [_assign(first.name, start, at), _assign(last.name, stop_at, at), _assign(stride.name, step, at),
+                 _assign(trips.name, ir.Prim("method.trips", (ad, first, last, stride), at), at),
+                 _assign(trip.name, _const(0), at)]
+        value = ir.Prim("add", (first, ir.Prim("mul", (trip, stride), at)), at)
+        head = [ir.Assign(node.target, value, at), _assign(trip.name, ir.Prim("add", (trip, _const(1)), at), at)]
+        test = _and([_not(f, at) for f in stop] + [ir.Prim("lt", (trip, trips), at, type="bool")], at)
         body = head + top + self.block(node.body, loop)
-        return setup + [ast.copy_location(ast.While(test, body, []), node)]
+        return setup + [_while(test, body, at)]
 
 
 def range_bounds(args: list, zero, one) -> tuple:
@@ -170,24 +167,25 @@ def range_bounds(args: list, zero, one) -> tuple:
 # ----------------------------------------------------------------------------- what a statement may do
 
 
+def _is_exit(node, kind: str) -> bool:
+    return isinstance(node, ir.Exit) and node.kind == kind
+
+
 def _walk(node, into_loops: bool = True):
-    """The nodes of a statement, not entering nested functions (nor loops, if asked)."""
-    yield node
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if not into_loops and isinstance(child, (ast.While, ast.For, ast.AsyncFor)):
-            yield from (n for n in _walk(child) if isinstance(n, ast.Return))
-            continue
-        yield from _walk(child, into_loops)
+    """The statements and expressions of a statement, not entering nested functions (nor
+    loops, if asked: only their returns)."""
+    for n in walk(node, opaque=(ir.Def, ir.Lambda) if into_loops else (ir.Def, ir.Lambda, ir.Loop)):
+        if not into_loops and isinstance(n, ir.Loop) and n is not node:
+            yield from (r for r in _walk(n) if _is_exit(r, "return"))
+        else:
+            yield n
 
 
 def _exits(node) -> set:
     """What ``node`` may do to the code around it: return, or break/continue the enclosing loop."""
-    if isinstance(node, (ast.While, ast.For, ast.AsyncFor)):  # its breaks are its own
-        return {"return"} if any(isinstance(n, ast.Return) for n in _walk(node)) else set()
-    kinds = {ast.Return: "return", ast.Break: "break", ast.Continue: "continue"}
-    return {kinds[type(n)] for n in _walk(node, into_loops=False) if type(n) in kinds}
+    if isinstance(node, ir.Loop):  # its breaks are its own
+        return {"return"} if any(_is_exit(n, "return") for n in _walk(node)) else set()
+    return {n.kind for n in _walk(node, into_loops=False) if isinstance(n, ir.Exit)}
 
 
 def _exits_of_body(statements) -> set:
@@ -196,36 +194,39 @@ def _exits_of_body(statements) -> set:
 
 def _always_returns(statements) -> bool:
     for s in statements:
-        if isinstance(s, ast.Return):
+        if _is_exit(s, "return"):
             return True
-        if isinstance(s, ast.If) and s.orelse and _always_returns(s.body) and _always_returns(s.orelse):
+        if isinstance(s, ir.If) and s.orelse and _always_returns(s.then) and _always_returns(s.orelse):
             return True
     return False
+
+
+def _described(node) -> str:
+    return node.what if isinstance(node, ir.Unsupported) else "Try"
 
 
 # ----------------------------------------------------------------------------- building nodes
 
 
-def _load(name: str) -> ast.Name:
-    return ast.Name(name, ast.Load())
+def _const(value) -> ir.Const:
+    return ir.Const(value, type(value).__name__)
 
 
-def _assign(name: str, value, where) -> ast.Assign:
-    return ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), where)
+def _assign(name: str, value, at: ir.Loc) -> ir.Assign:
+    return ir.Assign(ir.Var(name), value, at)
 
 
-def _call(dotted: str, args) -> ast.Call:
-    module, attr = dotted.rsplit(".", 1)
-    return ast.Call(ast.Attribute(_load(module), attr, ast.Load()), args, [])
+def _while(test, body: list, at: ir.Loc) -> ir.Loop:
+    return ir.Loop("while", None, None, test, tuple(body), (), (), at)
 
 
-def _not(flag: str):
-    return ast.UnaryOp(ast.Not(), _load(flag))
+def _not(flag: str, at: ir.Loc) -> ir.Prim:
+    return ir.Prim("not", (ir.Var(flag),), at, type="bool")
 
 
-def _and(tests):
-    return tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
+def _and(tests, at: ir.Loc):
+    return tests[0] if len(tests) == 1 else ir.Prim("and", tuple(tests), at)
 
 
-def _none_of(flags):
-    return _and([_not(f) for f in flags])
+def _none_of(flags, at: ir.Loc):
+    return _and([_not(f, at) for f in flags], at)

@@ -471,7 +471,7 @@ class _Builder:
     def expr_Attribute(self, e, loc):
         path = self.module_path(e)
         if path is not None:
-            return ir.Global(path, "global")
+            return ir.Global(path, "global", _dotted(e))
         return ir.Prim("attr", (self.expr(e.value),), loc, params=(("name", e.attr),))
 
     def expr_Subscript(self, e, loc):
@@ -547,7 +547,7 @@ class _Builder:
         op, head = self.callee(e.func)
         found = self.resolved(e.func)
         return ir.Prim(op, head + args, loc, keywords=keywords, type="int" if op == "len" else None,
-                       callee=None if found is None else ir.Callee(found[1], _hops(e.func)))
+                       callee=None if found is None else ir.Callee(found[1], _hops(e.func), _dotted(e.func)))
 
     # ------------------------------------------------------------------ names
 
@@ -619,6 +619,15 @@ def _hops(func) -> int:
     while isinstance(func, ast.Attribute):
         func, hops = func.value, hops + 1
     return hops
+
+
+def _dotted(func) -> str | None:
+    """A name or attribute chain as written (``numpy.linalg.norm``), else None."""
+    attrs = []
+    while isinstance(func, ast.Attribute):
+        attrs.append(func.attr)
+        func = func.value
+    return ".".join([func.id, *reversed(attrs)]) if isinstance(func, ast.Name) else None
 
 
 def _helper(obj):
@@ -696,6 +705,25 @@ def assigned(stmts) -> set:
             for h in s.handlers:
                 out |= assigned(h.body) | ({h.name} if h.name else set())
     return out
+
+
+def with_carried(function: ir.Function) -> ir.Function:
+    """``function`` with each loop's :attr:`~.nodes.Loop.carried` names found again, for a
+    pass that rewrote its statements (autodiff's structured loops).
+
+    Example:
+        >>> from dataclasses import replace
+        >>> def lane(x, n):
+        ...     s = 0.0
+        ...     for k in range(n):
+        ...         s += x
+        ...     return s
+        >>> f = function_ir(lane)
+        >>> with_carried(replace(f, body=f.body[:1] + (replace(f.body[1], carried=()),) + f.body[2:])) == f
+        True
+    """
+    defined = frozenset(p.name for p in function.params)
+    return replace(function, body=_carry(function.body, defined, frozenset()))
 
 
 def _carry(stmts: tuple, defined: frozenset, around: frozenset) -> tuple:

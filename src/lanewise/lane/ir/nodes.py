@@ -65,6 +65,9 @@ class Global:
 
     name: str
     kind: str
+    #: the dotted name as the lane wrote it (``numpy.pi``, ``_lw0_np.pi``) when ``name`` is a
+    #: module path, else None; not compared or printed (for passes that write the lane's text)
+    written: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +96,13 @@ class Callee:
     Held weakly where the object takes a weak reference (a function, a dispatcher): the
     lane IR's memo keeps IR, and IR must not keep the lane (which may call itself) alive.
     ``hops``: how many attribute names the call wrote after the first name (0 for
-    ``helper(x)``, 1 for ``math.exp(x)``, 2 for ``np.linalg.norm(x)``; None when not given)."""
+    ``helper(x)``, 1 for ``math.exp(x)``, 2 for ``np.linalg.norm(x)``; None when not given);
+    ``written``: that name chain as the lane wrote it (``sqrt``, ``numpy.exp``), None when not given."""
 
-    __slots__ = ("_get", "hops")
+    __slots__ = ("_get", "hops", "written")
 
-    def __init__(self, obj, hops: int | None = None):
-        self.hops = hops
+    def __init__(self, obj, hops: int | None = None, written: str | None = None):
+        self.hops, self.written = hops, written
         try:
             ref = weakref.ref(obj)
         except TypeError:  # a builtin or a ufunc: lives as long as its module anyway

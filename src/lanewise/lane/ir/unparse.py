@@ -122,7 +122,8 @@ def _primitive(e: ir.Prim) -> tuple[str, int]:
         return first + "".join(f" {_COMPARE[p.op]} {_text(p.args[1], _CMP + 1)}" for p in a), _CMP
     if op in ("and", "or"):
         prec = _AND if op == "and" else _OR
-        return f" {op} ".join(_text(v, prec + 1) for v in a), prec
+        # ast.unparse asks each operand for one level more than the one before (a and (not b))
+        return f" {op} ".join(_text(v, prec + 1 + k) for k, v in enumerate(a)), prec
     if op == "ifexp":
         return f"{_text(a[1], _TEST + 1)} if {_text(a[0], _TEST + 1)} else {_text(a[2], _TEST)}", _TEST
     if op == "attr":
