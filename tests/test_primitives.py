@@ -165,11 +165,11 @@ def test_every_target_slot_is_read_through_rule():
 
 def test_every_tpu_rule_names_a_lowering_of_the_tpu_backend():
     pytest.importorskip("jax")
-    from lanewise.backends.tpu.ops import OPS
+    from lanewise.backends.tpu.ops import lowering
 
     ops = {p.name: p.rules["tpu"].op for p in primitives.with_rule("tpu")}
     assert "add" in ops and "sqrt" in ops and "logaddexp" not in ops
-    assert sorted(op for op in ops.values() if op not in OPS) == []
+    assert all(callable(lowering(op)) for op in ops.values())  # an OPS row, or jnp's function of that name
 
 
 def test_the_error_reaches_the_user_from_a_differentiated_lane():

@@ -3,7 +3,7 @@ is it from float64 NumPy (max error in float32 ulps over typical arguments)?
 
     python3 benchmarks/device/tpu_ops.py     # on the device machine; writes $OUT/tpu_ops.json
 
-One tiny Pallas kernel per lowering in ``lanewise.backends.tpu.ops.OPS`` over an (8, 128)
+One tiny Pallas kernel per lowering (``lanewise.backends.tpu.ops.OPS`` and every tpu rule) over an (8, 128)
 tile; float arguments from each function's domain, ints for the integer operators, bools
 for the logical ones.  Interpret mode compiles all of them; Mosaic does not (expm1 in
 jax 0.10.2, for one), and its transcendental functions are approximations.
@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 
-from lanewise.backends.tpu.ops import OPS
+from lanewise import primitives
+from lanewise.backends.tpu.ops import OPS, lowering
 
 TILE = (8, 128)
 #: Argument domains (lo, hi) of functions defined on part of the line; others take [-4, 4].
@@ -72,7 +73,8 @@ def run(name, fn, args):
 def main():
     rng = np.random.default_rng(0)
     rows = []
-    for name, fn in sorted(OPS.items()):
+    lowered = {**OPS, **{p.rules["tpu"].op: lowering(p.rules["tpu"].op) for p in primitives.with_rule("tpu")}}
+    for name, fn in sorted(lowered.items()):
         args = args_for(name, rng)
         try:
             got = run(name, fn, args)

@@ -73,15 +73,16 @@ REMAINDERS = (1.7, 2.3, 3.1)
 
 
 def _math(name, jvp, *, numpy=None, math_name=None, vector_math=None, cuda=NATIVE_CUDA, spmd=None,
-          template=None, dtype="float", kinds="f", arity=1, corrected=None, **fields):
-    """A float function spelt ``np.<numpy>`` and ``math.<math_name>`` (either may be absent)."""
+          template=None, dtype="float", kinds="f", arity=1, corrected=None, tpu=None, **fields):
+    """A float function spelt ``np.<numpy>`` and ``math.<math_name>`` (either may be absent);
+    ``tpu``: its :class:`~.table.Tpu` rule, where :mod:`.tpu`'s rows do not give it one."""
     numpy = (name,) if numpy is None else numpy
     math_names = (name,) if math_name is None else math_name
     if template is None and numpy:
         template = (_np1 if arity == 1 else _np2)(numpy[0])
     if spmd is None:
         spmd = LOOP if vector_math else LANES
-    rules = {"numba": Numba(template, vector_math, corrected), "spmd": spmd, "cuda": cuda, "jvp": jvp}
+    rules = {"numba": Numba(template, vector_math, corrected), "spmd": spmd, "cuda": cuda, "jvp": jvp, "tpu": tpu}
     reference = getattr(np, numpy[0]) if numpy else np.vectorize(getattr(math, math_names[0]), otypes=[float])
     return primitive(name, reference, dtype, arity, kinds=kinds, numpy=numpy, math=math_names,
                      rules={k: v for k, v in rules.items() if v is not None}, **fields)

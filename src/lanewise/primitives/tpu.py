@@ -43,7 +43,8 @@ TPU = MappingProxyType({**{name: Tpu(op) for name, op in _OPERATORS.items()},
 
 
 def with_tpu(prim: Primitive) -> Primitive:
-    """``prim`` with its TPU rule (unchanged when it has none)."""
-    if prim.name not in TPU:
+    """``prim`` with its TPU rule from :data:`TPU` (unchanged when it has none here, or
+    names its own: a primitive may carry its ``"tpu"`` rule in its entry)."""
+    if prim.name not in TPU or "tpu" in prim.rules:
         return prim
     return replace(prim, rules=MappingProxyType({**prim.rules, "tpu": TPU[prim.name]}))

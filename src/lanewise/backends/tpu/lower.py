@@ -47,7 +47,7 @@ from ...errors import LaneCompileError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
-from .ops import FLOAT_RESULT, INT_RESULT, OPS
+from .ops import FLOAT_RESULT, INT_RESULT, lowering
 from .ops import where as lanes_where
 
 #: IR operator names -> the ``operator`` primitive whose TPU rule computes them.
@@ -557,7 +557,7 @@ class _Lowering:
         folded = _folded(op, args) if obj is None else None
         if folded is not None:
             return folded
-        value = OPS[rule.op](*args)
+        value = lowering(rule.op)(*args)
         if obj in INT_RESULT:
             value = value.astype(jnp.int32)
         elif obj in FLOAT_RESULT:

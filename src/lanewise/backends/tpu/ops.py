@@ -188,3 +188,18 @@ OPS = {
     "float": _float, "int": _as_int, "int32": _as_int, "bool": lambda v: jnp.asarray(v) != 0,
     "where": lambda c, a, b: where(jnp.asarray(c) != 0, a, b),
 }
+
+
+def lowering(op: str):
+    """The lowering a primitive's ``Tpu(op)`` rule names: an entry of :data:`OPS`, else
+    the ``jax.numpy`` function ``op`` on float tiles (ints converted first, as Python
+    does), so that a new elementwise primitive whose meaning is jnp's needs no row here.
+
+    Example:
+        >>> float(lowering("sinc")(jnp.asarray(0.5)))
+        0.6366...
+    """
+    found = OPS.get(op)
+    if found is None:
+        found = OPS[op] = _float_fn(getattr(jnp, op))
+    return found
