@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .table import (LANES, LOOP, NATIVE_CUDA, ZERO_JVP, Cuda, Jvp, Numba, Template, Vector, primitive)
+from .table import (LANES, LOOP, NATIVE_CUDA, ZERO_JVP, Cuda, Jvp, Numba, Template, Tpu, Vector, primitive)
 
 # ----------------------------------------------------------------------------- element templates (fuse)
 
@@ -104,6 +104,16 @@ def _builtin(name, reference, jvp, *, dtype="same", kinds="if", arity=1, correct
 
 
 _INSTRUCTION = Vector("instruction")
+_PI = repr(math.pi)
+
+
+def _sinc(x):
+    """NumPy's normalised sinc, ``sin(pi x) / (pi x)`` and 1 at 0, as a scalar function (CUDA)."""
+    if x == 0.0:
+        return 1.0
+    y = math.pi * x
+    return math.sin(y) / y
+
 
 FUNCTIONS = (
     # exponentials and logarithms
@@ -121,6 +131,8 @@ FUNCTIONS = (
     _math("sin", Jvp(1, unary="{m}.cos({x}) * {t}"), vector_math="sin", domain=_SIGNED),
     _math("cos", Jvp(1, unary="-{m}.sin({x}) * {t}"), vector_math="cos", domain=_SIGNED),
     _math("tan", Jvp(1, unary="(1.0 + {p} * {p}) * {t}"), vector_math="tan", domain=_SIGNED),
+    _math("sinc", Jvp(1, unary=f"(0.0 if {{x}} == 0 else ({{m}}.cos({_PI} * {{x}}) - {{p}}) / {{x}}) * {{t}}"),
+          math_name=(), cuda=Cuda("unary", _sinc), tpu=Tpu("sinc"), domain=_SIGNED),
     _math("arcsin", Jvp(1, unary=_ASIN), numpy=("arcsin", "asin"), math_name=("asin",), vector_math="asin",
           domain=_UNIT),
     _math("arccos", Jvp(1, unary="-" + _ASIN), numpy=("arccos", "acos"), math_name=("acos",),
