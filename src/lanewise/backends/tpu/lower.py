@@ -377,7 +377,9 @@ class _Lowering:
         if self.counting:
             carry["iterations"] = self.iterations
         carry = self.settle(body, carry, s.loc)
-        unroll = self.unroll
+        # a lane rebuilt from bytecode is one loop over all its basic blocks: unrolled, the
+        # kernel would hold every block `unroll` times (minutes of compile, no faster loop)
+        unroll = 1 if st.function.source == "bytecode" else self.unroll
         if s.kind == "range" and all(isinstance(b, int) for b in (start, stop)):
             unroll = max(1, min(unroll, len(range(start, stop, step))))  # no round past a known end
         trips = None
