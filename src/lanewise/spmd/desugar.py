@@ -32,7 +32,7 @@ import operator
 from dataclasses import replace
 
 from ..lane.ir import nodes as ir
-from ..lane.ir.passes.walk import walk
+from ..lane.ir.passes.walk import spliced, walk
 from ..lane.ir.unparse import python_text
 from .syntax import Unsupported, is_call, source_function, target_text, where
 
@@ -118,11 +118,7 @@ class _Desugar:
         self.made: dict = {}  # id of an expression -> its folded form (a = b = v shares v: kept shared)
 
     def block(self, stmts) -> tuple:
-        out: list = []
-        for s in stmts:
-            made = self.stmt(s)
-            out += made if isinstance(made, list) else [made]
-        return tuple(out)
+        return spliced(stmts, self.stmt)
 
     def stmt(self, s):
         if isinstance(s, ir.Loop):

@@ -238,10 +238,14 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         structure["tree"] = tree
         return results
 
+    def traced():
+        """The result leaves of a tile, traced (not run): ShapeDtypeStructs."""
+        return jax.eval_shape(result_types, jax.ShapeDtypeStruct(shape, bool),
+                              *(jax.ShapeDtypeStruct(shape, bool if b else d)
+                                for d, b in zip(dtypes, bools, strict=True)))
+
     def run(lanes, grid, array, *values):
-        shapes = jax.eval_shape(result_types, jax.ShapeDtypeStruct(shape, bool),
-                                *(jax.ShapeDtypeStruct(shape, bool if b else d)
-                                  for d, b in zip(dtypes, bools, strict=True)))
+        shapes = traced()
         kinds = [s.dtype for s in shapes]
         if fold in _TRUTH:  # any and all ask whether a value is nonzero, whatever its dtype
             kinds = [jnp.dtype(jnp.bool_)] * len(kinds)
@@ -284,10 +288,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
 
     def types(where: Layout, *values):
         """The lane's result leaves (ShapeDtypeStructs of a tile) and their tree, traced, not run."""
-        shapes = jax.eval_shape(result_types, jax.ShapeDtypeStruct(shape, bool),
-                                *(jax.ShapeDtypeStruct(shape, bool if b else d)
-                                  for d, b in zip(dtypes, bools, strict=True)))
-        return shapes, structure["tree"]
+        return traced(), structure["tree"]
 
     call.text, call.types = text, types
     return call

@@ -41,6 +41,7 @@ from ..callables import as_lane_function
 from ..refusals import def_line
 from ..source import definition
 from . import nodes as ir
+from .passes.walk import spliced
 
 _BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
            ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift", ast.RShift: "rshift", ast.BitOr: "bitor",
@@ -344,11 +345,7 @@ class _Builder:
     # ------------------------------------------------------------------ statements
 
     def block(self, stmts) -> tuple:
-        out: list = []
-        for s in stmts:
-            made = self.stmt(s)
-            out += made if isinstance(made, list) else [made]
-        return tuple(out)
+        return spliced(stmts, self.stmt)
 
     def stmt(self, s):
         loc = self.loc(s)

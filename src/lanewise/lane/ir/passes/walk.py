@@ -253,3 +253,17 @@ def view_sources(value) -> list[str]:
     if value.op == "dict" and value.type is not None:
         return [n for item in value.args for n in view_sources(item.args[-1])]
     return call_operands(value) if is_call(value) else []
+
+
+def spliced(stmts, each) -> tuple:
+    """``each`` of ``stmts`` as one block: a statement may become several (a list) or one.
+
+    Example:
+        >>> spliced([1, 2], lambda s: [s, s] if s == 2 else s)
+        (1, 2, 2)
+    """
+    out: list = []
+    for s in stmts:
+        made = each(s)
+        out += made if isinstance(made, list) else [made]
+    return tuple(out)
