@@ -40,7 +40,7 @@ import itertools
 from dataclasses import replace
 
 from ..lane.ir import nodes as ir
-from ..lane.ir.build import with_carried
+from ..lane.ir.carried import with_carried
 from ..lane.ir.passes.walk import walk
 from ..lane.ir.unparse import call_args
 from .activity import helper as _helper

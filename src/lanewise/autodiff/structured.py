@@ -51,7 +51,7 @@ import itertools
 from dataclasses import replace
 
 from ..lane.ir import nodes as ir
-from ..lane.ir.build import with_carried
+from ..lane.ir.carried import with_carried
 from ..lane.ir.passes.walk import walk
 
 
