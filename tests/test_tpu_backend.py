@@ -192,6 +192,25 @@ def test_jax_arrays_in_jax_arrays_out():
     assert_match(got, reference(BY_NAME["branchy"].lane, np.asarray(x)))
 
 
+def test_jax_arrays_stay_on_the_device(monkeypatch):
+    """A JAX argument is read where it lives: never turned into NumPy (on the chip that
+    is a copy to the host and back per call), in a pytree or alone, mapped or not."""
+    from lanewise.runtime import interop
+
+    def no_host_copy(value, what):
+        raise AssertionError(f"{what} was copied to the host")
+
+    monkeypatch.setattr(interop, "as_host_array", no_host_copy)
+    x = jax.numpy.asarray(floats(n=300))
+    scale = jax.numpy.asarray(np.float32(2.5))
+    call = tpu.bind_call(lw.vmap(lambda p, s: p[0] * s, in_axes=(0, None)), ((x,), scale), {})
+    assert call.values[0] is x and call.values[1] is scale
+    got = lw.vmap(lambda a, s: a * s if a > 0 else -a, in_axes=(0, None), backend="tpu")(x, scale)
+    monkeypatch.undo()
+    want = np.where(np.asarray(x) > 0, np.asarray(x) * np.float32(2.5), -np.asarray(x))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+
+
 # ----------------------------------------------------------------------------- divergent lanes
 
 
@@ -710,6 +729,21 @@ def test_reduce_folds_every_lane_in_the_kernel(op, capsys):
         assert g.shape == () and g.dtype.kind == w.dtype.kind or (op in ("sum",) and w.dtype.kind == "i")
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
+
+
+@pytest.mark.parametrize("op", ["sum", "min", "max"])
+def test_reduce_masks_only_the_tiles_that_overhang(op):
+    """Blocks of (8, 128) over a 20 x 300 plane: tiles (0..1, 0..1) are whole and fold
+    unmasked, the others hang over the plane's edges and mask what lies past them.
+    Past the edges a lane computes 1 + x*y of whatever the overhang holds: a
+    mask on the wrong tiles moves the sum, the min or the max."""
+    x, y = np.linspace(-3, 3, 20, dtype=np.float32), np.linspace(-2, 2, 300, dtype=np.float32)
+    lane = lw.vmap(lw.vmap(lambda a, b: 1.0 + a * b - 0.01 * b, in_axes=(None, 0)), in_axes=(0, None), backend="tpu")
+    with lw.config.overridden(tpu_block=(8, 128)):
+        got = float(lw.reduce(lane, op)(x, y))
+    plane = 1.0 + x[:, None].astype(np.float64) * y[None, :] - 0.01 * y[None, :]
+    want = {"sum": plane.sum(), "min": plane.min(), "max": plane.max()}[op]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-3)
 
 def test_reduce_of_flat_lanes_and_nan_propagate_like_numpy():
     x = floats()

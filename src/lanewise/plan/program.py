@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -169,6 +169,39 @@ def bind_call(mapped, args: tuple, kwargs: dict) -> Call:
         nest[depth], [*args, *kwargs.values()], params, values, per_level[depth], k))
     levels = tuple(Level(d, _fun_name(m.fun), m.axis_size, pytree.freeze(m.out_axes)) for d, m in enumerate(nest))
     return Call(lane, Signature(levels, tuple(params), tuple(leaves)), tuple(values), tuple(sizes), library)
+
+
+def bind_keeping(mapped, args: tuple, kwargs: dict, kept: Callable[[Any], bool]) -> Call:
+    """:func:`bind_call`, with the array leaves that ``kept`` accepts left as they are
+    (a backend's device arrays, which :func:`bind_call` would copy to the host): the
+    call is bound with host stand-ins of their shape and dtype, then gets them back.
+
+    Example:
+        >>> import numpy as np, lanewise as lw
+        >>> x = np.arange(3.0)
+        >>> call = bind_keeping(lw.vmap(lambda a: a), (x,), {}, lambda v: v is x)
+        >>> call.values[0] is x, call.sizes
+        (True, (3,))
+    """
+    real: dict[int, Any] = {}
+
+    def swap(value):
+        leaves, tree = pytree.flatten(value)
+        if not any(kept(v) for v in leaves):
+            return value
+        new = []
+        for v in leaves:
+            if kept(v):
+                stand_in = np.broadcast_to(np.zeros((), np.dtype(v.dtype)), tuple(v.shape))
+                real[id(stand_in)] = v
+                v = stand_in
+            new.append(v)
+        return pytree.unflatten(tree, new)
+
+    call = bind_call(mapped, tuple(swap(a) for a in args), {k: swap(v) for k, v in kwargs.items()})
+    if not real:
+        return call
+    return replace(call, values=tuple(real.get(id(v), v) for v in call.values))
 
 
 def _as_value(x: Any) -> Any:

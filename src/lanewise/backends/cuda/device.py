@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from typing import Any
 
 import numba
 import numpy as np
@@ -24,11 +23,10 @@ from numba import cuda
 from numba.core import types as nt
 from numba.core.errors import NumbaError
 
-from ... import pytree
 from ...codegen.common import injected_names
 from ...errors import BackendError, LaneCompileError, LanewiseError, function_location
 from ...plan.program import Call, Program
-from ...plan.program import bind_call as bind_host_call
+from ...plan.program import bind_keeping
 from ...lane.lanefn import jit_lane_cuda
 from ...lane.numba_errors import compile_error
 from .. import cpu, host
@@ -174,25 +172,7 @@ def placeholder(value) -> np.ndarray:
 
 def bind_call(mapped, args: tuple, kwargs: dict) -> Call:
     """program.bind_call, with device arrays kept as they are (not copied to the host)."""
-    real: dict[int, Any] = {}
-
-    def swap(value):
-        leaves, tree = pytree.flatten(value)
-        if not any(is_device_array(v) for v in leaves):
-            return value
-        new = []
-        for v in leaves:
-            if is_device_array(v):
-                p = placeholder(v)
-                real[id(p)] = v
-                v = p
-            new.append(v)
-        return pytree.unflatten(tree, new)
-
-    call = bind_host_call(mapped, tuple(swap(a) for a in args), {k: swap(v) for k, v in kwargs.items()})
-    if not real:
-        return call
-    return dataclasses.replace(call, values=tuple(real.get(id(v), v) for v in call.values))
+    return bind_keeping(mapped, args, kwargs, is_device_array)
 
 
 def typing_values(values) -> tuple:

@@ -28,11 +28,21 @@ from ... import pytree
 from ...config import config
 from ...errors import BackendError, LaneCompileError, LaneTypeError
 from ...plan.program import Call, ResultLeaf, ResultNode
-from ...plan.program import bind_call as bind_call  # the protocol's binding: program.bind_call
+from ...plan.program import bind_keeping
 from .. import host
 
 NAME = "tpu"
 SCAN = "reference"
+
+
+def bind_call(mapped, args: tuple, kwargs: dict) -> Call:
+    """program.bind_call, with JAX arrays kept as they are: an array already on the
+    chip is read there, not copied to the host and back."""
+    return bind_keeping(mapped, args, kwargs, _is_jax_array)
+
+
+def _is_jax_array(value) -> bool:
+    return type(value).__module__.startswith("jax") and hasattr(value, "devices")
 
 
 def usable() -> bool:
@@ -76,6 +86,7 @@ class Executable:
                                       "tpu_tile" if self.loops else "tpu_block")
         self.unroll = max(1, int(config.tpu_unroll))
         self.kernel = kernel
+        self._wholes: dict = {}
 
     def __call__(self, call: Call, count_iterations: bool = False):
         import jax
@@ -87,17 +98,64 @@ class Executable:
 
     def prepared(self, call: Call, count_iterations: bool = False, fold: str | None = None):
         """``call``'s layout, its compiled kernel and the arrays that carry its arguments."""
-        sizes = tuple(call.sizes)
-        where = self.kernel.layout(sizes, self.tile)
-        if where.lanes >= 2**31:  # the kernel numbers its lanes in int32
+        where, fn = self.compiled(call, count_iterations, fold)
+        return where, fn, self.carried(call, call.values, where)
+
+    def compiled(self, call: Call, count_iterations: bool = False, fold: str | None = None):
+        """``call``'s layout and its compiled kernel."""
+        where = self.kernel.layout(tuple(call.sizes), self.tile)
+        # the kernel numbers its lanes, padding and overhang included, in int32
+        if where.grid[0] * where.tile[0] * where.grid[1] * where.tile[1] >= 2**31:
             raise BackendError(f"the tpu backend runs fewer than 2**31 lanes per call; this call has {where.lanes}")
-        leaves = call.signature.leaves
-        spreads = tuple(self.kernel.spread(leaf.axes if leaf.is_array else None, where) for leaf in leaves)
-        fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
-                                  where.tile, self.unroll, where.plane, fold)
-        values = [self.kernel.carried(_levels(leaf, value, sizes, dtype), how, where, sizes)
-                  for leaf, value, dtype, how in zip(leaves, call.values, self.travel, spreads, strict=True)]
-        return where, fn, values
+        fn = self.kernel.compiled(call.lane, self.travel, self.bools, self.spreads(call, where), self.interpret,
+                                  count_iterations, where.tile, self.unroll, where.plane, fold)
+        return where, fn
+
+    def spreads(self, call: Call, where) -> tuple:
+        return tuple(self.kernel.spread(leaf.axes if leaf.is_array else None, where) for leaf in call.signature.leaves)
+
+    def carried(self, call: Call, values, where) -> list:
+        """The arrays that carry ``values`` (the call's argument leaves) to the kernel."""
+        sizes = tuple(call.sizes)
+        return [self.kernel.carried(_levels(leaf, value, sizes, dtype), how, where, sizes)
+                for leaf, value, dtype, how in zip(call.signature.leaves, values, self.travel,
+                                                    self.spreads(call, where), strict=True)]
+
+    def whole(self, call: Call, fold: tuple | None = None):
+        """One jitted function from ``call``'s argument leaves, as the user gave them, to
+        its result leaves, placed where ``out_axes`` puts them (or, with ``fold``, an
+        ``lw.reduce`` ``(op, axis)``, the reductions), and the program they belong to.  Laying the arguments out, the
+        kernel and placing the results are one XLA program, so a call costs one
+        dispatch: each eager ``jnp`` step would cost its own, which on the chip took
+        longer than W1's whole kernel.  Cached per signature and sizes."""
+        key = (call.signature, tuple(call.sizes), fold)
+        found = self._wholes.get(key)
+        if found is None:
+            found = self._wholes[key] = self._whole(call, fold)
+            if config.debug:  # the kernel as JAX traced it, with the call around it (LANEWISE_DEBUG=1)
+                import jax
+
+                print(f"# ---- lanewise tpu kernel of {getattr(call.lane, '__qualname__', call.lane)}\n"
+                      f"{jax.make_jaxpr(found[0])(*call.values)}")
+        return found
+
+    def _whole(self, call: Call, fold: tuple | None):
+        import jax
+
+        where, fn = self.compiled(call, fold=fold[0] if fold else None)
+        shapes, tree = fn.types(where)
+        program = (_reduction_program(call, shapes, tree, fold) if fold
+                   else host.program(call, _result_type(tree, shapes)))
+        sizes = tuple(call.sizes)
+
+        def pipeline(*values):
+            results, _ = fn.inline(where, *self.carried(call, values, where))
+            if fold:
+                return results
+            return [_place(self.kernel.from_tiles(r, where, sizes), o.level_dims)
+                    for r, o in zip(results, program.outputs, strict=True)]
+
+        return jax.jit(pipeline), program
 
     def _run(self, call: Call, count_iterations: bool):
         where, fn, values = self.prepared(call, count_iterations)
@@ -144,10 +202,16 @@ def build(call: Call):
 def run(exe: Executable, call: Call, out=None):
     if out is not None:
         raise BackendError("out= is not supported on the tpu backend: its results are new jax.Arrays")
-    flat, tree, _ = exe(call)
-    program = host.program(call, _result_type(tree, flat))
-    placed = [_place(v, o.level_dims) for v, o in zip(flat, program.outputs, strict=True)]
-    return pytree.unflatten(program.out_tree, placed)
+    return _called(exe, call)
+
+
+def _called(exe: Executable, call: Call, fold: tuple | None = None):
+    """``call`` run through ``exe``'s jitted whole call, its results unflattened."""
+    import jax
+
+    with jax.enable_x64(False):  # JAX's 32-bit rules (see Executable.__call__)
+        fn, program = exe.whole(call, fold)
+        return pytree.unflatten(program.out_tree, fn(*call.values))
 
 
 def iterations(exe: Executable, call: Call):
@@ -213,32 +277,28 @@ class Reduction:
     def __init__(self, exe: Executable, op: str, axis):
         self.exe, self.op, self.axis = exe, op, axis
 
-    def spec(self, call: Call, where, fn, values):
-        """The plan layer's spec of this reduction (its checks included), from the traced kernel."""
-        from ...plan import reduction
-
-        shapes, tree = fn.types(where, *values)
-        program = host.program(call, _result_type(tree, shapes))
-        spec = reduction.reduce_spec(self.op, self.axis, program)
-        if spec.kept or any(spec.lane_ndims):
-            raise BackendError("lw.reduce on the tpu backend reduces every mapped axis of scalar lanes "
-                               f"(axis={self.axis!r} keeps some): reduce on the cpu backend, or reduce the "
-                               "mapped result with jnp")
-        wraps = [o.name for o in program.outputs if o.dtype.kind in "iu" and self.op in ("sum", "prod", "mean")]
-        if wraps:
-            raise LaneTypeError(f"lw.reduce(..., {self.op!r}) of integer lane results ({', '.join(wraps)}) on the "
-                                "tpu backend would wrap at 2**31 (the TPU has no int64): return float32, or "
-                                "reduce on the cpu backend")
-        return program
-
     def __call__(self, call: Call):
-        import jax
+        return _called(self.exe, call, (self.op, self.axis))
 
-        with jax.enable_x64(False):
-            where, fn, values = self.exe.prepared(call, fold=self.op)
-            program = self.spec(call, where, fn, values)
-            results, _tree, _ = fn(where, *values)
-            return pytree.unflatten(program.out_tree, results)
+
+def _reduction_program(call: Call, shapes, tree, fold: tuple):
+    """The program of ``lw.reduce(..., op, axis)`` (``fold``) of ``call``, from its traced
+    kernel's result types, checked against what the kernel folds."""
+    from ...plan import reduction
+
+    op, axis = fold
+    program = host.program(call, _result_type(tree, shapes))
+    spec = reduction.reduce_spec(op, axis, program)
+    if spec.kept or any(spec.lane_ndims):
+        raise BackendError("lw.reduce on the tpu backend reduces every mapped axis of scalar lanes "
+                           f"(axis={axis!r} keeps some): reduce on the cpu backend, or reduce the "
+                           "mapped result with jnp")
+    wraps = [o.name for o in program.outputs if o.dtype.kind in "iu" and op in ("sum", "prod", "mean")]
+    if wraps:
+        raise LaneTypeError(f"lw.reduce(..., {op!r}) of integer lane results ({', '.join(wraps)}) on the "
+                            "tpu backend would wrap at 2**31 (the TPU has no int64): return float32, or "
+                            "reduce on the cpu backend")
+    return program
 
 
 def run_reduce(exe: Reduction, call: Call):

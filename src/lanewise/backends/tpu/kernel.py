@@ -190,12 +190,31 @@ def fold_tile(value, op: str, valid):
     of partials (the others count as the identity): a balanced tree of register-sized
     slices, so that a float sum's rounding grows with the log of the tile's size."""
     identity, combine = FOLDS[op]
-    value = jnp.where(valid, value, jnp.asarray(identity(value.dtype), value.dtype))
+    if valid is not None:  # None: every lane of the tile is real
+        value = jnp.where(valid, value, jnp.asarray(identity(value.dtype), value.dtype))
     parts = [value[r:r + TILE[0], c:c + TILE[1]] for r in range(0, value.shape[0], TILE[0])
              for c in range(0, value.shape[1], TILE[1])]
     while len(parts) > 1:
         parts = [combine(a, b) for a, b in zip(parts[::2], parts[1::2], strict=False)] + parts[len(parts) & ~1:]
     return parts[0]
+
+
+def _store_folded(ref, value, op: str, lanes_ref, ids, valid):
+    """``ref[...]`` = the tile's partials of ``value``: only a tile that overhangs the
+    lanes masks its values (``valid()``, computed in that branch only), so that an
+    inner tile of a loop-free lane folds at the cost of the additions alone."""
+    shape = value.shape
+    ends = [(ids[k] + 1) * shape[k] for k in (0, 1)]
+    edge = (ends[0] > lanes_ref[0]) | (ends[1] > lanes_ref[1]) if lanes_ref.shape[0] == 2 else \
+        ends[0] * shape[1] > lanes_ref[0]
+
+    @pl.when(edge)
+    def _masked():
+        ref[...] = fold_tile(value, op, valid())
+
+    @pl.when(jnp.logical_not(edge))
+    def _inner():
+        ref[...] = fold_tile(value, op, None)
 
 
 @functools.lru_cache(maxsize=256)
@@ -216,14 +235,20 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     tile_fn = lower(lane, count_iterations, unroll)
     structure = {}
 
+    def valid_of(lanes_ref, ids):
+        """The tile's real lanes (not the padding or the overhang past the plane's edges);
+        ``ids``: the tile's program ids (read outside any branch: interpret mode reads
+        them only there)."""
+        rows = ids[0] * shape[0] + lax.broadcasted_iota(jnp.int32, shape, 0)
+        cols = ids[1] * shape[1] + lax.broadcasted_iota(jnp.int32, shape, 1)
+        if plane:
+            return (rows < lanes_ref[0]) & (cols < lanes_ref[1])
+        return rows * shape[1] + cols < lanes_ref[0]
+
     def kernel(lanes_ref, *refs):
         ins, outs = refs[:len(dtypes)], refs[len(dtypes):]
-        rows = pl.program_id(0) * shape[0] + lax.broadcasted_iota(jnp.int32, shape, 0)
-        cols = pl.program_id(1) * shape[1] + lax.broadcasted_iota(jnp.int32, shape, 1)
-        if plane:
-            valid = (rows < lanes_ref[0]) & (cols < lanes_ref[1])
-        else:
-            valid = rows * shape[1] + cols < lanes_ref[0]
+        ids = (pl.program_id(0), pl.program_id(1))
+        valid = valid_of(lanes_ref, ids)
         args = [_read(r, how, b, shape) for r, how, b in zip(ins, spreads, bools, strict=True)]
         results, _tree, iterations = tile_fn(valid, *args)
         values = list(results) + ([iterations] if count_iterations else [])
@@ -231,7 +256,10 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             if fold in _TRUTH:
                 value = jnp.asarray(value) != 0
             value = jnp.broadcast_to(jnp.asarray(value).astype(ref.dtype), shape)
-            ref[...] = fold_tile(value, fold, valid) if fold else value
+            if fold:
+                _store_folded(ref, value, fold, lanes_ref, ids, lambda: valid_of(lanes_ref, ids))
+            else:
+                ref[...] = value
 
     def result_types(valid, *args):
         results, tree, iterations = tile_fn(valid, *args)
@@ -286,11 +314,15 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         results, iterations = jitted(lanes_of(where), where.grid, where.shape, *values)
         return results, structure["tree"], iterations
 
+    def inline(where: Layout, *values):
+        """The kernel's (results, iterations) inside a caller's own trace (one jitted whole call)."""
+        return jitted(lanes_of(where), where.grid, where.shape, *values)
+
     def types(where: Layout, *values):
         """The lane's result leaves (ShapeDtypeStructs of a tile) and their tree, traced, not run."""
         return traced(), structure["tree"]
 
-    call.text, call.types = text, types
+    call.text, call.types, call.inline = text, types, inline
     return call
 
 
