@@ -26,7 +26,7 @@ import numpy as np
 
 from ... import pytree
 from ...config import config
-from ...errors import BackendError, LaneCompileError, LaneTypeError
+from ...errors import BackendError, LaneTypeError
 from ...plan.program import Call, ResultLeaf, ResultNode
 from ...plan.program import bind_call as bind_call  # the protocol's binding: program.bind_call
 from .. import host
@@ -60,14 +60,11 @@ class Executable:
     """A lane's kernel for one signature: the argument dtypes as they travel, and the jitted call."""
 
     def __init__(self, call: Call):
-        from . import kernel, lower
+        from . import kernel, lower, rows
 
         self.interpret = _interpret()  # no TPU (and no interpret mode): say so before anything else
         leaves = call.signature.leaves
-        for leaf in leaves:
-            if leaf.lane_ndim:
-                raise LaneCompileError(f"argument {leaf.name} gives each lane an array; the tpu backend "
-                                       "lowers scalar lanes only (for now)")
+        self.rows = tuple(rows.spread(leaf) for leaf in leaves)  # None: a scalar lane argument
         self.travel = tuple(kernel.check_dtype(leaf.name, leaf.dtype if leaf.is_array else _scalar_dtype(leaf))
                             for leaf in leaves)
         self.bools = tuple(leaf.dtype.kind == "b" for leaf in leaves)
@@ -87,15 +84,21 @@ class Executable:
 
     def prepared(self, call: Call, count_iterations: bool = False, fold: str | None = None):
         """``call``'s layout, its compiled kernel and the arrays that carry its arguments."""
+        from . import rows
+
         sizes = tuple(call.sizes)
-        where = self.kernel.layout(sizes, self.tile)
+        lengths = [rows.length(leaf, v) for leaf, v, how in zip(call.signature.leaves, call.values, self.rows,
+                                                                strict=True) if how == "rows"]
+        where = self.kernel.layout(sizes, rows.fit_tile(self.tile, lengths) if lengths else self.tile)
         if where.lanes >= 2**31:  # the kernel numbers its lanes in int32
             raise BackendError(f"the tpu backend runs fewer than 2**31 lanes per call; this call has {where.lanes}")
         leaves = call.signature.leaves
-        spreads = tuple(self.kernel.spread(leaf.axes if leaf.is_array else None, where) for leaf in leaves)
+        spreads = tuple(row or self.kernel.spread(leaf.axes if leaf.is_array else None, where)
+                        for leaf, row in zip(leaves, self.rows, strict=True))
         fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
                                   where.tile, self.unroll, where.plane, fold)
-        values = [self.kernel.carried(_levels(leaf, value, sizes, dtype), how, where, sizes)
+        values = [rows.carried(leaf, value, dtype, how, where, sizes) if how in rows.ROWS else
+                  self.kernel.carried(_levels(leaf, value, sizes, dtype), how, where, sizes)
                   for leaf, value, dtype, how in zip(leaves, call.values, self.travel, spreads, strict=True)]
         return where, fn, values
 

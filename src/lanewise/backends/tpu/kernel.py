@@ -31,6 +31,7 @@ from jax.experimental import pallas as pl
 
 from ...config import config
 from ...errors import BackendError, LaneTypeError
+from . import rows as _rows
 from .lower import lower
 
 #: Lanes per tile: (sublanes, lanes) of a TPU vector register.
@@ -234,18 +235,30 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             ref[...] = fold_tile(value, fold, valid) if fold else value
 
     def result_types(valid, *args):
+        args = [_rows.row_argument(a, how, b, shape) if how in _rows.ROWS else a
+                for a, how, b in zip(args, spreads, bools, strict=True)]
         results, tree, iterations = tile_fn(valid, *args)
         structure["tree"] = tree
         return results
 
-    def traced():
-        """The result leaves of a tile, traced (not run): ShapeDtypeStructs."""
+    def traced(lengths):
+        """The result leaves of a tile, traced (not run): ShapeDtypeStructs (``lengths``: the
+        rows' lengths, None for the scalar arguments)."""
+        def given(d, b, how, n):
+            if how in _rows.ROWS:  # rows travel as they are carried, bools as int32
+                return jax.ShapeDtypeStruct((n,) + (shape if how == "rows" else ()), jnp.int32 if b else d)
+            return jax.ShapeDtypeStruct(shape, bool if b else d)
+
         return jax.eval_shape(result_types, jax.ShapeDtypeStruct(shape, bool),
-                              *(jax.ShapeDtypeStruct(shape, bool if b else d)
-                                for d, b in zip(dtypes, bools, strict=True)))
+                              *(given(d, b, how, n) for d, b, how, n in zip(dtypes, bools, spreads, lengths,
+                                                                              strict=True)))
+
+    def lengths_of(values):
+        return tuple(v.shape[0] if how in _rows.ROWS else None for v, how in zip(values, spreads, strict=True))
 
     def run(lanes, grid, array, *values):
-        shapes = traced()
+        lengths = lengths_of(values)
+        shapes = traced(lengths)
         kinds = [s.dtype for s in shapes]
         if fold in _TRUTH:  # any and all ask whether a value is nonzero, whatever its dtype
             kinds = [jnp.dtype(jnp.bool_)] * len(kinds)
@@ -256,9 +269,12 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             kernel,
             out_shape=[jax.ShapeDtypeStruct(out_array, k) for k in stored],
             grid=grid,
-            in_specs=[pl.BlockSpec(memory_space=_smem())] + [_spec(how, shape) for how in spreads],
+            in_specs=[pl.BlockSpec(memory_space=_smem())] + [
+                _rows.spec(how, shape, n) if how in _rows.ROWS else _spec(how, shape)
+                for how, n in zip(spreads, lengths, strict=True)],
             out_specs=[spec] * len(stored),
             interpret=interpret,
+            **_rows.compiler_params(spreads, interpret),
         )(lanes, *values)
         if fold:
             out = [_FINISH[fold](o) for o in out]
@@ -288,7 +304,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
 
     def types(where: Layout, *values):
         """The lane's result leaves (ShapeDtypeStructs of a tile) and their tree, traced, not run."""
-        return traced(), structure["tree"]
+        return traced(lengths_of(values)), structure["tree"]
 
     call.text, call.types = text, types
     return call
@@ -306,7 +322,9 @@ def _spec(how: str, tile: tuple):
 
 
 def _read(ref, how: str, is_bool: bool, tile: tuple):
-    """An argument's values for every lane of the tile, from its block."""
+    """An argument's values for every lane of the tile, from its block (a row: the block itself)."""
+    if how in _rows.ROWS:
+        return _rows.row_argument(ref, how, is_bool, tile)
     value = jnp.full(tile, ref[0], ref.dtype) if how == "scalar" else jnp.broadcast_to(ref[...], tile)
     return value != 0 if is_bool else value
 

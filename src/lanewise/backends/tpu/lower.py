@@ -47,6 +47,7 @@ from ...errors import LaneCompileError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
+from . import rows as _rows
 from .ops import FLOAT_RESULT, INT_RESULT, lowering
 from .ops import where as lanes_where
 
@@ -101,7 +102,8 @@ def has_loops(lane) -> bool:
     """
     module, _ = build_with_functions(lane)
     kinds = (ir.Loop, ir.Comp)
-    return any(isinstance(n, kinds) for f in module.functions() for n in walk(f.body))
+    return any(isinstance(n, kinds) or isinstance(n, ir.Prim) and n.op == "lw.scan"
+               for f in module.functions() for n in walk(f.body))
 
 
 def lower(lane, count_iterations: bool = False, unroll: int = 1):
@@ -153,9 +155,12 @@ class _State:
     frame: _Frame
     loop: "_Loop | None" = None
     full: bool = True
+    #: locals whose value is the same in every live lane of the tile, as int32 scalars (a range
+    #: loop's counter, whatever ``env`` holds after a select): a row's index read as one plane
+    uniform: dict | None = None
 
     def branch(self, live) -> "_State":
-        return _State(self.function, dict(self.env), live, self.frame, self.loop, self.full)
+        return _State(self.function, dict(self.env), live, self.frame, self.loop, self.full, dict(self.uniform or {}))
 
 
 @dataclass
@@ -248,6 +253,8 @@ class _Lowering:
 
     def assign(self, target, value, st: _State, loc: ir.Loc) -> None:
         if isinstance(target, ir.Var):
+            if st.uniform:
+                st.uniform.pop(target.name, None)
             st.env[target.name] = value if st.full and not isinstance(value, tuple) \
                 else _select(st.live, value, st.env.get(target.name))
         elif isinstance(target, ir.Unpack) and target.star is None:
@@ -274,6 +281,8 @@ class _Lowering:
             st.env[name] = a if b is None else b if a is None else _select(cond, a, b)
         st.live = self.union(then.live, other.live)
         st.full = then.full and other.full
+        st.uniform = {k: v for k, v in (st.uniform or {}).items()
+                      if (then.uniform or {}).get(k) is v and (other.uniform or {}).get(k) is v}
 
     def exit(self, s: ir.Exit, st: _State) -> None:
         if s.kind == "return":
@@ -344,10 +353,12 @@ class _Lowering:
             env = dict(st.env)
             env.update(carry["vars"])
             inner = _State(st.function, env, carry["active"], _Frame(carry["result"], carry.get("returned")),
-                           _Loop(), full)
+                           _Loop(), full, {k: v for k, v in (st.uniform or {}).items() if k not in stored})
             self.iterations = carry.get("iterations")
             if s.kind == "range":
                 self.assign(s.target, counter(carry), inner, s.loc)
+                if jnp.ndim(counter(carry)) == 0:  # the same in every lane of the tile
+                    inner.uniform[s.target.name] = counter(carry)
             self.block(s.body, inner)
             returned = inner.frame.returned
             # the lanes that ran to the end of the body, and those that continued
@@ -387,6 +398,7 @@ class _Lowering:
             unroll, trips = chunk, len(range(start, stop, step))
         final = self.while_loop(body, carry, unroll, trips)
         st.env.update(final["vars"])
+        st.uniform = {k: v for k, v in (st.uniform or {}).items() if k not in stored and k not in names}
         if chunk is not None:  # the lanes that entered and are not active at the end returned
             gone = entry & ~final["active"]
             if final["result"] is not None:
@@ -498,6 +510,8 @@ class _Lowering:
         if isinstance(e, ir.Const):
             if e.type == "tuple":
                 return tuple(e.value)
+            if e.value is None:  # a value nothing computes with (a scan step's y)
+                return None
             if not isinstance(e.value, (bool, int, float)):
                 raise LaneCompileError(f"the constant {e.value!r} is not supported on the tpu backend "
                                        f"({st.function.name})")
@@ -510,6 +524,34 @@ class _Lowering:
         raise refuse(getattr(e, "what", None) or type(e).__name__.lower(), loc)
 
     def global_(self, e: ir.Global, st: _State):
+        value = self.lookup(e, st)
+        if isinstance(value, bool | int | float | np.generic) and isinstance(value, _SCALARS):
+            return value.item() if isinstance(value, np.generic) else value
+        raise LaneCompileError(f"the global {e.name} is not a number: the tpu backend reads only numbers "
+                               f"from globals ({st.function.name})")
+
+    def python_object(self, e, st: _State, what: str):
+        """The Python function a global names (``lw.scan``'s step)."""
+        value = self.lookup(e, st) if isinstance(e, ir.Global) else None
+        if not callable(value):
+            loc = getattr(e, "loc", st.function.loc)
+            raise LaneCompileError(f"{what} must be a function defined at module level (or a closure) on the tpu "
+                                   f"backend ({where(loc)} in {st.function.name})")
+        return value
+
+    def inline(self, fn, args: list, live, loc: ir.Loc):
+        """The Python function ``fn`` (not a helper of the lane's module: ``lw.scan``'s step)
+        inlined like a helper, with its own helpers."""
+        module, _ = build_with_functions(fn)
+        functions = self.functions
+        self.functions = {**functions, **{f.name: f for f in module.functions()}}
+        try:
+            return self.call(module.entry, args, live, loc)
+        finally:
+            self.functions = functions
+
+    def lookup(self, e: ir.Global, st: _State):
+        """The value a global, closure or builtin name has for the function being lowered."""
         head, *rest = e.name.split(".")
         fn = st.function.python_function()
         scope = {}
@@ -520,10 +562,7 @@ class _Lowering:
         value = scope.get(head, _MODULES.get(head, getattr(builtins, head, None)))
         for part in rest:
             value = getattr(value, part, None)
-        if isinstance(value, bool | int | float | np.generic) and isinstance(value, _SCALARS):
-            return value.item() if isinstance(value, np.generic) else value
-        raise LaneCompileError(f"the global {e.name} is not a number: the tpu backend reads only numbers "
-                               f"from globals ({st.function.name})")
+        return value
 
     def prim(self, p: ir.Prim, st: _State):
         op = p.op
@@ -538,6 +577,12 @@ class _Lowering:
             return jnp.logical_not(_truth(self.expr(p.args[0], st)))
         if op == "getitem":
             return self.getitem(p, st)
+        if op == "lw.scan":
+            return _rows.scan(self, p, st, where(p.loc))
+        if op == "attr" and p.args and isinstance(self.expr(p.args[0], st), _rows.Row):
+            return _rows.attribute(self.expr(p.args[0], st), dict(p.params)["name"], where(p.loc))
+        if op == "len" and len(p.args) == 1 and isinstance(self.expr(p.args[0], st), _rows.Row):
+            return self.expr(p.args[0], st).length
         if op.startswith("call:"):
             if p.keywords:
                 raise refuse(f"keyword arguments to {op[5:]}", p.loc)
@@ -579,6 +624,11 @@ class _Lowering:
         value = self.expr(base, st)
         if isinstance(value, tuple) and isinstance(index, ir.Const) and isinstance(index.value, int):
             return value[index.value]
+        if isinstance(value, _rows.Row):
+            if st.uniform:  # in the live lanes a uniform local equals its scalar: read one plane
+                st = st.branch(st.live)
+                st.env.update(st.uniform)
+            return _rows.read(value, self.expr(index, st), where(p.loc))
         raise refuse("indexing (only a tuple by a literal index is lowered)", p.loc)
 
 
