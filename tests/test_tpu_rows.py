@@ -1,0 +1,175 @@
+"""backend="tpu": per-lane rows, tables and ``lw.scan`` inside lanes, in interpret mode.
+
+Every lane is diff-tested against the reference backend (``backend="python"``) on float32
+(or int32) data: floats within a float32 tolerance, integers exactly.  The lanes span three
+tiles of (8, 128) with a partial last one (or a plane whose edge tiles hang over it), so
+padding lanes, whose row planes hold undefined values, are exercised.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+
+import lanewise as lw  # noqa: E402
+from lanewise import LaneCompileError  # noqa: E402
+from test_tpu_backend import ON_CHIP, assert_match, on_tpu, reference  # noqa: E402
+
+from benchmarks.w3_backtest import setup, step  # noqa: E402
+
+#: Series of three (8, 128) tiles, the last one partial, and steps of a few unrolled rounds and a rest.
+SERIES, STEPS = 2 * 1024 + 300, 13
+
+
+@pytest.fixture(autouse=True)
+def interpret():
+    with lw.config.overridden(tpu_interpret=not ON_CHIP, tpu_tile=(8, 128), tpu_unroll=4):
+        yield
+
+
+def prices(series=SERIES, steps=STEPS, seed=3):
+    return setup(series, seed=seed, steps=steps)[0].astype(np.float32)
+
+
+def w3(p):
+    return lw.scan(step, (p[0], p[0], 0.0, 0.0, p[0]), p)[0][3]
+
+
+def line_of(fn, offset):
+    return rf"test_tpu_rows.py:{fn.__code__.co_firstlineno + offset}\)"
+
+
+def test_w3_lane_matches_the_reference():
+    p = prices()
+    got = on_tpu(w3, p)
+    assert got.shape == (SERIES,)
+    assert_match(got, reference(w3, p))
+
+
+def test_rows_mapped_along_another_axis_and_on_a_plane():
+    p = prices(series=300, steps=6)
+    assert_match(lw.vmap(w3, in_axes=1, backend="tpu")(p.T), reference(w3, p))
+    cube = prices(series=3 * 200, steps=5).reshape(3, 200, 5)  # a (3, 200) plane of lanes
+    assert_match(lw.vmap(lw.vmap(w3), backend="tpu")(cube), lw.vmap(lw.vmap(w3), backend="python")(cube))
+
+
+def horner(x, c):
+    s = 0.0
+    for i in range(len(c)):
+        s = s * x + c[i]
+    return s + c[-1] * c.shape[0] + c.size
+
+
+def test_an_unmapped_table_is_read_by_a_literal_and_a_loop_counter():
+    x = np.random.default_rng(0).uniform(-1, 1, SERIES).astype(np.float32)
+    c = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
+    f = lw.vmap(horner, in_axes=(0, None), backend="tpu")
+    assert_match(f(x, c), lw.vmap(horner, in_axes=(0, None), backend="python")(x, c))
+
+
+def drawdown(p, limit):
+    """A range loop reading p[i] and p[i - 1], leaving by break and by return."""
+    worst = 0.0
+    total = 0.0
+    for i in range(1, p.shape[0]):
+        move = p[i] - p[i - 1]
+        if move > limit:
+            break
+        if move < -3.0 * limit:
+            return -1.0
+        total += move
+        worst = min(worst, total)
+    return worst
+
+
+def test_rows_in_range_loops_with_break_and_return():
+    p = prices()
+    limit = np.random.default_rng(1).uniform(0.5, 3.0, SERIES).astype(np.float32)
+    assert_match(on_tpu(drawdown, p, limit), reference(drawdown, p, limit))
+
+
+def peak_step(carry, x):
+    level, peak = carry
+    level = level * 0.9 + x
+    if level > peak:
+        peak = level
+    return (level, peak), None
+
+
+def test_scan_with_a_tuple_carry_reverse_and_a_tuple_of_rows():
+    p = prices(series=300)
+
+    def backwards(p):
+        return lw.scan(peak_step, (0.0, p[-1]), p, reverse=True)[0]
+
+    def paired(carry, xy):
+        x, y = xy
+        return carry + x * y, None
+
+    def dot(p, q):
+        return lw.scan(paired, 0.0, (p, q))[0]
+
+    assert_match(on_tpu(backwards, p), reference(backwards, p))
+    q = prices(series=300, seed=4)
+    assert_match(on_tpu(dot, p, q), reference(dot, p, q))
+
+
+def counting(n, _):
+    return n + 1, None
+
+
+def int_step(carry, x):
+    total, odd = carry
+    return (total + x, odd + (x % 2)), None
+
+
+def test_scan_over_int_rows_and_by_length_alone():
+    k = np.random.default_rng(2).integers(-50, 50, (300, 11)).astype(np.int32)
+
+    def ints(k):
+        zero = k[0] * 0  # int32, as the reference's carry must stay (a literal 0 is int64 there)
+        return lw.scan(int_step, (zero, zero), k)[0]
+
+    def steps(x):
+        return lw.scan(counting, 0, None, length=5)[0] + x
+
+    assert_match(on_tpu(ints, k), reference(ints, k))
+    x = np.arange(300, dtype=np.int32)
+    assert_match(on_tpu(steps, x), reference(steps, x))
+
+
+def test_an_index_that_varies_across_lanes_selects_in_a_short_row():
+    p = prices(series=300, steps=10)
+    k = np.random.default_rng(5).integers(-10, 10, 300).astype(np.int32)
+
+    def pick(p, k):
+        return p[k] + p[(k + 3) % 10]
+
+    assert_match(on_tpu(pick, p, k), reference(pick, p, k))
+
+
+def test_what_rows_do_not_lower_is_refused_naming_the_line():
+    def varying(p, k):
+        return p[k]
+
+    def beyond(p):
+        return p[-81]
+
+    def stacked(p):
+        return lw.scan(lambda_free_step, 0.0, p)[1]
+
+    p = prices(series=16, steps=80)
+    with pytest.raises(LaneCompileError, match="differs from lane to lane.*" + line_of(varying, 1)):
+        on_tpu(varying, p, np.zeros(16, np.int32))
+    with pytest.raises(LaneCompileError, match="stacked ys.*" + line_of(stacked, 1)):
+        on_tpu(stacked, p)
+    with pytest.raises(LaneCompileError, match="gives each lane a 2-D array"):
+        on_tpu(lambda m: m[0], np.zeros((4, 2, 3), np.float32))
+    with pytest.raises(LaneCompileError, match="out of range for a row of 80.*" + line_of(beyond, 1)):
+        on_tpu(beyond, p)
+
+
+def lambda_free_step(carry, x):
+    return carry + x, carry
