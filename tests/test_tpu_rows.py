@@ -84,10 +84,22 @@ def drawdown(p, limit):
     return worst
 
 
-def test_rows_in_range_loops_with_break_and_return():
+def above(p, level):
+    """A loop over the row's values, leaving by break."""
+    count = 0
+    for v in p:
+        if v > level + 5.0:
+            break
+        count += v > level
+    return count
+
+
+def test_rows_in_range_loops_with_break_and_return_and_loops_over_a_row():
     p = prices()
     limit = np.random.default_rng(1).uniform(0.5, 3.0, SERIES).astype(np.float32)
     assert_match(on_tpu(drawdown, p, limit), reference(drawdown, p, limit))
+    level = (p[:, 0] + limit).astype(np.float32)
+    assert_match(on_tpu(above, p, level), reference(above, p, level))
 
 
 def peak_step(carry, x):

@@ -306,12 +306,15 @@ class _Lowering:
     def loop(self, s: ir.Loop, st: _State) -> None:
         if s.orelse:
             raise refuse("a loop's else clause", s.loc)
+        row = self.expr(s.iter, st) if s.kind == "iter" and isinstance(s.iter, ir.Var) else None
+        if isinstance(row, _rows.Row):  # for v in p: a range over the row's planes
+            s = _rows.as_range(s, row)
         if s.kind == "range":
-            start, stop, step = self.range_bounds(s, st)
+            start, stop, step = self.range_bounds(s, st) if row is None else (0, row.length, 1)
             if not isinstance(s.target, ir.Var):
                 raise refuse("a range loop whose target is not one name", s.loc)
         elif s.kind != "while":
-            raise refuse("a for loop over anything but range()", s.loc)
+            raise refuse("a for loop over anything but range() or a row", s.loc)
         stored = {n for node in walk(s.body) if isinstance(node, ir.Assign) for n in ir.target_names(node.target)}
         if st.function.source == "bytecode":
             # a lane rebuilt from bytecode is one `while True` over its basic blocks: a
@@ -355,7 +358,9 @@ class _Lowering:
             inner = _State(st.function, env, carry["active"], _Frame(carry["result"], carry.get("returned")),
                            _Loop(), full, {k: v for k, v in (st.uniform or {}).items() if k not in stored})
             self.iterations = carry.get("iterations")
-            if s.kind == "range":
+            if isinstance(row, _rows.Row):
+                self.assign(s.target, _rows.read(row, counter(carry), where(s.loc)), inner, s.loc)
+            elif s.kind == "range":
                 self.assign(s.target, counter(carry), inner, s.loc)
                 if jnp.ndim(counter(carry)) == 0:  # the same in every lane of the tile
                     inner.uniform[s.target.name] = counter(carry)

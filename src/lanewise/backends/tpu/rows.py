@@ -165,6 +165,14 @@ def read(row: Row, index, at: str):
     return value
 
 
+def as_range(loop, row: Row):
+    """``for v in row:`` as the range loop over the row's indices that reads ``row[k]`` into
+    ``v`` (:meth:`.lower._Lowering.loop`): the loop's kind "range", its bounds (0, len)."""
+    import dataclasses
+
+    return dataclasses.replace(loop, kind="range")
+
+
 def attribute(row: Row, name: str, at: str):
     """``row.shape`` and ``row.size``."""
     if name == "shape":
