@@ -185,3 +185,25 @@ def test_what_rows_do_not_lower_is_refused_naming_the_line():
 
 def lambda_free_step(carry, x):
     return carry + x, carry
+
+
+def test_rows_used_as_numbers_or_returned_are_refused_naming_the_line():
+    def doubled(p):
+        return p * 2.0
+
+    def whole(p):
+        return p
+
+    p = prices(series=16, steps=4)
+    with pytest.raises(LaneCompileError, match="a row as an operand of mul.*" + line_of(doubled, 1)):
+        on_tpu(doubled, p)
+    with pytest.raises(LaneCompileError, match="returning a row.*" + line_of(whole, 0)):
+        on_tpu(whole, p)
+
+
+def test_reduce_and_explain_of_a_scan_over_rows():
+    p = prices(series=300, steps=5)
+    f = lw.vmap(w3, backend="tpu")
+    total = lw.reduce(f, "sum")(p)
+    np.testing.assert_allclose(float(total), float(np.sum(reference(w3, p))), rtol=1e-4, atol=1e-4)
+    assert "p as rows" in str(lw.explain(f, p))

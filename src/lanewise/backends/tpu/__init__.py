@@ -87,9 +87,7 @@ class Executable:
         from . import rows
 
         sizes = tuple(call.sizes)
-        lengths = [rows.length(leaf, v) for leaf, v, how in zip(call.signature.leaves, call.values, self.rows,
-                                                                strict=True) if how == "rows"]
-        where = self.kernel.layout(sizes, rows.fit_tile(self.tile, lengths) if lengths else self.tile)
+        where = self.layout(call)
         if where.lanes >= 2**31:  # the kernel numbers its lanes in int32
             raise BackendError(f"the tpu backend runs fewer than 2**31 lanes per call; this call has {where.lanes}")
         leaves = call.signature.leaves
@@ -101,6 +99,14 @@ class Executable:
                   self.kernel.carried(_levels(leaf, value, sizes, dtype), how, where, sizes)
                   for leaf, value, dtype, how in zip(leaves, call.values, self.travel, spreads, strict=True)]
         return where, fn, values
+
+    def layout(self, call: Call):
+        """Where ``call``'s lanes sit: tiles of ``self.tile``, fewer rows where row blocks need it."""
+        from . import rows
+
+        lengths = [rows.length(leaf, v) for leaf, v, how in zip(call.signature.leaves, call.values, self.rows,
+                                                                strict=True) if how == "rows"]
+        return self.kernel.layout(tuple(call.sizes), rows.fit_tile(self.tile, lengths) if lengths else self.tile)
 
     def _run(self, call: Call, count_iterations: bool):
         where, fn, values = self.prepared(call, count_iterations)
@@ -180,18 +186,19 @@ def _place(values, level_dims):
 
 
 def explain(exe, call: Call) -> list[str]:
-    where = exe.kernel.layout(tuple(call.sizes), exe.tile)
+    where = exe.layout(call)
     rows, cols = where.tile
     placed = (f"the lanes as a {where.rows} x {where.cols} plane (the last vmap level along columns), "
               f"each tile a block of it" if where.plane else "the lanes in C order, filling each tile row by row")
-    spreads = [f"{leaf.name} as {exe.kernel.spread(leaf.axes if leaf.is_array else None, where)}"
-               for leaf in call.signature.leaves]
+    spreads = [f"{leaf.name} as {row or exe.kernel.spread(leaf.axes if leaf.is_array else None, where)}"
+               for leaf, row in zip(call.signature.leaves, exe.rows, strict=True)]
     looping = (f"a loop leaves a tile when all of its lanes are done, checked every {exe.unroll} iteration(s)"
                if exe.loops else "no loop: tiles of lw.config.tpu_block")
     return [f"schedule: one Pallas kernel over a {where.grid[0]} x {where.grid[1]} grid of ({rows}, {cols}) tiles; "
             f"{placed}; {looping}" + (" (interpret mode: on the CPU)" if exe.interpret else ""),
             "arguments carried: " + (", ".join(spreads) or "none") + " (scalar: one value; row/col: one per "
-            "row/column of the plane; lanes: one per lane)"]
+            "row/column of the plane; lanes: one per lane; rows: a plane per index of the lanes' 1-D rows; "
+            "table: an unmapped 1-D array in scalar memory)"]
 
 
 def build_reduce(op, axis, call: Call):

@@ -125,6 +125,8 @@ def lower(lane, count_iterations: bool = False, unroll: int = 1):
         lowering = _Lowering(functions, valid, count_iterations, max(1, int(unroll)), options)
         result = lowering.call(module.entry, list(args), valid, module.entry.loc)
         leaves, tree = jax.tree.flatten(result)
+        if any(isinstance(v, _rows.Row) for v in leaves):
+            raise refuse("returning a row (a per-lane array result)", module.entry.loc)
         return tuple(leaves), tree, lowering.iterations
 
     return tile
@@ -604,6 +606,9 @@ class _Lowering:
             raise refuse(f"keyword arguments to {op}", p.loc)
         rule = primitives.rule(prim, "tpu", where(p.loc), obj)
         args = [self.expr(a, st) for a in p.args]
+        if any(isinstance(a, _rows.Row) for a in args):
+            raise refuse(f"a row as an operand of {op} (a row supports row[i], len(row), row.shape[0], row.size, "
+                         "for v in row and lw.scan over it)", p.loc)
         if len(args) != (2 if prim.name in ("max", "min") else prim.arity):  # max(a, b, c): not yet
             raise refuse(f"{op} with {len(args)} arguments", p.loc)
         folded = _folded(op, args) if obj is None else None
