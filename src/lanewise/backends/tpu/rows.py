@@ -22,6 +22,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -69,8 +71,6 @@ def carried(leaf, value, dtype, how: str, where, sizes: tuple):
     """The array that carries a row argument: (T, *where.shape) for ``rows`` (each index
     of the row a plane laid out as the scalar arguments' lanes), the 1-D array for a
     ``table``."""
-    from .kernel import as_tiles
-
     arr = levels(leaf, value, dtype)
     if how == "table":
         if arr.shape[0] > TABLE:
@@ -80,9 +80,16 @@ def carried(leaf, value, dtype, how: str, where, sizes: tuple):
     shape = [1] * len(sizes)
     for lv, n in zip([lv for lv, a in enumerate(leaf.axes) if a is not None], arr.shape, strict=False):
         shape[lv] = n
-    arr = jnp.broadcast_to(arr.reshape(tuple(shape) + arr.shape[-1:]), tuple(sizes) + arr.shape[-1:])
-    planes = jnp.moveaxis(arr, -1, 0)
-    return jax.vmap(lambda plane: as_tiles(plane, where))(planes)
+    return _planes(arr, tuple(shape), tuple(sizes), where)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _planes(arr, shape: tuple, sizes: tuple, where):
+    """Rows (mapped axes first, then the row's) as (T, *where.shape): one XLA transpose."""
+    from .kernel import as_tiles
+
+    arr = jnp.broadcast_to(arr.reshape(shape + arr.shape[-1:]), sizes + arr.shape[-1:])
+    return jax.vmap(lambda plane: as_tiles(plane, where))(jnp.moveaxis(arr, -1, 0))
 
 
 def fit_tile(tile: tuple, lengths, itemsize: int = 4) -> tuple:
