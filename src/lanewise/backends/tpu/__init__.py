@@ -95,7 +95,7 @@ class Executable:
                         for leaf, row in zip(leaves, self.rows, strict=True))
         fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
                                   where.tile, self.unroll, where.plane, fold)
-        values = [rows.carried(leaf, value, dtype, how, where, sizes) if how in rows.ROWS else
+        values = [rows.carried(leaf, value, dtype, how, where, sizes, self.kernel.as_tiles) if how in rows.ROWS else
                   self.kernel.carried(_levels(leaf, value, sizes, dtype), how, where, sizes)
                   for leaf, value, dtype, how in zip(leaves, call.values, self.travel, spreads, strict=True)]
         return where, fn, values

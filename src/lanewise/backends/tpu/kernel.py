@@ -270,7 +270,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             out_shape=[jax.ShapeDtypeStruct(out_array, k) for k in stored],
             grid=grid,
             in_specs=[pl.BlockSpec(memory_space=_smem())] + [
-                _rows.spec(how, shape, n) if how in _rows.ROWS else _spec(how, shape)
+                _rows.spec(how, shape, n, _smem()) if how in _rows.ROWS else _spec(how, shape)
                 for how, n in zip(spreads, lengths, strict=True)],
             out_specs=[spec] * len(stored),
             interpret=interpret,

@@ -67,10 +67,10 @@ def levels(leaf, value, dtype):
     return jnp.moveaxis(arr, mapped, list(range(len(mapped)))).astype(dtype)
 
 
-def carried(leaf, value, dtype, how: str, where, sizes: tuple):
+def carried(leaf, value, dtype, how: str, where, sizes: tuple, as_tiles):
     """The array that carries a row argument: (T, *where.shape) for ``rows`` (each index
-    of the row a plane laid out as the scalar arguments' lanes), the 1-D array for a
-    ``table``."""
+    of the row a plane laid out as the scalar arguments' lanes by ``as_tiles``,
+    :func:`.kernel.as_tiles`), the 1-D array for a ``table``."""
     arr = levels(leaf, value, dtype)
     if how == "table":
         if arr.shape[0] > TABLE:
@@ -80,14 +80,12 @@ def carried(leaf, value, dtype, how: str, where, sizes: tuple):
     shape = [1] * len(sizes)
     for lv, n in zip([lv for lv, a in enumerate(leaf.axes) if a is not None], arr.shape, strict=False):
         shape[lv] = n
-    return _planes(arr, tuple(shape), tuple(sizes), where)
+    return _planes(arr, tuple(shape), tuple(sizes), where, as_tiles)
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3))
-def _planes(arr, shape: tuple, sizes: tuple, where):
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
+def _planes(arr, shape: tuple, sizes: tuple, where, as_tiles):
     """Rows (mapped axes first, then the row's) as (T, *where.shape): one XLA transpose."""
-    from .kernel import as_tiles
-
     arr = jnp.broadcast_to(arr.reshape(shape + arr.shape[-1:]), sizes + arr.shape[-1:])
     return jax.vmap(lambda plane: as_tiles(plane, where))(jnp.moveaxis(arr, -1, 0))
 
@@ -105,12 +103,11 @@ def fit_tile(tile: tuple, lengths, itemsize: int = 4) -> tuple:
     return rows, cols
 
 
-def spec(how: str, tile: tuple, length: int):
-    """The BlockSpec of a row argument: every plane of the tile's lanes, or the table whole."""
-    from .kernel import _smem
-
+def spec(how: str, tile: tuple, length: int, smem):
+    """The BlockSpec of a row argument: every plane of the tile's lanes, or the table whole
+    in ``smem`` (scalar memory)."""
     if how == "table":
-        return pl.BlockSpec(memory_space=_smem())
+        return pl.BlockSpec(memory_space=smem)
     return pl.BlockSpec((length,) + tuple(tile), lambda i, j, *_: (0, i, j))
 
 
