@@ -62,11 +62,21 @@ def horner(x, c):
     return s + c[-1] * c.shape[0] + c.size
 
 
+def halving_horner(s, coefficient):
+    return s * 0.5 + coefficient, None
+
+
 def test_an_unmapped_table_is_read_by_a_literal_and_a_loop_counter():
     x = np.random.default_rng(0).uniform(-1, 1, SERIES).astype(np.float32)
     c = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
     f = lw.vmap(horner, in_axes=(0, None), backend="tpu")
     assert_match(f(x, c), lw.vmap(horner, in_axes=(0, None), backend="python")(x, c))
+
+    def scanned(x, c):  # Horner's rule as a scan over the table
+        return lw.scan(halving_horner, x * 0.0, c)[0] + x
+
+    f = lw.vmap(scanned, in_axes=(0, None), backend="tpu")
+    assert_match(f(x, c), lw.vmap(scanned, in_axes=(0, None), backend="python")(x, c))
 
 
 def drawdown(p, limit):
@@ -170,7 +180,7 @@ def test_what_rows_do_not_lower_is_refused_naming_the_line():
         return p[-81]
 
     def stacked(p):
-        return lw.scan(lambda_free_step, 0.0, p)[1]
+        return lw.scan(step_with_ys, 0.0, p)[1]
 
     p = prices(series=16, steps=80)
     with pytest.raises(LaneCompileError, match="differs from lane to lane.*" + line_of(varying, 1)):
@@ -183,7 +193,7 @@ def test_what_rows_do_not_lower_is_refused_naming_the_line():
         on_tpu(beyond, p)
 
 
-def lambda_free_step(carry, x):
+def step_with_ys(carry, x):
     return carry + x, carry
 
 
@@ -207,3 +217,8 @@ def test_reduce_and_explain_of_a_scan_over_rows():
     total = lw.reduce(f, "sum")(p)
     np.testing.assert_allclose(float(total), float(np.sum(reference(w3, p))), rtol=1e-4, atol=1e-4)
     assert "p as rows" in str(lw.explain(f, p))
+
+
+def test_rows_longer_than_vmem_holds_are_refused_with_the_limit():
+    with pytest.raises(lw.BackendError, match="at most 8192 values per lane in all its rows, and these have 9000"):
+        on_tpu(w3, np.zeros((2, 9000), np.float32))

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from ...errors import LaneCompileError
+from ...errors import BackendError, LaneCompileError
 
 #: The spreads of :mod:`.kernel` that carry arrays the lanes index (:data:`.kernel.SPREADS` + these).
 ROWS = ("rows", "table")
@@ -92,9 +92,15 @@ def _planes(arr, shape: tuple, sizes: tuple, where, as_tiles):
 
 def fit_tile(tile: tuple, lengths, itemsize: int = 4) -> tuple:
     """``tile`` with as many of its rows as keep the row blocks (``lengths`` planes each,
-    double-buffered) within :data:`BUDGET`; at least one (8, 128) register row."""
+    double-buffered) within :data:`BUDGET`; at least one (8, 128) register row.  Rows too
+    long for that are refused (a BackendError): the rows are not streamed through VMEM."""
     rows, cols = tile
     planes = sum(lengths)
+    most = BUDGET // (2 * 8 * 128 * itemsize)
+    if planes > most:
+        raise BackendError(f"the tpu backend holds a lane's rows in VMEM: at most {most} values per lane in all "
+                           f"its rows, and these have {planes}; scan over chunks of the rows (carrying the state "
+                           "from one call to the next), or use the cpu backend")
     while rows > 8 and 2 * planes * rows * cols * itemsize > BUDGET:
         rows //= 2
     rows = max(8, rows - rows % 8)
