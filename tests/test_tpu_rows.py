@@ -222,3 +222,34 @@ def test_reduce_and_explain_of_a_scan_over_rows():
 def test_rows_longer_than_vmem_holds_are_refused_with_the_limit():
     with pytest.raises(lw.BackendError, match="at most 8192 values per lane in all its rows, and these have 9000"):
         on_tpu(w3, np.zeros((2, 9000), np.float32))
+
+
+def scanned_peak(p):
+    return lw.scan(peak_step, (0.0, p[-1]), p, reverse=True)[0]
+
+
+def scanned_ints(k):
+    return lw.scan(int_step, (k[0] * 0, k[0] * 0), k)[0]
+
+
+def pick(p, k):
+    return p[k] + p[(k + 3) % 10]
+
+
+@pytest.mark.parametrize("lane, kinds", [
+    (w3, ["rows"]), (drawdown, ["rows", "lanes"]), (above, ["rows", "lanes"]), (horner, ["lanes", "table"]),
+    (pick, ["short", "ints"]), (scanned_peak, ["rows"]), (scanned_ints, ["introws"])])
+def test_kernels_pass_the_mosaic_lowering_rules(lane, kinds, monkeypatch):
+    """Each kernel lowered for a TPU on this machine (jax.export for platform "tpu"): every
+    primitive it uses has a Mosaic lowering rule (Mosaic's own compiler runs on a chip only)."""
+    from lanewise.backends import tpu
+
+    p = prices(series=300, steps=12)
+    given = {"rows": p, "lanes": p[:, 0].copy(), "table": np.ones(4, np.float32), "short": p[:, :10].copy(),
+             "ints": np.arange(300, dtype=np.int32) % 10, "introws": (p * 10).astype(np.int32)}
+    args = [given[k] for k in kinds]
+    axes = tuple(None if k == "table" else 0 for k in kinds)
+    monkeypatch.setattr(tpu, "_interpret", lambda: False)
+    call = tpu.bind_call(lw.vmap(lane, in_axes=axes), tuple(args), {})
+    text = tpu.build(call).lowered(call)
+    assert text.count("tpu_custom_call") == 1

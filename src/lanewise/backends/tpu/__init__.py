@@ -113,6 +113,16 @@ class Executable:
         results, tree, iterations = fn(where, *values)
         return [self.kernel.from_tiles(r, where, tuple(call.sizes)) for r in results], tree, iterations
 
+    def lowered(self, call: Call) -> str:
+        """``call``'s kernel lowered for a TPU, on any machine (:func:`.kernel.compiled`'s
+        ``lowered``): what CI checks of Mosaic without a chip.  An executable built off
+        interpret mode (a TPU's)."""
+        import jax
+
+        with jax.enable_x64(False):
+            where, fn, values = self.prepared(call)
+            return fn.lowered(where, *values)
+
     def kernel_text(self, call: Call) -> str:
         """The kernel of ``call`` as JAX traces it (``lw.explain``'s "generated kernel")."""
         import jax

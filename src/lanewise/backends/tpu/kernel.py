@@ -306,7 +306,13 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         """The lane's result leaves (ShapeDtypeStructs of a tile) and their tree, traced, not run."""
         return traced(lengths_of(values)), structure["tree"]
 
-    call.text, call.types = text, types
+    def lowered(where: Layout, *values) -> str:
+        """The kernel lowered for a TPU on any machine (Pallas' Mosaic lowering rules, not
+        Mosaic's compiler): the StableHLO text, the kernel one ``tpu_custom_call``."""
+        exported = jax.export.export(jitted, platforms=["tpu"])(lanes_of(where), where.grid, where.shape, *values)
+        return exported.mlir_module()
+
+    call.text, call.types, call.lowered = text, types, lowered
     return call
 
 

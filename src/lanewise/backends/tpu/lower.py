@@ -35,6 +35,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import sys
 from dataclasses import dataclass
 
 import jax
@@ -566,7 +567,9 @@ class _Lowering:
             scope = dict(fn.__globals__)
             scope.update(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ()),
                              strict=True))
-        value = scope.get(head, _MODULES.get(head, getattr(builtins, head, None)))
+        # a module's attribute is named by the module's path (``helpers.step``), which the
+        # function's scope may not hold: the imported module then
+        value = scope.get(head, _MODULES.get(head, getattr(builtins, head, sys.modules.get(head))))
         for part in rest:
             value = getattr(value, part, None)
         return value
