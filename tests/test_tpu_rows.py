@@ -180,12 +180,14 @@ def test_what_rows_do_not_lower_is_refused_naming_the_line():
         return p[-81]
 
     def stacked(p):
-        return lw.scan(step_with_ys, 0.0, p)[1]
+        if p[0] > 0.0:
+            return lw.scan(step_with_ys, 0.0, p)[1]
+        return p[1]
 
     p = prices(series=16, steps=80)
     with pytest.raises(LaneCompileError, match="differs from lane to lane.*" + line_of(varying, 1)):
         on_tpu(varying, p, np.zeros(16, np.int32))
-    with pytest.raises(LaneCompileError, match="stacked ys.*" + line_of(stacked, 1)):
+    with pytest.raises(LaneCompileError, match="stacked ys inside a branch.*" + line_of(stacked, 2)):
         on_tpu(stacked, p)
     with pytest.raises(LaneCompileError, match="gives each lane a 2-D array"):
         on_tpu(lambda m: m[0], np.zeros((4, 2, 3), np.float32))
@@ -236,9 +238,13 @@ def pick(p, k):
     return p[k] + p[(k + 3) % 10]
 
 
+def emas(p):
+    return lw.scan(ema, p[0], p)
+
+
 @pytest.mark.parametrize("lane, kinds", [
     (w3, ["rows"]), (drawdown, ["rows", "lanes"]), (above, ["rows", "lanes"]), (horner, ["lanes", "table"]),
-    (pick, ["short", "ints"]), (scanned_peak, ["rows"]), (scanned_ints, ["introws"])])
+    (pick, ["short", "ints"]), (scanned_peak, ["rows"]), (scanned_ints, ["introws"]), (emas, ["rows"])])
 def test_kernels_pass_the_mosaic_lowering_rules(lane, kinds, monkeypatch):
     """Each kernel lowered for a TPU on this machine (jax.export for platform "tpu"): every
     primitive it uses has a Mosaic lowering rule (Mosaic's own compiler runs on a chip only)."""
@@ -253,3 +259,23 @@ def test_kernels_pass_the_mosaic_lowering_rules(lane, kinds, monkeypatch):
     call = tpu.bind_call(lw.vmap(lane, in_axes=axes), tuple(args), {})
     text = tpu.build(call).lowered(call)
     assert text.count("tpu_custom_call") == 1
+
+
+def ema(level, x):
+    level = 0.5 * level + 0.5 * x
+    return level, (level, x > level)
+
+
+def test_stacked_ys_are_row_results_in_out_axes_order():
+    p = prices(series=300, steps=7)
+
+    def both(p):
+        return lw.scan(ema, p[0], p)
+
+    def backwards(p):
+        return lw.scan(ema, p[-1], p, reverse=True)[1][0]
+
+    assert_match(on_tpu(both, p), reference(both, p))
+    got = lw.vmap(backwards, out_axes=1, backend="tpu")(p)
+    assert got.shape == (7, 300)
+    assert_match(got, lw.vmap(backwards, out_axes=1, backend="python")(p))

@@ -72,6 +72,7 @@ class Executable:
         self.tile = kernel.check_tile(config.tpu_tile if self.loops else config.tpu_block,
                                       "tpu_tile" if self.loops else "tpu_block")
         self.unroll = max(1, int(config.tpu_unroll))
+        self.made = {}  # the row results' lengths per layout and argument shapes (prepared)
         self.kernel = kernel
 
     def __call__(self, call: Call, count_iterations: bool = False):
@@ -82,12 +83,14 @@ class Executable:
         with jax.enable_x64(False):
             return self._run(call, count_iterations)
 
-    def prepared(self, call: Call, count_iterations: bool = False, fold: str | None = None):
-        """``call``'s layout, its compiled kernel and the arrays that carry its arguments."""
+    def prepared(self, call: Call, count_iterations: bool = False, fold: str | None = None, made=None):
+        """``call``'s layout, its compiled kernel and the arrays that carry its arguments.
+        ``made``: the lengths of the row results (a scan's stacked ys), whose blocks take
+        VMEM too: found by tracing the kernel once per layout (:attr:`made`)."""
         from . import rows
 
         sizes = tuple(call.sizes)
-        where = self.layout(call)
+        where = self.layout(call, made or ())
         if where.lanes >= 2**31:  # the kernel numbers its lanes in int32
             raise BackendError(f"the tpu backend runs fewer than 2**31 lanes per call; this call has {where.lanes}")
         leaves = call.signature.leaves
@@ -98,14 +101,21 @@ class Executable:
         values = [rows.carried(leaf, value, dtype, how, where, sizes, self.kernel.as_tiles) if how in rows.ROWS else
                   self.kernel.carried(_levels(leaf, value, sizes, dtype), how, where, sizes)
                   for leaf, value, dtype, how in zip(leaves, call.values, self.travel, spreads, strict=True)]
+        if made is None and self.loops:
+            key = (where, tuple(v.shape for v in values))
+            if key not in self.made:
+                self.made[key] = tuple(s.shape[0] for s in fn.types(where, *values)[0] if s.ndim == 3)
+            if self.made[key]:
+                return self.prepared(call, count_iterations, fold, self.made[key])
         return where, fn, values
 
-    def layout(self, call: Call):
-        """Where ``call``'s lanes sit: tiles of ``self.tile``, fewer rows where row blocks need it."""
+    def layout(self, call: Call, made: tuple = ()):
+        """Where ``call``'s lanes sit: tiles of ``self.tile``, fewer rows where row blocks
+        (of the arguments' rows and the ``made`` row results) need it."""
         from . import rows
 
         lengths = [rows.length(leaf, v) for leaf, v, how in zip(call.signature.leaves, call.values, self.rows,
-                                                                strict=True) if how == "rows"]
+                                                                strict=True) if how == "rows"] + list(made)
         return self.kernel.layout(tuple(call.sizes), rows.fit_tile(self.tile, lengths) if lengths else self.tile)
 
     def _run(self, call: Call, count_iterations: bool):
@@ -164,8 +174,8 @@ def run(exe: Executable, call: Call, out=None):
     if out is not None:
         raise BackendError("out= is not supported on the tpu backend: its results are new jax.Arrays")
     flat, tree, _ = exe(call)
-    program = host.program(call, _result_type(tree, flat))
-    placed = [_place(v, o.level_dims) for v, o in zip(flat, program.outputs, strict=True)]
+    program = host.program(call, _result_type(tree, flat, len(call.sizes)))
+    placed = [_place(v, o) for v, o in zip(flat, program.outputs, strict=True)]
     return pytree.unflatten(program.out_tree, placed)
 
 
@@ -174,24 +184,28 @@ def iterations(exe: Executable, call: Call):
     return exe(call, count_iterations=True)[2]
 
 
-def _result_type(tree, flat):
-    """The lane's result type from the lowered kernel's results."""
+def _result_type(tree, flat, levels: int):
+    """The lane's result type from the lowered kernel's results (``levels`` axes of them
+    are the lanes': a row result has one more)."""
     import jax
 
     def node(value):
         return ResultNode(tuple(map(node, value)), None) if isinstance(value, tuple) else value
 
-    return node(jax.tree.unflatten(tree, [ResultLeaf(np.dtype(v.dtype), 0) for v in flat]))
+    return node(jax.tree.unflatten(tree, [ResultLeaf(np.dtype(v.dtype), len(v.shape) - levels) for v in flat]))
 
 
-def _place(values, level_dims):
-    """Lane results (levels in order) where ``out_axes`` puts them (index 0 of an unmapped level)."""
+def _place(values, out):
+    """Lane results (levels in order, then a row result's own axis) where ``out_axes`` puts
+    them (index 0 of an unmapped level): ``out`` the program's output leaf."""
     import jax.numpy as jnp
 
+    level_dims = out.level_dims
     keep = [lv for lv, d in enumerate(level_dims) if d is not None]
     if len(keep) < len(level_dims):  # an unmapped level: no slice of the whole result (a copy)
         values = values[tuple(slice(None) if d is not None else 0 for d in level_dims)]
-    order = sorted(range(len(keep)), key=lambda k: level_dims[keep[k]])
+    dims = [level_dims[lv] for lv in keep] + list(out.lane_dims)
+    order = sorted(range(len(dims)), key=lambda k: dims[k])
     return jnp.transpose(values, order) if order != sorted(order) else values
 
 
@@ -238,7 +252,7 @@ class Reduction:
         from ...plan import reduction
 
         shapes, tree = fn.types(where, *values)
-        program = host.program(call, _result_type(tree, shapes))
+        program = host.program(call, _result_type(tree, shapes, 2))  # a tile's shapes
         spec = reduction.reduce_spec(self.op, self.axis, program)
         if spec.kept or any(spec.lane_ndims):
             raise BackendError("lw.reduce on the tpu backend reduces every mapped axis of scalar lanes "

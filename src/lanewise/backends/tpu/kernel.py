@@ -166,7 +166,9 @@ def as_tiles(values, where: Layout):
 
 
 def from_tiles(values, where: Layout, sizes: tuple):
-    """The kernel's results back in the call's lane shape."""
+    """The kernel's results back in the call's lane shape (a row result's index last)."""
+    if values.ndim == 3:  # a row result (rows.Stacked): a plane per index of the rows
+        return jnp.moveaxis(jax.vmap(lambda v: from_tiles(v, where, sizes))(values), 0, -1)
     if where.plane:
         return values.reshape(sizes)
     return values.reshape(-1)[:where.lanes].reshape(sizes)
@@ -226,9 +228,12 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         else:
             valid = rows * shape[1] + cols < lanes_ref[0]
         args = [_read(r, how, b, shape) for r, how, b in zip(ins, spreads, bools, strict=True)]
-        results, _tree, iterations = tile_fn(valid, *args)
+        sinks = {k: outs[j] for j, k in structure["rows"].items()}  # scans write their stacked ys there
+        results, _tree, iterations = tile_fn(valid, *args, sinks=sinks)
         values = list(results) + ([iterations] if count_iterations else [])
         for ref, value in zip(outs, values, strict=True):
+            if isinstance(value, _rows.Stacked):
+                continue
             if fold in _TRUTH:
                 value = jnp.asarray(value) != 0
             value = jnp.broadcast_to(jnp.asarray(value).astype(ref.dtype), shape)
@@ -239,7 +244,8 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
                 for a, how, b in zip(args, spreads, bools, strict=True)]
         results, tree, iterations = tile_fn(valid, *args)
         structure["tree"] = tree
-        return results
+        structure["rows"] = {j: r.index for j, r in enumerate(results) if isinstance(r, _rows.Stacked)}
+        return [jnp.zeros((r.length,) + shape, r.dtype) if isinstance(r, _rows.Stacked) else r for r in results]
 
     def traced(lengths):
         """The result leaves of a tile, traced (not run): ShapeDtypeStructs (``lengths``: the
@@ -265,16 +271,18 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         stored = [jnp.int32 if k == jnp.bool_ else k for k in kinds] + ([jnp.int32] if count_iterations else [])
         spec = pl.BlockSpec(block, lambda i, j, *_: (i, j))
         out_array = (grid[0] * block[0], grid[1] * block[1]) if fold else array
+        planes = [s.shape[0] if s.ndim == 3 else None for s in shapes] + [None] * count_iterations
         out = pl.pallas_call(
             kernel,
-            out_shape=[jax.ShapeDtypeStruct(out_array, k) for k in stored],
+            out_shape=[jax.ShapeDtypeStruct(out_array if n is None else (n,) + tuple(array), k)
+                       for k, n in zip(stored, planes, strict=True)],
             grid=grid,
             in_specs=[pl.BlockSpec(memory_space=_smem())] + [
                 _rows.spec(how, shape, n, _smem()) if how in _rows.ROWS else _spec(how, shape)
                 for how, n in zip(spreads, lengths, strict=True)],
-            out_specs=[spec] * len(stored),
+            out_specs=[spec if n is None else _rows.spec("rows", shape, n, None) for n in planes],
             interpret=interpret,
-            **_rows.compiler_params(spreads, interpret),
+            **_rows.compiler_params(spreads + ("rows",) * any(planes), interpret),
         )(lanes, *values)
         if fold:
             out = [_FINISH[fold](o) for o in out]

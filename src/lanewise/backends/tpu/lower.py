@@ -122,8 +122,9 @@ def lower(lane, count_iterations: bool = False, unroll: int = 1):
     functions = {f.name: f for f in module.functions()}
     options = _lowering()
 
-    def tile(valid, *args):
+    def tile(valid, *args, sinks=None):
         lowering = _Lowering(functions, valid, count_iterations, max(1, int(unroll)), options)
+        lowering.sinks = sinks  # the kernel's row outputs, where scans write their stacked ys (rows.Stacked)
         result = lowering.call(module.entry, list(args), valid, module.entry.loc)
         leaves, tree = jax.tree.flatten(result)
         if any(isinstance(v, _rows.Row) for v in leaves):
@@ -179,6 +180,9 @@ def _select(mask, new, old):
     """``new`` in the lanes of ``mask``, ``old`` elsewhere (tuples item by item)."""
     if old is None or new is old:
         return new
+    if isinstance(new, _rows.Stacked) or isinstance(old, _rows.Stacked):
+        raise LaneCompileError("a scan's stacked ys chosen by a branch or a return on the tpu backend: "
+                               "return them from the lane's top level")
     if isinstance(new, tuple) or isinstance(old, tuple):
         if not (isinstance(new, tuple) and isinstance(old, tuple) and len(new) == len(old)):
             raise LaneCompileError("a local holds a tuple on one path and another value on another; "
@@ -275,14 +279,16 @@ class _Lowering:
             return
         cond = _truth(cond)
         taken = st.live & cond
-        then, other = st.branch(taken), st.branch(st.live ^ taken)  # xor: one operation, not ~ and &
+        untaken = st.live ^ taken  # xor: one operation, not ~ and &
+        then, other = st.branch(taken), st.branch(untaken)
         self.block(s.then, then)
         self.block(s.orelse, other)
         for name in then.env.keys() | other.env.keys():
             a, b = then.env.get(name), other.env.get(name)
             # a local bound on one path only is undefined on the other: Python would raise there
             st.env[name] = a if b is None else b if a is None else _select(cond, a, b)
-        st.live = self.union(then.live, other.live)
+        if then.live is not taken or other.live is not untaken:  # else no lane left: live stays as it was
+            st.live = self.union(then.live, other.live)
         st.full = then.full and other.full
         st.uniform = {k: v for k, v in (st.uniform or {}).items()
                       if (then.uniform or {}).get(k) is v and (other.uniform or {}).get(k) is v}
@@ -609,7 +615,7 @@ class _Lowering:
             raise refuse(f"keyword arguments to {op}", p.loc)
         rule = primitives.rule(prim, "tpu", where(p.loc), obj)
         args = [self.expr(a, st) for a in p.args]
-        if any(isinstance(a, _rows.Row) for a in args):
+        if any(isinstance(a, (_rows.Row, _rows.Stacked)) for a in args):
             raise refuse(f"a row as an operand of {op} (a row supports row[i], len(row), row.shape[0], row.size, "
                          "for v in row and lw.scan over it)", p.loc)
         if len(args) != (2 if prim.name in ("max", "min") else prim.arity):  # max(a, b, c): not yet

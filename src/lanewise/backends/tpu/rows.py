@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -233,35 +234,73 @@ def scan(lowering, p, st, at: str):
     loc = getattr(p, "loc", None) or ir.Loc("?", 0, 0)
 
     def body(carry, t, fix=True):
+        """The carry after step ``t``, the step's y, and the row index it read."""
         index = trips - 1 - t if reverse else t
         x = jax.tree.unflatten(tree, [r.plane(index) for r in rows]) if rows else None
         out = lowering.inline(step, [carry, x], st.live, loc)
         if not (isinstance(out, tuple) and len(out) == 2):
             raise LaneCompileError(f"lw.scan's step {step.__qualname__} does not return (carry, y) ({at})")
         new, y = out
-        if y is not None:
-            raise LaneCompileError(f"lw.scan with stacked ys ({step.__qualname__} returns a y other than None) is "
-                                   f"not supported on the tpu backend ({at}): return None and keep what you "
-                                   "need in the carry")
         if jax.tree.structure(new) != jax.tree.structure(carry):
             raise LaneCompileError(f"lw.scan's step {step.__qualname__} changes the carry's structure ({at})")
-        return lowering.fixed(new, carry) if fix else new
+        return (lowering.fixed(new, carry) if fix else new), y, index
 
-    carry = _settled(lowering, body, lowering.tiles(init), at)
-    final = _loop(lowering, body, carry, trips)
-    return final, None
+    carry = _settled(lowering, lambda c: body(c, jnp.int32(0), fix=False)[0], lowering.tiles(init), at)
+    ys = jax.eval_shape(lambda c: jax.tree.map(jnp.asarray, body(c, jnp.int32(0))[1]), carry)
+    stacked = _stacked(lowering, st, ys, trips, at)
+
+    def advance(c, t):
+        new, y, index = body(c, t)
+        sinks = getattr(lowering, "sinks", None)
+        if stacked is not None and sinks is not None:  # each y is one plane of the kernel's row output
+            for s, v in zip(jax.tree.leaves(stacked), jax.tree.leaves(y), strict=True):
+                sink = sinks.get(s.index)
+                if sink is None:  # ys the lane does not return are not stored
+                    continue
+                sink[index] = jnp.broadcast_to(jnp.asarray(v).astype(sink.dtype), sink.shape[1:])
+        return new
+
+    return _loop(lowering, advance, carry, trips), stacked
 
 
-def _settled(lowering, body, carry, at: str):
-    """The carry in the dtypes the step keeps (``0.0`` then ``+ price`` stays float32)."""
+@dataclass(frozen=True)
+class Stacked:
+    """A scan's stacked ys: a per-lane row result of ``length`` values of ``dtype``, which the
+    scan writes plane by plane into the kernel's row output ``index`` (``lowering.sinks``)."""
+
+    index: int
+    dtype: object
+    length: int
+
+
+def _stacked(lowering, st, ys, trips: int, at: str):
+    """The scan's ys as a tree of :class:`Stacked` (None if the step's y is None)."""
+    if not jax.tree.leaves(ys):
+        return None
+    if st.live is not lowering.valid or st.loop is not None:
+        raise LaneCompileError(f"lw.scan with stacked ys inside a branch or loop, or after a return, is not "
+                               f"supported on the tpu backend ({at}): scan at the lane's top level")
+    made = getattr(lowering, "stacked", None)
+    if made is None:
+        made = lowering.stacked = []
+
+    def one(y):
+        made.append(y.dtype)
+        return Stacked(len(made) - 1, y.dtype, trips)
+
+    return jax.tree.map(one, ys)
+
+
+def _settled(lowering, step, carry, at: str):
+    """The carry in the dtypes ``step`` (a carry's next, uncast) keeps (``0.0`` then ``+ price``
+    stays float32)."""
     for _ in range(4):
-        out = jax.eval_shape(lambda c: jax.tree.map(jnp.asarray, body(c, jnp.int32(0), fix=False)), carry)
+        out = jax.eval_shape(lambda c: jax.tree.map(jnp.asarray, step(c)), carry)
         wider = jax.tree.map(lambda c, o: jnp.promote_types(c.dtype, o.dtype), carry, out)
         if jax.tree.all(jax.tree.map(lambda c, w: c.dtype == w, carry, wider)):
             return carry
         carry = jax.tree.map(lambda c, w: c.astype(w), carry, wider)
     raise LaneCompileError(f"the types of lw.scan's carry do not settle ({at})")
-
 
 
 def _loop(lowering, body, carry, trips: int):
@@ -292,7 +331,7 @@ def _loop(lowering, body, carry, trips: int):
         start = encode(carry)
         if lowering.options["materialise"]:
             start = jax.tree.map(lowering.materialised, start)
-        c = decode(lax.fori_loop(0, rounds, round_, start)) if rounds else carry
+        c = decode(lax.fori_loop(0, rounds, round_, start)) if rounds else carry  # ys: written as a side effect
         for t in range(rounds * unroll, trips):
             c = body(c, t)
         return c
