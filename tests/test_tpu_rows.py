@@ -104,6 +104,23 @@ def above(p, level):
     return count
 
 
+def best_window(p, n):
+    """Nested range loops: the outer counter (bounds per lane) indexes inside the inner loop."""
+    best = -1e30
+    for i in range(n):
+        s = 0.0
+        for j in range(3):
+            s += p[i + j] * (j + 1)
+        best = max(best, s)
+    return best
+
+
+def test_nested_loops_index_rows_with_uniform_counters():
+    p = prices(series=300)
+    n = np.random.default_rng(6).integers(0, STEPS - 2, 300).astype(np.int32)
+    assert_match(on_tpu(best_window, p, n), reference(best_window, p, n))
+
+
 def test_rows_in_range_loops_with_break_and_return_and_loops_over_a_row():
     p = prices()
     limit = np.random.default_rng(1).uniform(0.5, 3.0, SERIES).astype(np.float32)
@@ -244,7 +261,7 @@ def emas(p):
 
 @pytest.mark.parametrize("lane, kinds", [
     (w3, ["rows"]), (drawdown, ["rows", "lanes"]), (above, ["rows", "lanes"]), (horner, ["lanes", "table"]),
-    (pick, ["short", "ints"]), (scanned_peak, ["rows"]), (scanned_ints, ["introws"]), (emas, ["rows"])])
+    (pick, ["short", "ints"]), (best_window, ["rows", "ints"]), (scanned_peak, ["rows"]), (scanned_ints, ["introws"]), (emas, ["rows"])])
 def test_kernels_pass_the_mosaic_lowering_rules(lane, kinds, monkeypatch):
     """Each kernel lowered for a TPU on this machine (jax.export for platform "tpu"): every
     primitive it uses has a Mosaic lowering rule (Mosaic's own compiler runs on a chip only)."""

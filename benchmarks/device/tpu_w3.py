@@ -26,6 +26,7 @@ import lanewise as lw
 from benchmarks.device.tpu_w2 import timed
 from benchmarks.w3_backtest import FAST, SLOW, setup, step
 from lanewise.backends.tpu import kernel as tpu_kernel
+from lanewise.backends.tpu import rows as tpu_rows
 
 SIZES = [tuple(map(int, s.split("x"))) for s in os.environ.get("W3_SIZES", "2048x5000,16384x1000").split(",")]
 TILES = [tuple(map(int, t.split("x"))) for t in os.environ.get("W3_TILES", "8x128,16x128,32x128").split(",")]
@@ -62,7 +63,8 @@ def main():
                 with lw.config.overridden(tpu_tile=tile, tpu_unroll=unroll):
                     f = lw.vmap(lane, backend="tpu")
                     t_lw, got = timed(f, prices)
-                rows.append({"workload": "W3", "series": series, "steps": steps, "tile": tile, "unroll": unroll,
+                rows.append({"workload": "W3", "series": series, "steps": steps, "tile": tile,
+                             "tile_used": tpu_rows.fit_tile(tile, [steps]), "unroll": unroll,
                              "jax_s": t_jax, "lanewise_tpu_s": t_lw, "ratio": t_lw / t_jax,
                              "max_abs_diff": float(jnp.max(jnp.abs(got - ref))), "pnl_scale": scale})
                 print(json.dumps(rows[-1]), flush=True)
