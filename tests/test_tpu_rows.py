@@ -261,7 +261,8 @@ def emas(p):
 
 @pytest.mark.parametrize("lane, kinds", [
     (w3, ["rows"]), (drawdown, ["rows", "lanes"]), (above, ["rows", "lanes"]), (horner, ["lanes", "table"]),
-    (pick, ["short", "ints"]), (best_window, ["rows", "ints"]), (scanned_peak, ["rows"]), (scanned_ints, ["introws"]), (emas, ["rows"])])
+    (pick, ["short", "ints"]), (best_window, ["rows", "ints"]), (scanned_peak, ["rows"]),
+    (scanned_ints, ["introws"]), (emas, ["rows"])])
 def test_kernels_pass_the_mosaic_lowering_rules(lane, kinds, monkeypatch):
     """Each kernel lowered for a TPU on this machine (jax.export for platform "tpu"): every
     primitive it uses has a Mosaic lowering rule (Mosaic's own compiler runs on a chip only)."""
