@@ -64,7 +64,8 @@ def main():
                     f = lw.vmap(lane, backend="tpu")
                     t_lw, got = timed(f, prices)
                 rows.append({"workload": "W3", "series": series, "steps": steps, "tile": tile,
-                             "tile_used": tpu_kernel.layout((series,), tpu_rows.fit_tile(tile, [steps])).tile, "unroll": unroll,
+                             "tile_used": tpu_kernel.layout((series,), tpu_rows.fit_tile(tile, [steps])).tile,
+                             "unroll": unroll,
                              "jax_s": t_jax, "lanewise_tpu_s": t_lw, "ratio": t_lw / t_jax,
                              "max_abs_diff": float(jnp.max(jnp.abs(got - ref))), "pnl_scale": scale})
                 print(json.dumps(rows[-1]), flush=True)
