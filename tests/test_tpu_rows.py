@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("jax")
 
@@ -297,3 +299,15 @@ def test_stacked_ys_are_row_results_in_out_axes_order():
     got = lw.vmap(backwards, out_axes=1, backend="tpu")(p)
     assert got.shape == (7, 300)
     assert_match(got, lw.vmap(backwards, out_axes=1, backend="python")(p))
+
+
+@settings(max_examples=4, deadline=None)
+@given(series=st.integers(1, 300), steps=st.integers(1, 9), reverse=st.booleans(), seed=st.integers(0, 99))
+def test_scans_of_any_length_and_lane_count_match_the_reference(series, steps, reverse, seed):
+    """Rows shorter than an unrolled round, a single lane, partial tiles: carry and ys."""
+    p = prices(series=series, steps=steps, seed=seed)
+
+    def lane(p):
+        return lw.scan(ema, p[0], p, reverse=reverse)
+
+    assert_match(on_tpu(lane, p), reference(lane, p))
