@@ -13,7 +13,9 @@ arithmetic of it) is one plane read; an index that varies from lane to lane sele
 among the row's planes (rows of at most :data:`ONE_HOT` values), else it is refused;
 ``len(p)``, ``p.shape[0]`` and ``p.size`` are the row's length; ``lw.scan(step, init,
 xs)`` over rows (:func:`scan`) is a ``fori_loop`` over the planes with the carry in
-registers (the step lowered like any helper).  Any other use of a row is refused.
+registers (the step lowered like any helper); its stacked ys (:class:`Stacked`), from a
+scan at the lane's top level, are written plane by plane into the kernel's row outputs
+and returned as per-lane rows.  Any other use of a row is refused.
 
 Example:
     >>> fit_tile((32, 128), [5000], 4)  # 5000 planes of (32, 128) float32 would not fit VMEM
