@@ -198,6 +198,14 @@ def test_what_rows_do_not_lower_is_refused_naming_the_line():
     def beyond(p):
         return p[-81]
 
+    def nested(p):
+        def inner(c, x):
+            return c + x, None
+        return lw.scan(inner, 0.0, p)[0]
+
+    def anonymous(p):
+        return lw.scan(lambda c, x: (c + x, None), 0.0, p)[0]
+
     def stacked(p):
         if p[0] > 0.0:
             return lw.scan(step_with_ys, 0.0, p)[1]
@@ -208,6 +216,11 @@ def test_what_rows_do_not_lower_is_refused_naming_the_line():
         on_tpu(varying, p, np.zeros(16, np.int32))
     with pytest.raises(LaneCompileError, match="stacked ys inside a branch.*" + line_of(stacked, 2)):
         on_tpu(stacked, p)
+    with pytest.raises(LaneCompileError, match="a def inside a lane.*module level.*" + line_of(nested, 1)):
+        on_tpu(nested, p)
+    with pytest.raises(LaneCompileError, match="step function must be a function defined at module level.*"
+                                               + line_of(anonymous, 1).replace(r"\)", "")):
+        on_tpu(anonymous, p)
     with pytest.raises(LaneCompileError, match="gives each lane a 2-D array"):
         on_tpu(lambda m: m[0], np.zeros((4, 2, 3), np.float32))
     with pytest.raises(LaneCompileError, match="out of range for a row of 80.*" + line_of(beyond, 1)):

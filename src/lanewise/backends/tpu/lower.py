@@ -255,6 +255,8 @@ class _Lowering:
             self.exit(s, st)
         elif isinstance(s, ir.Unsupported):
             raise refuse(s.what, s.loc)
+        elif isinstance(s, ir.Def):
+            raise refuse("a def inside a lane (define the function at module level: lw.scan's step too)", s.loc)
         else:
             raise refuse(f"the statement {type(s).__name__.lower()}", s.loc)
 
@@ -544,11 +546,10 @@ class _Lowering:
         raise LaneCompileError(f"the global {e.name} is not a number: the tpu backend reads only numbers "
                                f"from globals ({st.function.name})")
 
-    def python_object(self, e, st: _State, what: str):
-        """The Python function a global names (``lw.scan``'s step)."""
+    def python_object(self, e, st: _State, what: str, loc: ir.Loc):
+        """The Python function a global names (``lw.scan``'s step, passed at ``loc``)."""
         value = self.lookup(e, st) if isinstance(e, ir.Global) else None
         if not callable(value):
-            loc = getattr(e, "loc", st.function.loc)
             raise LaneCompileError(f"{what} must be a function defined at module level (or a closure) on the tpu "
                                    f"backend ({where(loc)} in {st.function.name})")
         return value

@@ -204,9 +204,7 @@ _SCAN_PARAMS = ("f", "init", "xs", "length", "reverse", "unroll")
 def scan(lowering, p, st, at: str):
     """``lw.scan(f, init, xs, length=, reverse=)`` in a lane: a ``fori_loop`` over the
     rows' planes, ``f`` inlined (its branches as selects), the carry in registers.
-    ``(carry, None)``; a step returning a ``y`` other than None is refused."""
-    from ...lane.ir import nodes as ir
-
+    ``(carry, ys)``: ys None, or :class:`Stacked` row results (``unroll=`` changes nothing)."""
     if len(p.args) > len(_SCAN_PARAMS):
         raise LaneCompileError(f"lw.scan with {len(p.args)} arguments ({at})")
     nodes = dict(zip(_SCAN_PARAMS, p.args, strict=False))
@@ -216,7 +214,7 @@ def scan(lowering, p, st, at: str):
         nodes[name] = node
     if "f" not in nodes or "init" not in nodes:
         raise LaneCompileError(f"lw.scan without f and init ({at})")
-    step = lowering.python_object(nodes["f"], st, "lw.scan's step function")
+    step = lowering.python_object(nodes["f"], st, "lw.scan's step function", p.loc)
     init = lowering.expr(nodes["init"], st)
     xs = None if "xs" not in nodes else lowering.expr(nodes["xs"], st)
     length = None if "length" not in nodes else lowering.expr(nodes["length"], st)
@@ -233,13 +231,12 @@ def scan(lowering, p, st, at: str):
     if len(lengths) != 1:
         raise LaneCompileError(f"lw.scan over rows of different lengths {sorted(lengths)} ({at})")
     (trips,) = lengths
-    loc = getattr(p, "loc", None) or ir.Loc("?", 0, 0)
 
     def body(carry, t, fix=True):
         """The carry after step ``t``, the step's y, and the row index it read."""
         index = trips - 1 - t if reverse else t
         x = jax.tree.unflatten(tree, [r.plane(index) for r in rows]) if rows else None
-        out = lowering.inline(step, [carry, x], st.live, loc)
+        out = lowering.inline(step, [carry, x], st.live, p.loc)
         if not (isinstance(out, tuple) and len(out) == 2):
             raise LaneCompileError(f"lw.scan's step {step.__qualname__} does not return (carry, y) ({at})")
         new, y = out
