@@ -596,10 +596,10 @@ class _Lowering:
             return self.getitem(p, st)
         if op == "lw.scan":
             return _rows.scan(self, p, st, where(p.loc))
-        if op == "attr" and p.args and isinstance(self.expr(p.args[0], st), _rows.Row):
-            return _rows.attribute(self.expr(p.args[0], st), dict(p.params)["name"], where(p.loc))
-        if op == "len" and len(p.args) == 1 and isinstance(self.expr(p.args[0], st), _rows.Row):
-            return self.expr(p.args[0], st).length
+        row = self.expr(p.args[0], st) if op in ("attr", "len") and len(p.args) == 1 \
+            and isinstance(p.args[0], ir.Var) else None  # rows are parameters and locals
+        if isinstance(row, _rows.Row):
+            return row.length if op == "len" else _rows.attribute(row, dict(p.params)["name"], where(p.loc))
         if op.startswith("call:"):
             if p.keywords:
                 raise refuse(f"keyword arguments to {op[5:]}", p.loc)
