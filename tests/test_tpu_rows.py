@@ -235,12 +235,18 @@ def test_rows_used_as_numbers_or_returned_are_refused_naming_the_line():
     def doubled(p):
         return p * 2.0
 
+    def stored(p):
+        p[0] = 1.0
+        return p[1]
+
     def whole(p):
         return p
 
     p = prices(series=16, steps=4)
     with pytest.raises(LaneCompileError, match="a row as an operand of mul.*" + line_of(doubled, 1)):
         on_tpu(doubled, p)
+    with pytest.raises(LaneCompileError, match="storing into a row.*" + line_of(stored, 1)):
+        on_tpu(stored, p)
     with pytest.raises(LaneCompileError, match="returning a row.*" + line_of(whole, 0)):
         on_tpu(whole, p)
 

@@ -596,8 +596,10 @@ class _Lowering:
             return self.getitem(p, st)
         if op == "lw.scan":
             return _rows.scan(self, p, st, where(p.loc))
-        row = self.expr(p.args[0], st) if op in ("attr", "len") and len(p.args) == 1 \
+        row = self.expr(p.args[0], st) if op in ("attr", "len", "setitem") and p.args \
             and isinstance(p.args[0], ir.Var) else None  # rows are parameters and locals
+        if isinstance(row, _rows.Row) and op == "setitem":
+            raise refuse("storing into a row (rows are read-only: keep values in locals or a scan's carry)", p.loc)
         if isinstance(row, _rows.Row):
             return row.length if op == "len" else _rows.attribute(row, dict(p.params)["name"], where(p.loc))
         if op.startswith("call:"):
