@@ -570,11 +570,11 @@ def test_locals_first_assigned_in_a_loop_and_other_refusals_name_the_line():
     with pytest.raises(LaneCompileError, match="last may be undefined here.*assign it before the loop"):
         on_tpu(after_loop, floats(n=8), np.full(8, 3, np.int32))
     line = over_a_tuple.__code__.co_firstlineno + 2
-    with pytest.raises(LaneCompileError, match=rf"a for loop over anything but range\(\) is not supported on "
+    with pytest.raises(LaneCompileError, match=rf"a for loop over anything but range\(\) or a row is not supported on "
                                                rf"the tpu backend \(.*test_tpu_backend.py:{line}\)"):
         on_tpu(over_a_tuple, floats(n=8))
-    with pytest.raises(LaneCompileError, match="gives each lane an array"):
-        on_tpu(lambda row: row[0], floats(n=16).reshape(4, 4))
+    with pytest.raises(LaneCompileError, match="gives each lane a 2-D array"):  # rows: tests/test_tpu_rows.py
+        on_tpu(lambda rows: rows[0], floats(n=16).reshape(2, 2, 4))
 
 
 def test_w2_escape_time_lane_as_benchmarked_in_float32():

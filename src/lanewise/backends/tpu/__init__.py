@@ -26,7 +26,7 @@ import numpy as np
 
 from ... import pytree
 from ...config import config
-from ...errors import BackendError, LaneCompileError, LaneTypeError
+from ...errors import BackendError, LaneTypeError
 from ...plan.program import Call, ResultLeaf, ResultNode
 from ...plan.program import bind_keeping
 from .. import host
@@ -70,14 +70,11 @@ class Executable:
     """A lane's kernel for one signature: the argument dtypes as they travel, and the jitted call."""
 
     def __init__(self, call: Call):
-        from . import kernel, lower
+        from . import kernel, lower, rows
 
         self.interpret = _interpret()  # no TPU (and no interpret mode): say so before anything else
         leaves = call.signature.leaves
-        for leaf in leaves:
-            if leaf.lane_ndim:
-                raise LaneCompileError(f"argument {leaf.name} gives each lane an array; the tpu backend "
-                                       "lowers scalar lanes only (for now)")
+        self.rows = tuple(rows.spread(leaf) for leaf in leaves)  # None: a scalar lane argument
         self.travel = tuple(kernel.check_dtype(leaf.name, leaf.dtype if leaf.is_array else _scalar_dtype(leaf))
                             for leaf in leaves)
         self.bools = tuple(leaf.dtype.kind == "b" for leaf in leaves)
@@ -85,6 +82,7 @@ class Executable:
         self.tile = kernel.check_tile(config.tpu_tile if self.loops else config.tpu_block,
                                       "tpu_tile" if self.loops else "tpu_block")
         self.unroll = max(1, int(config.tpu_unroll))
+        self.made = {}  # the row results' lengths per layout and argument shapes (prepared)
         self.kernel = kernel
         self._wholes: dict = {}
 
@@ -96,39 +94,48 @@ class Executable:
         with jax.enable_x64(False):
             return self._run(call, count_iterations)
 
-    def prepared(self, call: Call, count_iterations: bool = False, fold: str | None = None):
-        """``call``'s layout, its compiled kernel and the arrays that carry its arguments."""
-        where, fn = self.compiled(call, count_iterations, fold)
-        return where, fn, self.carried(call, call.values, where)
-
-    def compiled(self, call: Call, count_iterations: bool = False, fold: str | None = None):
-        """``call``'s layout and its compiled kernel."""
-        where = self.kernel.layout(tuple(call.sizes), self.tile)
+    def prepared(self, call: Call, count_iterations: bool = False, fold: str | None = None, made=None):
+        """``call``'s layout, its compiled kernel and the arrays that carry its arguments.
+        ``made``: the lengths of the row results (a scan's stacked ys), whose blocks take
+        VMEM too: found by tracing the kernel once per layout (:attr:`made`)."""
+        where = self.layout(call, made or ())
         # the kernel numbers its lanes, padding and overhang included, in int32
         if where.grid[0] * where.tile[0] * where.grid[1] * where.tile[1] >= 2**31:
             raise BackendError(f"the tpu backend runs fewer than 2**31 lanes per call; this call has {where.lanes}")
-        fn = self.kernel.compiled(call.lane, self.travel, self.bools, self.spreads(call, where), self.interpret,
-                                  count_iterations, where.tile, self.unroll, where.plane, fold)
-        return where, fn
+        spreads = self.spreads(call, where)
+        fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
+                                  where.tile, self.unroll, where.plane, fold)
+        values = self.carried(call, call.values, where, spreads)
+        if made is None and self.loops:
+            key = (where, tuple(v.shape for v in values))
+            if key not in self.made:
+                self.made[key] = tuple(s.shape[0] for s in fn.types(where, *values)[0] if s.ndim == 3)
+            if self.made[key]:
+                return self.prepared(call, count_iterations, fold, self.made[key])
+        return where, fn, values
 
     def spreads(self, call: Call, where) -> tuple:
-        return tuple(self.kernel.spread(leaf.axes if leaf.is_array else None, where) for leaf in call.signature.leaves)
+        """How each argument travels (:data:`.kernel.SPREADS`, or a row kind of :mod:`.rows`)."""
+        return tuple(row or self.kernel.spread(leaf.axes if leaf.is_array else None, where)
+                     for leaf, row in zip(call.signature.leaves, self.rows, strict=True))
 
-    def carried(self, call: Call, values, where) -> list:
+    def carried(self, call: Call, values, where, spreads) -> list:
         """The arrays that carry ``values`` (the call's argument leaves) to the kernel."""
+        from . import rows
+
         sizes = tuple(call.sizes)
-        return [self.kernel.carried(_levels(leaf, value, sizes, dtype), how, where, sizes)
-                for leaf, value, dtype, how in zip(call.signature.leaves, values, self.travel,
-                                                    self.spreads(call, where), strict=True)]
+        return [rows.carried(leaf, value, dtype, how, where, sizes, self.kernel.as_tiles) if how in rows.ROWS else
+                self.kernel.carried(_levels(leaf, value, sizes, dtype), how, where, sizes)
+                for leaf, value, dtype, how in zip(call.signature.leaves, values, self.travel, spreads, strict=True)]
 
     def whole(self, call: Call, fold: tuple | None = None):
         """One jitted function from ``call``'s argument leaves, as the user gave them, to
         its result leaves, placed where ``out_axes`` puts them (or, with ``fold``, an
-        ``lw.reduce`` ``(op, axis)``, the reductions), and the program they belong to.  Laying the arguments out, the
-        kernel and placing the results are one XLA program, so a call costs one
-        dispatch: each eager ``jnp`` step would cost its own, which on the chip took
-        longer than W1's whole kernel.  Cached per signature and sizes."""
-        key = (call.signature, tuple(call.sizes), fold)
+        ``lw.reduce`` ``(op, axis)``: the reductions), and the program they belong to.
+        Laying the arguments out, the kernel and placing the results are one XLA
+        program, so that a call costs one dispatch: each eager ``jnp`` step would cost
+        its own.  Cached per signature, argument shapes (a row's length) and ``fold``."""
+        key = (call.signature, tuple(np.shape(v) for v in call.values), tuple(call.sizes), fold)
         found = self._wholes.get(key)
         if found is None:
             found = self._wholes[key] = self._whole(call, fold)
@@ -142,25 +149,45 @@ class Executable:
     def _whole(self, call: Call, fold: tuple | None):
         import jax
 
-        where, fn = self.compiled(call, fold=fold[0] if fold else None)
-        shapes, tree = fn.types(where)
+        where, fn, values = self.prepared(call, fold=fold[0] if fold else None)
+        spreads = self.spreads(call, where)
+        shapes, tree = fn.types(where, *values)
         program = (_reduction_program(call, shapes, tree, fold) if fold
-                   else host.program(call, _result_type(tree, shapes)))
+                   else host.program(call, _result_type(tree, shapes, 2)))  # a tile's shapes
         sizes = tuple(call.sizes)
 
-        def pipeline(*values):
-            results, _ = fn.inline(where, *self.carried(call, values, where))
+        def pipeline(*given):
+            results, _ = fn.inline(where, *self.carried(call, given, where, spreads))
             if fold:
                 return results
-            return [_place(self.kernel.from_tiles(r, where, sizes), o.level_dims)
+            return [_place(self.kernel.from_tiles(r, where, sizes), o)
                     for r, o in zip(results, program.outputs, strict=True)]
 
         return jax.jit(pipeline), program
+
+    def layout(self, call: Call, made: tuple = ()):
+        """Where ``call``'s lanes sit: tiles of ``self.tile``, fewer rows where row blocks
+        (of the arguments' rows and the ``made`` row results) need it."""
+        from . import rows
+
+        lengths = [rows.length(leaf, v) for leaf, v, how in zip(call.signature.leaves, call.values, self.rows,
+                                                                strict=True) if how == "rows"] + list(made)
+        return self.kernel.layout(tuple(call.sizes), rows.fit_tile(self.tile, lengths) if lengths else self.tile)
 
     def _run(self, call: Call, count_iterations: bool):
         where, fn, values = self.prepared(call, count_iterations)
         results, tree, iterations = fn(where, *values)
         return [self.kernel.from_tiles(r, where, tuple(call.sizes)) for r in results], tree, iterations
+
+    def lowered(self, call: Call) -> str:
+        """``call``'s kernel lowered for a TPU, on any machine (:func:`.kernel.compiled`'s
+        ``lowered``): what CI checks of Mosaic without a chip.  An executable built off
+        interpret mode (a TPU's)."""
+        import jax
+
+        with jax.enable_x64(False):
+            where, fn, values = self.prepared(call)
+            return fn.lowered(where, *values)
 
     def kernel_text(self, call: Call) -> str:
         """The kernel of ``call`` as JAX traces it (``lw.explain``'s "generated kernel")."""
@@ -219,40 +246,45 @@ def iterations(exe: Executable, call: Call):
     return exe(call, count_iterations=True)[2]
 
 
-def _result_type(tree, flat):
-    """The lane's result type from the lowered kernel's results."""
+def _result_type(tree, flat, levels: int):
+    """The lane's result type from the lowered kernel's results (``levels`` axes of them
+    are the lanes': a row result has one more)."""
     import jax
 
     def node(value):
         return ResultNode(tuple(map(node, value)), None) if isinstance(value, tuple) else value
 
-    return node(jax.tree.unflatten(tree, [ResultLeaf(np.dtype(v.dtype), 0) for v in flat]))
+    return node(jax.tree.unflatten(tree, [ResultLeaf(np.dtype(v.dtype), len(v.shape) - levels) for v in flat]))
 
 
-def _place(values, level_dims):
-    """Lane results (levels in order) where ``out_axes`` puts them (index 0 of an unmapped level)."""
+def _place(values, out):
+    """Lane results (levels in order, then a row result's own axis) where ``out_axes`` puts
+    them (index 0 of an unmapped level): ``out`` the program's output leaf."""
     import jax.numpy as jnp
 
+    level_dims = out.level_dims
     keep = [lv for lv, d in enumerate(level_dims) if d is not None]
     if len(keep) < len(level_dims):  # an unmapped level: no slice of the whole result (a copy)
         values = values[tuple(slice(None) if d is not None else 0 for d in level_dims)]
-    order = sorted(range(len(keep)), key=lambda k: level_dims[keep[k]])
+    dims = [level_dims[lv] for lv in keep] + list(out.lane_dims)
+    order = sorted(range(len(dims)), key=lambda k: dims[k])
     return jnp.transpose(values, order) if order != sorted(order) else values
 
 
 def explain(exe, call: Call) -> list[str]:
-    where = exe.kernel.layout(tuple(call.sizes), exe.tile)
+    where = exe.layout(call)
     rows, cols = where.tile
     placed = (f"the lanes as a {where.rows} x {where.cols} plane (the last vmap level along columns), "
               f"each tile a block of it" if where.plane else "the lanes in C order, filling each tile row by row")
-    spreads = [f"{leaf.name} as {exe.kernel.spread(leaf.axes if leaf.is_array else None, where)}"
-               for leaf in call.signature.leaves]
+    spreads = [f"{leaf.name} as {row or exe.kernel.spread(leaf.axes if leaf.is_array else None, where)}"
+               for leaf, row in zip(call.signature.leaves, exe.rows, strict=True)]
     looping = (f"a loop leaves a tile when all of its lanes are done, checked every {exe.unroll} iteration(s)"
                if exe.loops else "no loop: tiles of lw.config.tpu_block")
     return [f"schedule: one Pallas kernel over a {where.grid[0]} x {where.grid[1]} grid of ({rows}, {cols}) tiles; "
             f"{placed}; {looping}" + (" (interpret mode: on the CPU)" if exe.interpret else ""),
             "arguments carried: " + (", ".join(spreads) or "none") + " (scalar: one value; row/col: one per "
-            "row/column of the plane; lanes: one per lane)"]
+            "row/column of the plane; lanes: one per lane; rows: a plane per index of the lanes' 1-D rows; "
+            "table: an unmapped 1-D array in scalar memory)"]
 
 
 def build_reduce(op, axis, call: Call):
@@ -283,11 +315,11 @@ class Reduction:
 
 def _reduction_program(call: Call, shapes, tree, fold: tuple):
     """The program of ``lw.reduce(..., op, axis)`` (``fold``) of ``call``, from its traced
-    kernel's result types, checked against what the kernel folds."""
+    kernel's result types (a tile's), checked against what the kernel folds."""
     from ...plan import reduction
 
     op, axis = fold
-    program = host.program(call, _result_type(tree, shapes))
+    program = host.program(call, _result_type(tree, shapes, 2))
     spec = reduction.reduce_spec(op, axis, program)
     if spec.kept or any(spec.lane_ndims):
         raise BackendError("lw.reduce on the tpu backend reduces every mapped axis of scalar lanes "

@@ -31,6 +31,7 @@ from jax.experimental import pallas as pl
 
 from ...config import config
 from ...errors import BackendError, LaneTypeError
+from . import rows as _rows
 from .lower import lower
 
 #: Lanes per tile: (sublanes, lanes) of a TPU vector register.
@@ -165,7 +166,9 @@ def as_tiles(values, where: Layout):
 
 
 def from_tiles(values, where: Layout, sizes: tuple):
-    """The kernel's results back in the call's lane shape."""
+    """The kernel's results back in the call's lane shape (a row result's index last)."""
+    if values.ndim == 3:  # a row result (rows.Stacked): a plane per index of the rows
+        return jnp.moveaxis(jax.vmap(lambda v: from_tiles(v, where, sizes))(values), 0, -1)
     if where.plane:
         return values.reshape(sizes)
     return values.reshape(-1)[:where.lanes].reshape(sizes)
@@ -250,9 +253,12 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         ids = (pl.program_id(0), pl.program_id(1))
         valid = valid_of(lanes_ref, ids)
         args = [_read(r, how, b, shape) for r, how, b in zip(ins, spreads, bools, strict=True)]
-        results, _tree, iterations = tile_fn(valid, *args)
+        sinks = {k: outs[j] for j, k in structure["rows"].items()}  # scans write their stacked ys there
+        results, _tree, iterations = tile_fn(valid, *args, sinks=sinks)
         values = list(results) + ([iterations] if count_iterations else [])
         for ref, value in zip(outs, values, strict=True):
+            if isinstance(value, _rows.Stacked):
+                continue
             if fold in _TRUTH:
                 value = jnp.asarray(value) != 0
             value = jnp.broadcast_to(jnp.asarray(value).astype(ref.dtype), shape)
@@ -262,31 +268,49 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
                 ref[...] = value
 
     def result_types(valid, *args):
+        args = [_rows.row_argument(a, how, b, shape) if how in _rows.ROWS else a
+                for a, how, b in zip(args, spreads, bools, strict=True)]
         results, tree, iterations = tile_fn(valid, *args)
         structure["tree"] = tree
-        return results
+        structure["rows"] = {j: r.index for j, r in enumerate(results) if isinstance(r, _rows.Stacked)}
+        return [jnp.zeros((r.length,) + shape, r.dtype) if isinstance(r, _rows.Stacked) else r for r in results]
 
-    def traced():
-        """The result leaves of a tile, traced (not run): ShapeDtypeStructs."""
+    def traced(lengths):
+        """The result leaves of a tile, traced (not run): ShapeDtypeStructs (``lengths``: the
+        rows' lengths, None for the scalar arguments)."""
+        def given(d, b, how, n):
+            if how in _rows.ROWS:  # rows travel as they are carried, bools as int32
+                return jax.ShapeDtypeStruct((n,) + (shape if how == "rows" else ()), jnp.int32 if b else d)
+            return jax.ShapeDtypeStruct(shape, bool if b else d)
+
         return jax.eval_shape(result_types, jax.ShapeDtypeStruct(shape, bool),
-                              *(jax.ShapeDtypeStruct(shape, bool if b else d)
-                                for d, b in zip(dtypes, bools, strict=True)))
+                              *(given(d, b, how, n) for d, b, how, n in zip(dtypes, bools, spreads, lengths,
+                                                                              strict=True)))
+
+    def lengths_of(values):
+        return tuple(v.shape[0] if how in _rows.ROWS else None for v, how in zip(values, spreads, strict=True))
 
     def run(lanes, grid, array, *values):
-        shapes = traced()
+        lengths = lengths_of(values)
+        shapes = traced(lengths)
         kinds = [s.dtype for s in shapes]
         if fold in _TRUTH:  # any and all ask whether a value is nonzero, whatever its dtype
             kinds = [jnp.dtype(jnp.bool_)] * len(kinds)
         stored = [jnp.int32 if k == jnp.bool_ else k for k in kinds] + ([jnp.int32] if count_iterations else [])
         spec = pl.BlockSpec(block, lambda i, j, *_: (i, j))
         out_array = (grid[0] * block[0], grid[1] * block[1]) if fold else array
+        planes = [s.shape[0] if s.ndim == 3 else None for s in shapes] + [None] * count_iterations
         out = pl.pallas_call(
             kernel,
-            out_shape=[jax.ShapeDtypeStruct(out_array, k) for k in stored],
+            out_shape=[jax.ShapeDtypeStruct(out_array if n is None else (n,) + tuple(array), k)
+                       for k, n in zip(stored, planes, strict=True)],
             grid=grid,
-            in_specs=[pl.BlockSpec(memory_space=_smem())] + [_spec(how, shape) for how in spreads],
-            out_specs=[spec] * len(stored),
+            in_specs=[pl.BlockSpec(memory_space=_smem())] + [
+                _rows.spec(how, shape, n, _smem()) if how in _rows.ROWS else _spec(how, shape)
+                for how, n in zip(spreads, lengths, strict=True)],
+            out_specs=[spec if n is None else _rows.spec("rows", shape, n, None) for n in planes],
             interpret=interpret,
+            **_rows.compiler_params(spreads + ("rows",) * any(planes), interpret),
         )(lanes, *values)
         if fold:
             out = [_FINISH[fold](o) for o in out]
@@ -320,9 +344,15 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
 
     def types(where: Layout, *values):
         """The lane's result leaves (ShapeDtypeStructs of a tile) and their tree, traced, not run."""
-        return traced(), structure["tree"]
+        return traced(lengths_of(values)), structure["tree"]
 
-    call.text, call.types, call.inline = text, types, inline
+    def lowered(where: Layout, *values) -> str:
+        """The kernel lowered for a TPU on any machine (Pallas' Mosaic lowering rules, not
+        Mosaic's compiler): the StableHLO text, the kernel one ``tpu_custom_call``."""
+        exported = jax.export.export(jitted, platforms=["tpu"])(lanes_of(where), where.grid, where.shape, *values)
+        return exported.mlir_module()
+
+    call.text, call.types, call.inline, call.lowered = text, types, inline, lowered
     return call
 
 
@@ -338,7 +368,9 @@ def _spec(how: str, tile: tuple):
 
 
 def _read(ref, how: str, is_bool: bool, tile: tuple):
-    """An argument's values for every lane of the tile, from its block."""
+    """An argument's values for every lane of the tile, from its block (a row: the block itself)."""
+    if how in _rows.ROWS:
+        return _rows.row_argument(ref, how, is_bool, tile)
     value = jnp.full(tile, ref[0], ref.dtype) if how == "scalar" else jnp.broadcast_to(ref[...], tile)
     return value != 0 if is_bool else value
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import sys
 from dataclasses import dataclass
 
 import jax
@@ -47,6 +48,7 @@ from ...errors import LaneCompileError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
+from . import rows as _rows
 from .ops import FLOAT_RESULT, INT_RESULT, lowering
 from .ops import where as lanes_where
 
@@ -101,7 +103,8 @@ def has_loops(lane) -> bool:
     """
     module, _ = build_with_functions(lane)
     kinds = (ir.Loop, ir.Comp)
-    return any(isinstance(n, kinds) for f in module.functions() for n in walk(f.body))
+    return any(isinstance(n, kinds) or isinstance(n, ir.Prim) and n.op == "lw.scan"
+               for f in module.functions() for n in walk(f.body))
 
 
 def lower(lane, count_iterations: bool = False, unroll: int = 1):
@@ -119,10 +122,13 @@ def lower(lane, count_iterations: bool = False, unroll: int = 1):
     functions = {f.name: f for f in module.functions()}
     options = _lowering()
 
-    def tile(valid, *args):
+    def tile(valid, *args, sinks=None):
         lowering = _Lowering(functions, valid, count_iterations, max(1, int(unroll)), options)
+        lowering.sinks = sinks  # the kernel's row outputs, where scans write their stacked ys (rows.Stacked)
         result = lowering.call(module.entry, list(args), valid, module.entry.loc)
         leaves, tree = jax.tree.flatten(result)
+        if any(isinstance(v, _rows.Row) for v in leaves):
+            raise refuse("returning a row (a per-lane array result)", module.entry.loc)
         return tuple(leaves), tree, lowering.iterations
 
     return tile
@@ -153,9 +159,12 @@ class _State:
     frame: _Frame
     loop: "_Loop | None" = None
     full: bool = True
+    #: locals whose value is the same in every live lane of the tile, as int32 scalars (a range
+    #: loop's counter, whatever ``env`` holds after a select): a row's index read as one plane
+    uniform: dict | None = None
 
     def branch(self, live) -> "_State":
-        return _State(self.function, dict(self.env), live, self.frame, self.loop, self.full)
+        return _State(self.function, dict(self.env), live, self.frame, self.loop, self.full, dict(self.uniform or {}))
 
 
 @dataclass
@@ -171,6 +180,9 @@ def _select(mask, new, old):
     """``new`` in the lanes of ``mask``, ``old`` elsewhere (tuples item by item)."""
     if old is None or new is old:
         return new
+    if isinstance(new, _rows.Stacked) or isinstance(old, _rows.Stacked):
+        raise LaneCompileError("a scan's stacked ys chosen by a branch or a return on the tpu backend: "
+                               "return them from the lane's top level")
     if isinstance(new, tuple) or isinstance(old, tuple):
         if not (isinstance(new, tuple) and isinstance(old, tuple) and len(new) == len(old)):
             raise LaneCompileError("a local holds a tuple on one path and another value on another; "
@@ -243,11 +255,15 @@ class _Lowering:
             self.exit(s, st)
         elif isinstance(s, ir.Unsupported):
             raise refuse(s.what, s.loc)
+        elif isinstance(s, ir.Def):
+            raise refuse("a def inside a lane (define the function at module level: lw.scan's step too)", s.loc)
         else:
             raise refuse(f"the statement {type(s).__name__.lower()}", s.loc)
 
     def assign(self, target, value, st: _State, loc: ir.Loc) -> None:
         if isinstance(target, ir.Var):
+            if st.uniform:
+                st.uniform.pop(target.name, None)
             st.env[target.name] = value if st.full and not isinstance(value, tuple) \
                 else _select(st.live, value, st.env.get(target.name))
         elif isinstance(target, ir.Unpack) and target.star is None:
@@ -265,15 +281,19 @@ class _Lowering:
             return
         cond = _truth(cond)
         taken = st.live & cond
-        then, other = st.branch(taken), st.branch(st.live ^ taken)  # xor: one operation, not ~ and &
+        untaken = st.live ^ taken  # xor: one operation, not ~ and &
+        then, other = st.branch(taken), st.branch(untaken)
         self.block(s.then, then)
         self.block(s.orelse, other)
         for name in then.env.keys() | other.env.keys():
             a, b = then.env.get(name), other.env.get(name)
             # a local bound on one path only is undefined on the other: Python would raise there
             st.env[name] = a if b is None else b if a is None else _select(cond, a, b)
-        st.live = self.union(then.live, other.live)
+        if then.live is not taken or other.live is not untaken:  # else no lane left: live stays as it was
+            st.live = self.union(then.live, other.live)
         st.full = then.full and other.full
+        st.uniform = {k: v for k, v in (st.uniform or {}).items()
+                      if (then.uniform or {}).get(k) is v and (other.uniform or {}).get(k) is v}
 
     def exit(self, s: ir.Exit, st: _State) -> None:
         if s.kind == "return":
@@ -297,12 +317,15 @@ class _Lowering:
     def loop(self, s: ir.Loop, st: _State) -> None:
         if s.orelse:
             raise refuse("a loop's else clause", s.loc)
+        row = self.expr(s.iter, st) if s.kind == "iter" and isinstance(s.iter, ir.Var) else None
+        if isinstance(row, _rows.Row):  # for v in p: a range over the row's planes
+            s = _rows.as_range(s, row)
         if s.kind == "range":
-            start, stop, step = self.range_bounds(s, st)
+            start, stop, step = self.range_bounds(s, st) if row is None else (0, row.length, 1)
             if not isinstance(s.target, ir.Var):
                 raise refuse("a range loop whose target is not one name", s.loc)
         elif s.kind != "while":
-            raise refuse("a for loop over anything but range()", s.loc)
+            raise refuse("a for loop over anything but range() or a row", s.loc)
         stored = {n for node in walk(s.body) if isinstance(node, ir.Assign) for n in ir.target_names(node.target)}
         if st.function.source == "bytecode":
             # a lane rebuilt from bytecode is one `while True` over its basic blocks: a
@@ -344,10 +367,14 @@ class _Lowering:
             env = dict(st.env)
             env.update(carry["vars"])
             inner = _State(st.function, env, carry["active"], _Frame(carry["result"], carry.get("returned")),
-                           _Loop(), full)
+                           _Loop(), full, {k: v for k, v in (st.uniform or {}).items() if k not in stored})
             self.iterations = carry.get("iterations")
-            if s.kind == "range":
+            if isinstance(row, _rows.Row):
+                self.assign(s.target, _rows.read(row, counter(carry), where(s.loc)), inner, s.loc)
+            elif s.kind == "range":
                 self.assign(s.target, counter(carry), inner, s.loc)
+                if jnp.ndim(counter(carry)) == 0:  # the same in every lane of the tile
+                    inner.uniform[s.target.name] = counter(carry)
             self.block(s.body, inner)
             returned = inner.frame.returned
             # the lanes that ran to the end of the body, and those that continued
@@ -387,6 +414,7 @@ class _Lowering:
             unroll, trips = chunk, len(range(start, stop, step))
         final = self.while_loop(body, carry, unroll, trips)
         st.env.update(final["vars"])
+        st.uniform = {k: v for k, v in (st.uniform or {}).items() if k not in stored and k not in names}
         if chunk is not None:  # the lanes that entered and are not active at the end returned
             gone = entry & ~final["active"]
             if final["result"] is not None:
@@ -498,6 +526,8 @@ class _Lowering:
         if isinstance(e, ir.Const):
             if e.type == "tuple":
                 return tuple(e.value)
+            if e.value is None:  # a value nothing computes with (a scan step's y)
+                return None
             if not isinstance(e.value, (bool, int, float)):
                 raise LaneCompileError(f"the constant {e.value!r} is not supported on the tpu backend "
                                        f"({st.function.name})")
@@ -510,6 +540,33 @@ class _Lowering:
         raise refuse(getattr(e, "what", None) or type(e).__name__.lower(), loc)
 
     def global_(self, e: ir.Global, st: _State):
+        value = self.lookup(e, st)
+        if isinstance(value, bool | int | float | np.generic) and isinstance(value, _SCALARS):
+            return value.item() if isinstance(value, np.generic) else value
+        raise LaneCompileError(f"the global {e.name} is not a number: the tpu backend reads only numbers "
+                               f"from globals ({st.function.name})")
+
+    def python_object(self, e, st: _State, what: str, loc: ir.Loc):
+        """The Python function a global names (``lw.scan``'s step, passed at ``loc``)."""
+        value = self.lookup(e, st) if isinstance(e, ir.Global) else None
+        if not callable(value):
+            raise LaneCompileError(f"{what} must be a function defined at module level (or a closure) on the tpu "
+                                   f"backend ({where(loc)} in {st.function.name})")
+        return value
+
+    def inline(self, fn, args: list, live, loc: ir.Loc):
+        """The Python function ``fn`` (not a helper of the lane's module: ``lw.scan``'s step)
+        inlined like a helper, with its own helpers."""
+        module, _ = build_with_functions(fn)
+        functions = self.functions
+        self.functions = {**functions, **{f.name: f for f in module.functions()}}
+        try:
+            return self.call(module.entry, args, live, loc)
+        finally:
+            self.functions = functions
+
+    def lookup(self, e: ir.Global, st: _State):
+        """The value a global, closure or builtin name has for the function being lowered."""
         head, *rest = e.name.split(".")
         fn = st.function.python_function()
         scope = {}
@@ -517,13 +574,12 @@ class _Lowering:
             scope = dict(fn.__globals__)
             scope.update(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ()),
                              strict=True))
-        value = scope.get(head, _MODULES.get(head, getattr(builtins, head, None)))
+        # a module's attribute is named by the module's path (``helpers.step``), which the
+        # function's scope may not hold: the imported module then
+        value = scope.get(head, _MODULES.get(head, getattr(builtins, head, sys.modules.get(head))))
         for part in rest:
             value = getattr(value, part, None)
-        if isinstance(value, bool | int | float | np.generic) and isinstance(value, _SCALARS):
-            return value.item() if isinstance(value, np.generic) else value
-        raise LaneCompileError(f"the global {e.name} is not a number: the tpu backend reads only numbers "
-                               f"from globals ({st.function.name})")
+        return value
 
     def prim(self, p: ir.Prim, st: _State):
         op = p.op
@@ -538,6 +594,14 @@ class _Lowering:
             return jnp.logical_not(_truth(self.expr(p.args[0], st)))
         if op == "getitem":
             return self.getitem(p, st)
+        if op == "lw.scan":
+            return _rows.scan(self, p, st, where(p.loc))
+        row = self.expr(p.args[0], st) if op in ("attr", "len", "setitem") and p.args \
+            and isinstance(p.args[0], ir.Var) else None  # rows are parameters and locals
+        if isinstance(row, _rows.Row) and op == "setitem":
+            raise refuse("storing into a row (rows are read-only: keep values in locals or a scan's carry)", p.loc)
+        if isinstance(row, _rows.Row):
+            return row.length if op == "len" else _rows.attribute(row, dict(p.params)["name"], where(p.loc))
         if op.startswith("call:"):
             if p.keywords:
                 raise refuse(f"keyword arguments to {op[5:]}", p.loc)
@@ -554,6 +618,9 @@ class _Lowering:
             raise refuse(f"keyword arguments to {op}", p.loc)
         rule = primitives.rule(prim, "tpu", where(p.loc), obj)
         args = [self.expr(a, st) for a in p.args]
+        if any(isinstance(a, (_rows.Row, _rows.Stacked)) for a in args):
+            raise refuse(f"a row as an operand of {op} (a row supports row[i], len(row), row.shape[0], row.size, "
+                         "for v in row and lw.scan over it)", p.loc)
         if len(args) != (2 if prim.name in ("max", "min") else prim.arity):  # max(a, b, c): not yet
             raise refuse(f"{op} with {len(args)} arguments", p.loc)
         folded = _folded(op, args) if obj is None else None
@@ -579,6 +646,11 @@ class _Lowering:
         value = self.expr(base, st)
         if isinstance(value, tuple) and isinstance(index, ir.Const) and isinstance(index.value, int):
             return value[index.value]
+        if isinstance(value, _rows.Row):
+            if st.uniform:  # in the live lanes a uniform local equals its scalar: read one plane
+                st = st.branch(st.live)
+                st.env.update(st.uniform)
+            return _rows.read(value, self.expr(index, st), where(p.loc))
         raise refuse("indexing (only a tuple by a literal index is lowered)", p.loc)
 
 
