@@ -43,7 +43,7 @@ import numpy as np
 from jax import lax
 
 from ... import primitives
-from ...errors import LaneCompileError
+from ...errors import LaneCompileError, LaneTypeError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
@@ -57,6 +57,9 @@ _OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "truediv", "f
               "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 #: Module names a Global's dotted name starts with (the IR writes numpy as np).
 _MODULES = {"np": np, "math": math}
+#: The comparison operators: a literal beyond int32 decides them for every int32 lane.
+_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+_INT32 = (-2**31, 2**31 - 1)
 #: Python's scalar types as the TPU computes them (JAX's 32-bit rules).
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 
@@ -559,6 +562,9 @@ class _Lowering:
         folded = _folded(op, args) if obj is None else None
         if folded is not None:
             return folded
+        args = _wide_literals(op, args, p.loc)
+        if not isinstance(args, list):
+            return args  # a comparison that a literal beyond int32 decides
         value = lowering(rule.op)(*args)
         if obj in INT_RESULT:
             value = value.astype(jnp.int32)
@@ -612,3 +618,28 @@ def _folded(op: str, args: list):
         return getattr(operator, _OPERATORS[op])(*args)
     except (ArithmeticError, ValueError):
         return None
+
+
+def _wide_literals(op: str, args: list, loc: ir.Loc):
+    """``args`` with every Python int literal beyond int32 made computable, as NumPy 2
+    computes a weak Python int beside a 32-bit value: beside a float it is that float
+    (``x * 2**40`` is float32); compared with an int (or bool) it decides the comparison
+    for every lane, whose value is inside int32 (``n < 2**63`` is True) -- the constant
+    tile is returned instead of the list; in arithmetic with ints it has no int32 value:
+    a LaneTypeError naming the literal and the line (NumPy raises OverflowError there;
+    JAX would raise its own, naming no line)."""
+    wide = [k for k, a in enumerate(args) if type(a) is int and not _INT32[0] <= a <= _INT32[1]]
+    if not wide:
+        return args
+    tiles = [a for a in args if not isinstance(a, (bool, int, float))]
+    if not tiles:
+        return args  # literals only: no 32-bit value in the operation
+    if any(jnp.issubdtype(jnp.result_type(t), jnp.floating) for t in tiles):
+        return [float(a) if k in wide else a for k, a in enumerate(args)]
+    if op in _COMPARISONS and len(args) == 2:
+        # any int32 lane compares with the literal as 0 does: the literal lies beyond them all
+        decided = getattr(operator, op)(*(a if k in wide else 0 for k, a in enumerate(args)))
+        return jnp.full(jnp.shape(tiles[0]), decided)
+    raise LaneTypeError(f"the integer {args[wide[0]]} does not fit the TPU's int32, so {op} of it and an int "
+                        f"is not computed on the tpu backend ({where(loc)}): write it as a float "
+                        f"({float(args[wide[0]])!r}) or compute on the cpu backend")
