@@ -26,7 +26,7 @@ import numpy as np
 
 from ... import pytree
 from ...config import config
-from ...errors import BackendError, LaneCompileError, LaneTypeError
+from ...errors import BackendError, LaneCompileError, LaneTypeError, OutputError
 from ...plan.program import Call, ResultLeaf, ResultNode
 from ...plan.program import bind_call as bind_call  # the protocol's binding: program.bind_call
 from .. import host
@@ -143,7 +143,7 @@ def build(call: Call):
 
 def run(exe: Executable, call: Call, out=None):
     if out is not None:
-        raise BackendError("out= is not supported on the tpu backend: its results are new jax.Arrays")
+        raise OutputError("out= is not supported on the tpu backend: its results are new jax.Arrays")
     flat, tree, _ = exe(call)
     program = host.program(call, _result_type(tree, flat))
     placed = [_place(v, o.level_dims) for v, o in zip(flat, program.outputs, strict=True)]

@@ -1,0 +1,139 @@
+"""Every lane of tests/corpus.py on backend="tpu", 32-bit, diff-tested against the reference.
+
+Each corpus lane runs with each of its dtypes in 32 bits (``conformance.narrowed``:
+float64 -> float32, int64 -> int32) on the tpu backend -- its Pallas kernel in
+interpret mode where no TPU is attached -- and on ``backend="python"`` with the
+same arguments, flat (one vmap level) and as a plane (two levels, the last 130
+lanes wide, an argument mapped at the outer level only travelling as a column);
+results compared by ``conformance.assert_same_32`` (floats within a float32
+tolerance, ints and bools exactly, after the 32-bit wrap).  What the tpu refuses
+is listed in :data:`REFUSED` with the error it must raise and why.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+import jax  # noqa: E402
+
+import lanewise as lw  # noqa: E402
+from conformance import assert_same_32, narrowed  # noqa: E402
+from corpus import BY_NAME, CORPUS, lane_values  # noqa: E402
+
+#: A corpus dtype as the 32-bit run takes it.
+NARROW = {"float64": "float32", "int64": "int32", "uint64": "int32", "complex128": "complex64"}
+#: Lanes of a flat call (a partial tile: padding lanes run too); the plane's (rows, columns).
+FLAT, PLANE = 300, (3, 130)
+
+
+@pytest.fixture(autouse=True)
+def interpret():
+    with lw.config.overridden(tpu_interpret=jax.default_backend() != "tpu", tpu_tile=(8, 128), tpu_unroll=2):
+        yield
+
+
+def runs():
+    """(lane name, 32-bit dtype) of every corpus lane, each dtype once."""
+    return [(e.name, d) for e in CORPUS for d in dict.fromkeys(NARROW.get(d, d) for d in e.dtypes)]
+
+
+_ROWS = ("per-lane rows (in progress)", lw.LaneCompileError, r"argument (row|a) gives each lane an array")
+_COMPLEX = ("the TPU computes no complex numbers", lw.LaneTypeError,
+            r"argument (x|z) is complex64.*two float32 arrays \(real, imaginary\)")
+
+#: (lane, dtype) -> (reason, error, what the message says).  Every other run matches the reference.
+REFUSED = {
+    ("arith", "complex64"): _COMPLEX,
+    ("cplx", "complex64"): _COMPLEX,
+    **{run: _ROWS for run in runs() if "r" in BY_NAME[run[0]].kinds},
+}
+
+
+def arguments(entry, dtype, shape):
+    """The lane's arguments of lane shape ``shape`` (a static ``k`` one Python int) and in_axes
+    for one vmap level."""
+    rng = np.random.default_rng(len(entry.name))
+    args, axes = [], []
+    for kind in entry.kinds:
+        if kind == "k":
+            args.append(int(rng.integers(*entry.static)))
+            axes.append(None)
+        else:
+            args.append(lane_values(rng, shape + ((4,) if kind == "r" else ()), dtype, entry.domain))
+            axes.append(0)
+    return narrowed(tuple(args)), tuple(axes)
+
+
+def flat(entry, dtype, backend):
+    args, axes = arguments(entry, dtype, (FLAT,))
+    return lw.vmap(entry.lane, in_axes=axes, backend=backend)(*args)
+
+
+def plane(entry, dtype, backend):
+    """Two levels: the first argument one value per lane, the others one per row of the plane."""
+    args, axes = arguments(entry, dtype, PLANE)
+    args = tuple(a if k == 0 or ax is None else a[:, 0] for k, (a, ax) in enumerate(zip(args, axes, strict=True)))
+    inner = tuple(ax if k == 0 else None for k, ax in enumerate(axes))
+    return lw.vmap(lw.vmap(entry.lane, in_axes=inner), in_axes=axes, backend=backend)(*args)
+
+
+@pytest.mark.parametrize("layout", [flat, plane], ids=["flat", "plane"])
+@pytest.mark.parametrize("name, dtype", runs(), ids=[f"{n}-{d}" for n, d in runs()])
+def test_corpus_lane_matches_the_reference_in_32_bits(name, dtype, layout):
+    entry = BY_NAME[name]
+    refusal = REFUSED.get((name, dtype))
+    if refusal is not None:
+        _reason, error, says = refusal
+        with pytest.raises(error, match=says):
+            layout(entry, dtype, "tpu")
+        return
+    assert_same_32(layout(entry, dtype, "tpu"), layout(entry, dtype, "python"))
+
+
+def test_refusals_name_runs_of_the_corpus():
+    assert set(REFUSED) <= set(runs())
+    assert all(reason for reason, _error, _says in REFUSED.values())
+
+
+def test_int32_overflow_wraps_against_the_reference_wrapped():
+    """arith's ``x * x + 3 * y - 1`` beyond int32: the tpu wraps at 32 bits (docs/tpu.md T06),
+    the reference computes exact ints; equal modulo 2**32."""
+    x = np.array([2**16, 46341, -(2**20), 7, 2**31 - 1], np.int32)
+    y = np.array([2**30, -(2**30), 5, 2**29, 1], np.int32)
+    got = np.asarray(lw.vmap(BY_NAME["arith"].lane, backend="tpu")(x, y))
+    exact = x.astype(object) * x + 3 * y.astype(object) - 1
+    want = [(int(v) + 2**31) % 2**32 - 2**31 for v in exact]
+    assert got.dtype == np.int32 and got.tolist() == want
+    assert_same_32(got, lw.vmap(BY_NAME["arith"].lane, backend="python")(x, y))
+
+
+# ----------------------------------------------------------------------------- found by the 32-bit run
+
+
+def wide_literals(x, n):
+    return x * 2**40, n < 2**63, 2**40 > n, n == -(2**40), n != 18446744073709551615, x < 2**31
+
+
+def test_int_literals_beyond_int32_beside_floats_and_in_comparisons_are_computed():
+    """A Python int beyond int32 beside a float32 is that float (NumPy 2's weak scalar);
+    compared with an int32 it decides every lane (all int32 values lie on one side of
+    it).  JAX raised OverflowError, naming no line."""
+    x = np.array([1.5, -3.0, 2.0**31], np.float32)
+    n = np.array([-(2**31), 0, 2**31 - 1], np.int32)
+    got = lw.vmap(wide_literals, backend="tpu")(x, n)
+    assert [np.asarray(g).dtype for g in got] == [np.float32] + [np.bool_] * 5
+    assert_same_32(got, lw.vmap(wide_literals, backend="python")(x, n))
+
+
+def test_int_literals_beyond_int32_in_integer_arithmetic_are_refused_with_the_line():
+    def lane(n):
+        return n * 6364136223846793005 + 1
+
+    line = lane.__code__.co_firstlineno + 1
+    with pytest.raises(lw.LaneTypeError, match=rf"the integer 6364136223846793005 does not fit the TPU's int32"
+                                               rf".*\(.*test_tpu_corpus\.py:{line}\).*{re.escape('6.36')}"):
+        lw.vmap(lane, backend="tpu")(np.arange(4, dtype=np.int32))
