@@ -21,7 +21,7 @@ pytest.importorskip("jax")
 import jax  # noqa: E402
 
 import lanewise as lw  # noqa: E402
-from conformance import assert_same_32, narrowed  # noqa: E402
+from conformance import assert_same_32, narrowed, to_numpy  # noqa: E402
 from corpus import BY_NAME, CORPUS, lane_values  # noqa: E402
 
 #: A corpus dtype as the 32-bit run takes it.
@@ -137,3 +137,45 @@ def test_int_literals_beyond_int32_in_integer_arithmetic_are_refused_with_the_li
     with pytest.raises(lw.LaneTypeError, match=rf"the integer 6364136223846793005 does not fit the TPU's int32"
                                                rf".*\(.*test_tpu_corpus\.py:{line}\).*{re.escape('6.36')}"):
         lw.vmap(lane, backend="tpu")(np.arange(4, dtype=np.int32))
+
+
+EDGES = np.array([-np.inf, -2.5, -0.0, 0.0, 0.5, 1.5, 2.5, np.inf, np.nan, 3.0], np.float32)
+
+
+def python_max_min(x, y):
+    return max(x, y), min(x, y), max(y, x), min(y, x), max(x, 1), min(2, x)
+
+
+def test_builtin_max_and_min_are_pythons_first_of_equals_and_nan_where_first():
+    """Python's ``max(a, b)`` is ``b if b > a else a``: ``max(1.0, nan)`` is 1.0 and
+    ``max(-0.0, 0.0)`` -0.0.  The tpu gave NumPy's ``np.maximum`` (nan, 0.0): wrong numbers."""
+    x, y = EDGES, EDGES[::-1].copy()
+    got = to_numpy(lw.vmap(python_max_min, backend="tpu")(x, y))
+    want = lw.vmap(python_max_min, backend="python")(x, y)
+    assert_same_32(got, want)
+    for g, w in zip(got, want, strict=True):  # the zeros' signs too
+        np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
+    assert np.asarray(got[0])[1] == -2.5 and np.isnan(np.asarray(got[0])[8])  # max(-2.5, nan), max(nan, -2.5)
+
+
+def rounded(x, n):
+    return round(x), np.round(x), round(n), np.round(n)
+
+
+def test_round_halves_to_even_as_python_and_numpy():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, -3.7, 1e6 + 0.5, 7.0], np.float32)
+    n = np.arange(-5, 5, dtype=np.int32)
+    got = lw.vmap(rounded, backend="tpu")(x, n)
+    assert [np.asarray(g).dtype for g in got] == [np.int32, np.float32, np.int32, np.int32]
+    assert_same_32(got, lw.vmap(rounded, backend="python")(x, n))
+
+
+def test_an_int_to_a_negative_literal_power_is_refused_with_the_line():
+    def lane(n):
+        return n ** -1
+
+    line = lane.__code__.co_firstlineno + 1
+    with pytest.raises(lw.LaneTypeError, match=rf"negative power -1 .*test_tpu_corpus\.py:{line}.*float\(n\)"):
+        lw.vmap(lane, backend="tpu")(np.arange(1, 5, dtype=np.int32))
+    x = np.arange(1, 5, dtype=np.float32)  # a float base is computed
+    assert_same_32(lw.vmap(lane, backend="tpu")(x), lw.vmap(lane, backend="python")(x))

@@ -565,6 +565,7 @@ class _Lowering:
         args = _wide_literals(op, args, p.loc)
         if not isinstance(args, list):
             return args  # a comparison that a literal beyond int32 decides
+        _negative_int_power(rule.op, args, p.loc)
         value = lowering(rule.op)(*args)
         if obj in INT_RESULT:
             value = value.astype(jnp.int32)
@@ -643,3 +644,18 @@ def _wide_literals(op: str, args: list, loc: ir.Loc):
     raise LaneTypeError(f"the integer {args[wide[0]]} does not fit the TPU's int32, so {op} of it and an int "
                         f"is not computed on the tpu backend ({where(loc)}): write it as a float "
                         f"({float(args[wide[0]])!r}) or compute on the cpu backend")
+
+
+def _negative_int_power(op: str, args: list, loc: ir.Loc) -> None:
+    """A LaneTypeError for an int lane to a negative literal power (``n ** -1``): NumPy's
+    int32 raises ValueError there and Python gives a float; JAX would raise its own
+    TypeError, naming no line.  (A negative exponent that is a lane's value is not seen
+    here: the tpu gives JAX's integer power, docs/tpu.md.)"""
+    if op not in ("pow", "power") or len(args) != 2:
+        return
+    base, exponent = args
+    if type(exponent) is int and exponent < 0 and not isinstance(base, (bool, int, float)) \
+            and not jnp.issubdtype(jnp.result_type(base), jnp.floating):
+        raise LaneTypeError(f"an int to the negative power {exponent} is not computed on the tpu backend "
+                            f"({where(loc)}): NumPy's int32 raises there and Python gives a float; write "
+                            f"float(n) ** {exponent}")

@@ -53,6 +53,29 @@ def _pow(x, y):
     return jnp.power(_int(x), _int(y))
 
 
+def _py_max(a, b):
+    """Python's ``max(a, b)``: ``b`` where ``b > a``, else ``a`` -- the first of equal values
+    (``max(-0.0, 0.0)`` is -0.0) and a NaN only where it comes first (``max(1.0, nan)`` is
+    1.0, ``max(nan, 1.0)`` nan); ``jnp.maximum`` is NumPy's (NaN wins, zeros ordered)."""
+    return jnp.where(jnp.greater(b, a), b, a)
+
+
+def _py_min(a, b):
+    """Python's ``min(a, b)``: ``b`` where ``b < a``, else ``a`` (see :func:`_py_max`)."""
+    return jnp.where(jnp.less(b, a), b, a)
+
+
+def _rint(v):
+    """Halves to even (``np.round``, ``np.rint``): an int stays itself."""
+    v = jnp.asarray(v)
+    return lax.round(v, lax.RoundingMethod.TO_NEAREST_EVEN) if jnp.issubdtype(v.dtype, jnp.floating) else v
+
+
+def _round(v):
+    """Python's ``round(v)``: an int (int32), halves to even (``round(2.5)`` is 2)."""
+    return _as_int(_rint(_int(v)))
+
+
 def _fmod(x, y):
     """C's fmod (the sign of ``x``), unlike ``%``: lax.rem on floats."""
     x, y = jnp.asarray(x), jnp.asarray(y)
@@ -182,9 +205,10 @@ OPS = {
     "negative": _arith(jnp.negative), "positive": _arith(jnp.positive), "square": _arith(jnp.square),
     "floor": _arith(jnp.floor), "ceil": _arith(jnp.ceil), "trunc": _arith(jnp.trunc),
     "floor_divide": _arith(jnp.floor_divide), "remainder": _arith(jnp.remainder), "fmod": _fmod,
-    "power": _pow, "maximum": _arith(jnp.maximum), "fmax": _arith(jnp.fmax), "max": _arith(jnp.maximum),
-    "minimum": _arith(jnp.minimum), "fmin": _arith(jnp.fmin), "min": _arith(jnp.minimum),
+    "power": _pow, "maximum": _arith(jnp.maximum), "fmax": _arith(jnp.fmax), "max": _arith(_py_max),
+    "minimum": _arith(jnp.minimum), "fmin": _arith(jnp.fmin), "min": _arith(_py_min),
     "isnan": jnp.isnan, "isinf": jnp.isinf, "isfinite": jnp.isfinite,
+    "round": _round, "around": _rint,
     "float": _float, "int": _as_int, "int32": _as_int, "bool": lambda v: jnp.asarray(v) != 0,
     "where": lambda c, a, b: where(jnp.asarray(c) != 0, a, b),
 }
