@@ -179,3 +179,14 @@ def test_an_int_to_a_negative_literal_power_is_refused_with_the_line():
         lw.vmap(lane, backend="tpu")(np.arange(1, 5, dtype=np.int32))
     x = np.arange(1, 5, dtype=np.float32)  # a float base is computed
     assert_same_32(lw.vmap(lane, backend="tpu")(x), lw.vmap(lane, backend="python")(x))
+
+
+def test_a_product_of_bools_is_an_int_as_numpys():
+    """np.prod of bools is an int (0 or 1); the tpu gave a bool."""
+    x = np.linspace(-1, 3, 300, dtype=np.float32)
+    for data in (x, np.abs(x) + 1):
+        def product(backend):
+            return lw.reduce(lw.vmap(lambda v: v > 0, backend=backend), "prod")(data)
+
+        got, want = np.asarray(product("tpu")), np.asarray(product("python"))
+        assert got.dtype.kind == want.dtype.kind == "i" and got == want
