@@ -190,3 +190,17 @@ def test_a_product_of_bools_is_an_int_as_numpys():
 
         got, want = np.asarray(product("tpu")), np.asarray(product("python"))
         assert got.dtype.kind == want.dtype.kind == "i" and got == want
+
+
+def int_quotients(a, b):
+    return a // b, a % b, np.floor_divide(a, b), a // 0
+
+
+def test_an_int_divided_by_zero_is_zero_as_numpys_int32():
+    """NumPy's int32 (the reference) gives 0 for ``a // 0`` and ``a % 0``; the tpu gave -2
+    and -1 (XLA's integer division by zero, floored): wrong numbers."""
+    a = np.array([7, -7, 0, 2**31 - 1, -(2**31), 5, -5], np.int32)
+    b = np.array([0, 0, 0, 0, 0, -2, 3], np.int32)
+    got = lw.vmap(int_quotients, backend="tpu")(a, b)
+    assert np.asarray(got[0]).tolist() == [0, 0, 0, 0, 0, -3, -2]
+    assert_same_32(got, lw.vmap(int_quotients, backend="python")(a, b))

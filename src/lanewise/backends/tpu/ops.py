@@ -76,6 +76,15 @@ def _round(v):
     return _as_int(_rint(_int(v)))
 
 
+def _floor_divide(a, b):
+    """``a // b``; an int divided by 0 gives 0, as NumPy's int32 (XLA's integer division
+    by zero gives -1, which the floor's correction made -2; Python raises)."""
+    if jnp.issubdtype(jnp.result_type(a, b), jnp.integer):
+        zero = jnp.asarray(b) == 0
+        return jnp.where(zero, 0, jnp.floor_divide(a, jnp.where(zero, 1, b)))
+    return jnp.floor_divide(a, b)
+
+
 def _fmod(x, y):
     """C's fmod (the sign of ``x``), unlike ``%``: lax.rem on floats."""
     x, y = jnp.asarray(x), jnp.asarray(y)
@@ -190,7 +199,7 @@ OPS = {
     "fabs": _float_fn(jnp.abs),
     # operators
     "add": _arith(jnp.add), "sub": _arith(jnp.subtract), "mul": _arith(jnp.multiply),
-    "truediv": _arith(jnp.true_divide), "floordiv": _arith(jnp.floor_divide), "mod": _arith(jnp.remainder),
+    "truediv": _arith(jnp.true_divide), "floordiv": _arith(_floor_divide), "mod": _arith(jnp.remainder),
     "pow": _pow, "lshift": _arith(jnp.left_shift), "rshift": _arith(jnp.right_shift),
     "and_": jnp.bitwise_and, "or_": jnp.bitwise_or, "xor": jnp.bitwise_xor,
     "neg": _arith(jnp.negative), "pos": _arith(jnp.positive), "invert": _arith(jnp.invert),
@@ -204,7 +213,7 @@ OPS = {
     "absolute": _arith(jnp.abs), "abs": _arith(jnp.abs), "sign": _arith(jnp.sign),
     "negative": _arith(jnp.negative), "positive": _arith(jnp.positive), "square": _arith(jnp.square),
     "floor": _arith(jnp.floor), "ceil": _arith(jnp.ceil), "trunc": _arith(jnp.trunc),
-    "floor_divide": _arith(jnp.floor_divide), "remainder": _arith(jnp.remainder), "fmod": _fmod,
+    "floor_divide": _arith(_floor_divide), "remainder": _arith(jnp.remainder), "fmod": _fmod,
     "power": _pow, "maximum": _arith(jnp.maximum), "fmax": _arith(jnp.fmax), "max": _arith(_py_max),
     "minimum": _arith(jnp.minimum), "fmin": _arith(jnp.fmin), "min": _arith(_py_min),
     "isnan": jnp.isnan, "isinf": jnp.isinf, "isfinite": jnp.isfinite,
