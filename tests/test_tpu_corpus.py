@@ -204,3 +204,20 @@ def test_an_int_divided_by_zero_is_zero_as_numpys_int32():
     got = lw.vmap(int_quotients, backend="tpu")(a, b)
     assert np.asarray(got[0]).tolist() == [0, 0, 0, 0, 0, -3, -2]
     assert_same_32(got, lw.vmap(int_quotients, backend="python")(a, b))
+
+
+def test_a_lane_without_source_text_may_return_a_tuple():
+    """A lane exec'd from a string (or piped into python) is rebuilt from bytecode as one
+    loop over its basic blocks; the tuple it returns is built in a local of that loop,
+    which entered as a bool placeholder: refused ("a local holds a tuple on one path")."""
+    namespace = {}
+    exec(compile("def steps(x, n):\n"
+                 "    k = 0\n"
+                 "    while x < n:\n"
+                 "        x = x * 2.0\n"
+                 "        k += 1\n"
+                 "    return k, x\n", "<string>", "exec"), namespace)
+    lane = namespace["steps"]
+    x = np.linspace(0.1, 3.0, 40, dtype=np.float32)
+    n = np.arange(40, dtype=np.int32)
+    assert_same_32(lw.vmap(lane, backend="tpu")(x, n), lw.vmap(lane, backend="python")(x, n))

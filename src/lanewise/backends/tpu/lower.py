@@ -312,7 +312,7 @@ class _Lowering:
             # local assigned in one block and read in a later one crosses iterations,
             # first assigned inside the loop; the bytecode assigns before every read, so
             # it enters the loop as a placeholder whose type the body settles
-            st.env.update({n: False for n in sorted(stored - st.env.keys())})
+            st.env.update(_placeholders(s.body, stored - st.env.keys()))
         names = sorted(n for n in stored | ({s.target.name} if s.kind == "range" else set()) if n in st.env)
         frame = st.frame
         entry = st.live
@@ -659,3 +659,23 @@ def _negative_int_power(op: str, args: list, loc: ir.Loc) -> None:
         raise LaneTypeError(f"an int to the negative power {exponent} is not computed on the tpu backend "
                             f"({where(loc)}): NumPy's int32 raises there and Python gives a float; write "
                             f"float(n) ** {exponent}")
+
+
+def _placeholders(body, names) -> dict:
+    """The placeholder each of ``names`` enters a bytecode lane's loop with: False, or a
+    tuple of placeholders where the body assigns it a tuple (a lane returning ``a, b`` builds
+    the tuple in one block and returns it from a local), so that the local keeps one
+    structure on every path."""
+    values = {}
+    for node in walk(body):
+        if isinstance(node, ir.Assign) and isinstance(node.target, ir.Var):
+            values.setdefault(node.target.name, node.value)
+
+    def shape(value, seen):
+        if isinstance(value, ir.Prim) and value.op == "tuple":
+            return tuple(shape(a, seen) for a in value.args)
+        if isinstance(value, ir.Var) and value.name in values and value.name not in seen:
+            return shape(values[value.name], seen | {value.name})
+        return False
+
+    return {n: shape(values[n], {n}) if n in values else False for n in sorted(names)}
