@@ -661,6 +661,8 @@ TPU_MD = {
                                      ["float32", "int32", "int32"], [[-2.5], [-2], [-3]]),
     "T08": lambda: _dtype_and_values(lambda x: True + True + x, (np.array([1], np.int32),), ["int32"], [[3]]),
     "T09": lambda: _unmapped_float(),
+    "T11": lambda: _dtype_and_values(lambda n, x: (n + x, n > x), (np.array([2**24 + 1], np.int32),
+                                     np.array([2.0**24], np.float32)), ["float32", "bool"], [[2.0**25], [False]]),
     "T10": lambda: _dtype_and_values(lambda x, n: (x * 2**40, n < 2**63), (np.array([0.5], np.float32),
                                      np.array([7], np.int32)), ["float32", "bool"], [[2.0**39], [True]]),
 }
