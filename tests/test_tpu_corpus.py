@@ -221,3 +221,30 @@ def test_a_lane_without_source_text_may_return_a_tuple():
     x = np.linspace(0.1, 3.0, 40, dtype=np.float32)
     n = np.arange(40, dtype=np.int32)
     assert_same_32(lw.vmap(lane, backend="tpu")(x, n), lw.vmap(lane, backend="python")(x, n))
+
+
+LABEL = "not a number"
+
+
+def reads_a_string_global(x):
+    y = x + 1.0
+    return y * LABEL
+
+
+def reads_a_local_of_the_loop(x, n):
+    for i in range(n):
+        last = x * i
+    return last
+
+
+@pytest.mark.parametrize("lane, line, says", [
+    (reads_a_string_global, 2, "the global LABEL is not a number"),
+    (reads_a_local_of_the_loop, 3, "last may be undefined here"),
+])
+def test_refusals_of_a_name_point_at_its_statement(lane, line, says):
+    """Errors about a global, a constant or a local name the user's file:line of the
+    statement (they named the function only)."""
+    line += lane.__code__.co_firstlineno
+    with pytest.raises(lw.LaneCompileError, match=rf"{says}.*\({lane.__name__}, .*test_tpu_corpus\.py:{line}\)"):
+        lw.vmap(lane, in_axes=(0,) + (None,) * (lane.__code__.co_argcount - 1), backend="tpu")(
+            np.ones(4, np.float32), *([np.int32(3)] * (lane.__code__.co_argcount - 1)))

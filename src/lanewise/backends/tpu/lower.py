@@ -199,6 +199,7 @@ class _Lowering:
         self.shape = valid.shape
         self.counting = count_iterations
         self.iterations = jnp.int32(0) if count_iterations else None
+        self.at = None  # the statement being lowered: where an error about one of its names points
 
     # ------------------------------------------------------------------ functions
 
@@ -234,6 +235,15 @@ class _Lowering:
             self.stmt(s, st)
 
     def stmt(self, s, st: _State) -> None:
+        outer, self.at = self.at, s.loc
+        self.statement(s, st)
+        self.at = outer
+
+    def place(self, st: _State) -> str:
+        """The function and the user's file:line of the statement being lowered."""
+        return st.function.name + (f", {where(self.at)}" if self.at is not None else "")
+
+    def statement(self, s, st: _State) -> None:
         if isinstance(s, ir.Assign):
             self.assign(s.target, self.expr(s.value, st), st, s.loc)
         elif isinstance(s, ir.Do):
@@ -496,14 +506,14 @@ class _Lowering:
             if e.name not in st.env:
                 raise LaneCompileError(f"{e.name} may be undefined here on the tpu backend (a local first "
                                        f"assigned inside a loop is not kept after it: assign it before the "
-                                       f"loop) ({st.function.name})")
+                                       f"loop) ({self.place(st)})")
             return st.env[e.name]
         if isinstance(e, ir.Const):
             if e.type == "tuple":
                 return tuple(e.value)
             if not isinstance(e.value, (bool, int, float)):
                 raise LaneCompileError(f"the constant {e.value!r} is not supported on the tpu backend "
-                                       f"({st.function.name})")
+                                       f"({self.place(st)})")
             return e.value
         if isinstance(e, ir.Global):
             return self.global_(e, st)
@@ -526,7 +536,7 @@ class _Lowering:
         if isinstance(value, bool | int | float | np.generic) and isinstance(value, _SCALARS):
             return value.item() if isinstance(value, np.generic) else value
         raise LaneCompileError(f"the global {e.name} is not a number: the tpu backend reads only numbers "
-                               f"from globals ({st.function.name})")
+                               f"from globals ({self.place(st)})")
 
     def prim(self, p: ir.Prim, st: _State):
         op = p.op
