@@ -248,3 +248,30 @@ def test_refusals_of_a_name_point_at_its_statement(lane, line, says):
     with pytest.raises(lw.LaneCompileError, match=rf"{says}.*\({lane.__name__}, .*test_tpu_corpus\.py:{line}\)"):
         lw.vmap(lane, in_axes=(0,) + (None,) * (lane.__code__.co_argcount - 1), backend="tpu")(
             np.ones(4, np.float32), *([np.int32(3)] * (lane.__code__.co_argcount - 1)))
+
+
+def bowl(a, c):
+    return -(a - 1.0) ** 2 - (c - 0.5) ** 2 + 0.1 * a * c
+
+
+@pytest.mark.parametrize("op", ["argmin", "argmax"])
+def test_argmin_and_argmax_give_numpys_flat_index_of_the_mapped_result(op):
+    """NumPy's index over the result as out_axes places it (the same lanes, transposed,
+    give another index), the first of ties, the first NaN."""
+    a, c = np.linspace(-2, 3, 7, dtype=np.float32), np.linspace(-1, 2, 5, dtype=np.float32)
+
+    def grid(backend, out_axes):
+        return lw.reduce(lw.vmap(lw.vmap(bowl, in_axes=(0, None)), in_axes=(None, 0), out_axes=out_axes,
+                                 backend=backend), op)
+
+    got = [int(grid("tpu", oa)(a, c)) for oa in (0, 1)]
+    assert got == [int(grid("python", oa)(a, c)) for oa in (0, 1)] and got[0] != got[1]
+    for x in ([3.0, np.nan, 1.0, np.nan, 1.0], [2.0, 1.0, 1.0, 5.0, 5.0]):
+        x = np.array(x, np.float32)
+
+        def flat(backend):
+            return lw.reduce(lw.vmap(lambda v: v * 1.0, backend=backend), op)(x)
+
+        assert int(flat("tpu")) == int(flat("python")) == getattr(np, op)(x)
+    with pytest.raises(lw.EmptyReductionError, match=f"{op} over zero lanes"):
+        lw.reduce(lw.vmap(lambda v: v * 1.0, backend="tpu"), op)(np.zeros(0, np.float32))

@@ -196,15 +196,16 @@ def build_reduce(op, axis, call: Call):
     into a register of partials (no lane's value is stored), then one reduction of
     the partials, in the same jitted call.  Every mapped axis is reduced; the ops of
     :data:`.kernel.FOLDS`."""
-    from . import kernel
+    from . import indexed, kernel
 
     name = op if isinstance(op, str) else type(op).__name__
-    if name not in kernel.FOLDS:
+    if name not in kernel.FOLDS and name not in indexed.OPS:
         raise BackendError(f"lw.reduce(..., {op!r}) is not supported on the tpu backend yet "
-                           f"(it folds {', '.join(kernel.FOLDS)})")
+                           f"(it folds {', '.join((*kernel.FOLDS, *indexed.OPS))})")
     if axis is not None and not isinstance(axis, (int, tuple)):
         raise BackendError("lw.reduce with segments= is not supported on the tpu backend yet")
-    return Reduction(Executable(call), op, axis)
+    reduction = Reduction(Executable(call), op, axis)
+    return indexed.Indexed(reduction, _place) if name in indexed.OPS else reduction
 
 
 class Reduction:
