@@ -212,11 +212,78 @@ REDUCE_CASES = [
 
 
 def run_case(case: Case, backend: str):
+    """``case`` on ``backend`` against the reference; a backend that computes 32-bit
+    numbers only (not ``wide``: tpu) runs the case's 32-bit variant (:func:`run_narrow`)."""
+    if not backends.REGISTRY[backend].wide:
+        return run_narrow(case, backend)
     got = case.make(backend)(*case.args())
     want = case.make("python")(*case.args())
     assert_same(got, want, case.exact)
     if case.numpy is not None:
         assert_same(want, case.numpy(*case.args()), case.exact)
+
+
+# ----------------------------------------------------------------------------- 32-bit variant
+
+#: float32 tolerance of a 32-bit backend against the reference (which may compute in
+#: float64 from the same float32 inputs: math.cos of a float32 gives a Python float).
+RTOL32 = 2e-5
+_I32 = np.iinfo(np.int32)
+
+
+def narrowed(value):
+    """``value`` (an argument tree) in 32 bits, as a 32-bit backend takes it: float64 ->
+    float32, int64 and uint64 -> int32 clipped to its range (the tpu's own advice for
+    unsigned arguments), complex128 -> complex64; Python floats and ints -> float32 and
+    int32 scalars, so that the reference computes from the very same numbers."""
+    if isinstance(value, tuple):
+        return tuple(narrowed(v) for v in value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float):
+        return np.float32(value)
+    if isinstance(value, int):
+        return np.int32(np.clip(value, _I32.min, _I32.max))
+    a = np.asarray(value)
+    if a.dtype.kind in "iu" and a.dtype.itemsize == 8:
+        return np.clip(a, max(_I32.min, np.iinfo(a.dtype).min), _I32.max).astype(np.int32)
+    wider = {"float64": np.float32, "complex128": np.complex64}.get(a.dtype.name)
+    return a.astype(wider) if wider is not None else value
+
+
+def wrapped32(values: np.ndarray) -> np.ndarray:
+    """Integer results as int32 arithmetic gives them (docs/tpu.md, T06: overflow wraps at
+    32 bits): the reference's exact integers modulo 2**32.  Equal to wrapping after every
+    operation for +, -, * (a ring homomorphism); lanes with //, % or comparisons keep
+    their values in int32's range, where this is the identity."""
+    return values.astype(np.int64).astype(np.int32)
+
+
+def assert_same_32(got, want):
+    """A 32-bit backend's results against the reference on the same 32-bit inputs: same
+    structure and shapes; floats within a float32 tolerance (float32 where the reference
+    computed float64), bools exactly, integers exactly after the 32-bit wrap."""
+    g, gs = pytree.flatten(to_numpy(got))
+    w, ws = pytree.flatten(to_numpy(want))
+    assert gs == ws, (gs, ws)
+    for a, b in zip(g, w, strict=True):
+        assert a.shape == b.shape, (a.shape, b.shape)
+        kinds = {a.dtype.kind, b.dtype.kind}
+        assert a.dtype.kind == b.dtype.kind or kinds <= set("iu"), (a.dtype, b.dtype)
+        if b.dtype.kind == "f":
+            assert a.dtype.itemsize <= 4, a.dtype
+            np.testing.assert_allclose(a, b.astype(np.float32), rtol=RTOL32, atol=RTOL32, equal_nan=True)
+        elif b.dtype.kind in "iu":
+            np.testing.assert_array_equal(a, wrapped32(b) if a.dtype.itemsize == 4 else b)
+        else:
+            np.testing.assert_array_equal(a, b)
+
+
+def run_narrow(case: Case, backend: str):
+    """``case``'s 32-bit variant: its arguments :func:`narrowed`, run on ``backend`` and on
+    the reference, compared by :func:`assert_same_32`."""
+    args = narrowed(case.args())
+    assert_same_32(case.make(backend)(*args), case.make("python")(*args))
 
 
 def run_protocol(backend: str):
@@ -227,11 +294,16 @@ def run_protocol(backend: str):
     assert backends.select((1.0,), {}, backend) is module
 
 
+def _sized(backend: str, value):
+    """``value`` as ``backend`` computes it: :func:`narrowed` on a 32-bit backend."""
+    return value if backends.REGISTRY[backend].wide else narrowed(value)
+
+
 def run_out(backend: str):
     """out= fills the caller's arrays (or, where the registry says it cannot, a clear OutputError)."""
     mapped = lw.vmap(pair, in_axes=(0, None), backend=backend)
-    x = _rng().random(11)
-    out = (np.empty(11), np.empty(11, bool))
+    x = _sized(backend, _rng().random(11))
+    out = (np.empty(11, x.dtype), np.empty(11, bool))
     if not backends.REGISTRY[backend].writes_out:
         with pytest.raises(lw.OutputError):
             mapped(x, 2.0, out=out)
@@ -246,13 +318,13 @@ def run_out(backend: str):
 def run_lane_error(backend: str):
     """A lane's own exception reaches the caller, noting the lane's index."""
     with pytest.raises(ValueError, match="negative input") as info:
-        to_numpy(lw.vmap(checked_sqrt, backend=backend)(np.array([1.0, 4.0, -1.0, 9.0])))
+        to_numpy(lw.vmap(checked_sqrt, backend=backend)(_sized(backend, np.array([1.0, 4.0, -1.0, 9.0]))))
     assert any("i0=2" in note for note in getattr(info.value, "__notes__", []))
 
 
 def run_explain(backend: str):
     module = backends.get(backend)
     mapped = lw.vmap(poly, in_axes=(0, None), backend=backend)
-    call = module.bind_call(mapped, (np.ones(4), 1.0), {})
+    call = module.bind_call(mapped, (_sized(backend, np.ones(4)), 1.0), {})
     lines = module.explain(mapped.executable(module, call), call)
     assert lines and all(isinstance(line, str) and line for line in lines)

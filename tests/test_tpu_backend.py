@@ -680,6 +680,10 @@ TPU_MD = {
                                      ["float32", "int32", "int32"], [[-2.5], [-2], [-3]]),
     "T08": lambda: _dtype_and_values(lambda x: True + True + x, (np.array([1], np.int32),), ["int32"], [[3]]),
     "T09": lambda: _unmapped_float(),
+    "T11": lambda: _dtype_and_values(lambda n, x: (n + x, n > x), (np.array([2**24 + 1], np.int32),
+                                     np.array([2.0**24], np.float32)), ["float32", "bool"], [[2.0**25], [False]]),
+    "T10": lambda: _dtype_and_values(lambda x, n: (x * 2**40, n < 2**63), (np.array([0.5], np.float32),
+                                     np.array([7], np.int32)), ["float32", "bool"], [[2.0**39], [True]]),
 }
 
 
@@ -764,7 +768,7 @@ def test_reduce_refuses_what_the_tpu_cannot_fold_yet():
     with pytest.raises(LaneTypeError, match=r"would wrap at 2\*\*31.*float32"):
         lw.reduce(ints, "sum")(x)
     assert int(lw.reduce(ints, "max")(x)) == max(int(v * 10) for v in x)  # exact: no wrap
-    with pytest.raises(lw.BackendError, match=r"argmax.*not supported on the tpu backend"):
-        lw.reduce(lw.vmap(lambda v: v, backend="tpu"), "argmax")(x)
+    with pytest.raises(lw.BackendError, match=r"Monoid.*not supported on the tpu backend"):
+        lw.reduce(lw.vmap(lambda v: v, backend="tpu"), lw.Monoid(max, -np.inf))(x)
     with pytest.raises(lw.BackendError, match=r"every mapped axis"):
         grid_reduce("sum", "tpu", axis=1)(x, x)

@@ -32,7 +32,7 @@ _SAME_NAME = (
     "rad2deg", "deg2rad", "fabs", "absolute", "abs", "copysign", "sign", "negative", "positive", "square",
     "reciprocal", "floor", "ceil", "trunc", "rint", "floor_divide", "remainder", "pow", "power", "arctan2",
     "hypot", "fmod", "maximum", "fmax", "max", "minimum", "fmin", "min", "isnan", "isinf", "isfinite",
-    "signbit", "float", "int", "int32", "bool", "erf", "erfc", "where",
+    "signbit", "float", "int", "int32", "bool", "erf", "erfc", "where", "round", "around",
     "subtract", "multiply", "divide", "less", "less_equal", "greater", "greater_equal", "equal",
     "not_equal", "logical_and", "logical_or", "logical_xor", "logical_not")
 

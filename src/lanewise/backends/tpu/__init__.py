@@ -26,7 +26,7 @@ import numpy as np
 
 from ... import pytree
 from ...config import config
-from ...errors import BackendError, LaneTypeError
+from ...errors import BackendError, LaneTypeError, OutputError
 from ...plan.program import Call, ResultLeaf, ResultNode
 from ...plan.program import bind_keeping
 from .. import host
@@ -149,19 +149,24 @@ class Executable:
     def _whole(self, call: Call, fold: tuple | None):
         import jax
 
-        where, fn, values = self.prepared(call, fold=fold[0] if fold else None)
+        from . import indexed
+
+        op = fold[0] if fold else None
+        folds = op if op in self.kernel.FOLDS else None  # folded in the kernel; argmin/argmax after it
+        where, fn, values = self.prepared(call, fold=folds)
         spreads = self.spreads(call, where)
         shapes, tree = fn.types(where, *values)
-        program = (_reduction_program(call, shapes, tree, fold) if fold
-                   else host.program(call, _result_type(tree, shapes, 2)))  # a tile's shapes
+        mapped = host.program(call, _result_type(tree, shapes, 2))  # a tile's shapes
+        program = _reduction_program(call, shapes, tree, fold) if fold else mapped
         sizes = tuple(call.sizes)
 
         def pipeline(*given):
             results, _ = fn.inline(where, *self.carried(call, given, where, spreads))
-            if fold:
+            if folds:
                 return results
-            return [_place(self.kernel.from_tiles(r, where, sizes), o)
-                    for r, o in zip(results, program.outputs, strict=True)]
+            placed = [_place(self.kernel.from_tiles(r, where, sizes), o)
+                      for r, o in zip(results, mapped.outputs, strict=True)]
+            return [indexed.index_of(op, v) for v in placed] if fold else placed
 
         return jax.jit(pipeline), program
 
@@ -228,7 +233,7 @@ def build(call: Call):
 
 def run(exe: Executable, call: Call, out=None):
     if out is not None:
-        raise BackendError("out= is not supported on the tpu backend: its results are new jax.Arrays")
+        raise OutputError("out= is not supported on the tpu backend: its results are new jax.Arrays")
     return _called(exe, call)
 
 
@@ -291,13 +296,13 @@ def build_reduce(op, axis, call: Call):
     """``lw.reduce`` of ``call``'s lanes: the map's kernel, each tile folding its lanes
     into a register of partials (no lane's value is stored), then one reduction of
     the partials, in the same jitted call.  Every mapped axis is reduced; the ops of
-    :data:`.kernel.FOLDS`."""
-    from . import kernel
+    :data:`.kernel.FOLDS`, and argmin/argmax (:mod:`.indexed`: the map's values, then their index)."""
+    from . import indexed, kernel
 
     name = op if isinstance(op, str) else type(op).__name__
-    if name not in kernel.FOLDS:
+    if name not in kernel.FOLDS and name not in indexed.OPS:
         raise BackendError(f"lw.reduce(..., {op!r}) is not supported on the tpu backend yet "
-                           f"(it folds {', '.join(kernel.FOLDS)})")
+                           f"(it folds {', '.join((*kernel.FOLDS, *indexed.OPS))})")
     if axis is not None and not isinstance(axis, (int, tuple)):
         raise BackendError("lw.reduce with segments= is not supported on the tpu backend yet")
     return Reduction(Executable(call), op, axis)

@@ -316,7 +316,8 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             out = [_FINISH[fold](o) for o in out]
             if fold == "mean":
                 out = [o / jnp.prod(lanes.astype(jnp.float32)) for o in out]
-        results = [o != 0 if k == jnp.bool_ and fold not in ("sum", "mean") else o
+        # a sum, mean or product of bools counts (NumPy's np.prod of bools is an int too)
+        results = [o != 0 if k == jnp.bool_ and fold not in ("sum", "mean", "prod") else o
                    for o, k in zip(out, kinds + [None] * count_iterations, strict=True)]
         iterations = results.pop()[::shape[0], ::shape[1]].reshape(-1) if count_iterations else None
         return results, iterations

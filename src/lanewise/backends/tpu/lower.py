@@ -44,7 +44,7 @@ import numpy as np
 from jax import lax
 
 from ... import primitives
-from ...errors import LaneCompileError
+from ...errors import LaneCompileError, LaneTypeError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
@@ -59,6 +59,9 @@ _OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "truediv", "f
               "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 #: Module names a Global's dotted name starts with (the IR writes numpy as np).
 _MODULES = {"np": np, "math": math}
+#: The comparison operators: a literal beyond int32 decides them for every int32 lane.
+_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+_INT32 = (-2**31, 2**31 - 1)
 #: Python's scalar types as the TPU computes them (JAX's 32-bit rules).
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 
@@ -208,6 +211,7 @@ class _Lowering:
         self.shape = valid.shape
         self.counting = count_iterations
         self.iterations = jnp.int32(0) if count_iterations else None
+        self.at = None  # the statement being lowered: where an error about one of its names points
 
     # ------------------------------------------------------------------ functions
 
@@ -243,6 +247,15 @@ class _Lowering:
             self.stmt(s, st)
 
     def stmt(self, s, st: _State) -> None:
+        outer, self.at = self.at, s.loc
+        self.statement(s, st)
+        self.at = outer
+
+    def place(self, st: _State) -> str:
+        """The function and the user's file:line of the statement being lowered."""
+        return st.function.name + (f", {where(self.at)}" if self.at is not None else "")
+
+    def statement(self, s, st: _State) -> None:
         if isinstance(s, ir.Assign):
             self.assign(s.target, self.expr(s.value, st), st, s.loc)
         elif isinstance(s, ir.Do):
@@ -332,7 +345,7 @@ class _Lowering:
             # local assigned in one block and read in a later one crosses iterations,
             # first assigned inside the loop; the bytecode assigns before every read, so
             # it enters the loop as a placeholder whose type the body settles
-            st.env.update({n: False for n in sorted(stored - st.env.keys())})
+            st.env.update(_placeholders(s.body, stored - st.env.keys()))
         names = sorted(n for n in stored | ({s.target.name} if s.kind == "range" else set()) if n in st.env)
         frame = st.frame
         entry = st.live
@@ -521,7 +534,7 @@ class _Lowering:
             if e.name not in st.env:
                 raise LaneCompileError(f"{e.name} may be undefined here on the tpu backend (a local first "
                                        f"assigned inside a loop is not kept after it: assign it before the "
-                                       f"loop) ({st.function.name})")
+                                       f"loop) ({self.place(st)})")
             return st.env[e.name]
         if isinstance(e, ir.Const):
             if e.type == "tuple":
@@ -530,7 +543,7 @@ class _Lowering:
                 return None
             if not isinstance(e.value, (bool, int, float)):
                 raise LaneCompileError(f"the constant {e.value!r} is not supported on the tpu backend "
-                                       f"({st.function.name})")
+                                       f"({self.place(st)})")
             return e.value
         if isinstance(e, ir.Global):
             return self.global_(e, st)
@@ -544,7 +557,7 @@ class _Lowering:
         if isinstance(value, bool | int | float | np.generic) and isinstance(value, _SCALARS):
             return value.item() if isinstance(value, np.generic) else value
         raise LaneCompileError(f"the global {e.name} is not a number: the tpu backend reads only numbers "
-                               f"from globals ({st.function.name})")
+                               f"from globals ({self.place(st)})")
 
     def python_object(self, e, st: _State, what: str, loc: ir.Loc):
         """The Python function a global names (``lw.scan``'s step, passed at ``loc``)."""
@@ -626,6 +639,10 @@ class _Lowering:
         folded = _folded(op, args) if obj is None else None
         if folded is not None:
             return folded
+        args = _wide_literals(op, args, p.loc)
+        if not isinstance(args, list):
+            return args  # a comparison that a literal beyond int32 decides
+        _negative_int_power(rule.op, args, p.loc)
         value = lowering(rule.op)(*args)
         if obj in INT_RESULT:
             value = value.astype(jnp.int32)
@@ -684,3 +701,63 @@ def _folded(op: str, args: list):
         return getattr(operator, _OPERATORS[op])(*args)
     except (ArithmeticError, ValueError):
         return None
+
+
+def _wide_literals(op: str, args: list, loc: ir.Loc):
+    """``args`` with every Python int literal beyond int32 made computable, as NumPy 2
+    computes a weak Python int beside a 32-bit value: beside a float it is that float
+    (``x * 2**40`` is float32); compared with an int (or bool) it decides the comparison
+    for every lane, whose value is inside int32 (``n < 2**63`` is True) -- the constant
+    tile is returned instead of the list; in arithmetic with ints it has no int32 value:
+    a LaneTypeError naming the literal and the line (NumPy raises OverflowError there;
+    JAX would raise its own, naming no line)."""
+    wide = [k for k, a in enumerate(args) if type(a) is int and not _INT32[0] <= a <= _INT32[1]]
+    if not wide:
+        return args
+    tiles = [a for a in args if not isinstance(a, (bool, int, float))]
+    if not tiles:
+        return args  # literals only: no 32-bit value in the operation
+    if any(jnp.issubdtype(jnp.result_type(t), jnp.floating) for t in tiles):
+        return [float(a) if k in wide else a for k, a in enumerate(args)]
+    if op in _COMPARISONS and len(args) == 2:
+        # any int32 lane compares with the literal as 0 does: the literal lies beyond them all
+        decided = getattr(operator, op)(*(a if k in wide else 0 for k, a in enumerate(args)))
+        return jnp.full(jnp.shape(tiles[0]), decided)
+    raise LaneTypeError(f"the integer {args[wide[0]]} does not fit the TPU's int32, so {op} of it and an int "
+                        f"is not computed on the tpu backend ({where(loc)}): write it as a float "
+                        f"({float(args[wide[0]])!r}) or compute on the cpu backend")
+
+
+def _negative_int_power(op: str, args: list, loc: ir.Loc) -> None:
+    """A LaneTypeError for an int lane to a negative literal power (``n ** -1``): NumPy's
+    int32 raises ValueError there and Python gives a float; JAX would raise its own
+    TypeError, naming no line.  (A negative exponent that is a lane's value is not seen
+    here: the tpu gives JAX's integer power, docs/tpu.md.)"""
+    if op not in ("pow", "power") or len(args) != 2:
+        return
+    base, exponent = args
+    if type(exponent) is int and exponent < 0 and not isinstance(base, (bool, int, float)) \
+            and not jnp.issubdtype(jnp.result_type(base), jnp.floating):
+        raise LaneTypeError(f"an int to the negative power {exponent} is not computed on the tpu backend "
+                            f"({where(loc)}): NumPy's int32 raises there and Python gives a float; write "
+                            f"float(n) ** {exponent}")
+
+
+def _placeholders(body, names) -> dict:
+    """The placeholder each of ``names`` enters a bytecode lane's loop with: False, or a
+    tuple of placeholders where the body assigns it a tuple (a lane returning ``a, b`` builds
+    the tuple in one block and returns it from a local), so that the local keeps one
+    structure on every path."""
+    values = {}
+    for node in walk(body):
+        if isinstance(node, ir.Assign) and isinstance(node.target, ir.Var):
+            values.setdefault(node.target.name, node.value)
+
+    def shape(value, seen):
+        if isinstance(value, ir.Prim) and value.op == "tuple":
+            return tuple(shape(a, seen) for a in value.args)
+        if isinstance(value, ir.Var) and value.name in values and value.name not in seen:
+            return shape(values[value.name], seen | {value.name})
+        return False
+
+    return {n: shape(values[n], {n}) if n in values else False for n in sorted(names)}

@@ -53,6 +53,38 @@ def _pow(x, y):
     return jnp.power(_int(x), _int(y))
 
 
+def _py_max(a, b):
+    """Python's ``max(a, b)``: ``b`` where ``b > a``, else ``a`` -- the first of equal values
+    (``max(-0.0, 0.0)`` is -0.0) and a NaN only where it comes first (``max(1.0, nan)`` is
+    1.0, ``max(nan, 1.0)`` nan); ``jnp.maximum`` is NumPy's (NaN wins, zeros ordered)."""
+    return jnp.where(jnp.greater(b, a), b, a)
+
+
+def _py_min(a, b):
+    """Python's ``min(a, b)``: ``b`` where ``b < a``, else ``a`` (see :func:`_py_max`)."""
+    return jnp.where(jnp.less(b, a), b, a)
+
+
+def _rint(v):
+    """Halves to even (``np.round``, ``np.rint``): an int stays itself."""
+    v = jnp.asarray(v)
+    return lax.round(v, lax.RoundingMethod.TO_NEAREST_EVEN) if jnp.issubdtype(v.dtype, jnp.floating) else v
+
+
+def _round(v):
+    """Python's ``round(v)``: an int (int32), halves to even (``round(2.5)`` is 2)."""
+    return _as_int(_rint(_int(v)))
+
+
+def _floor_divide(a, b):
+    """``a // b``; an int divided by 0 gives 0, as NumPy's int32 (XLA's integer division
+    by zero gives -1, which the floor's correction made -2; Python raises)."""
+    if jnp.issubdtype(jnp.result_type(a, b), jnp.integer):
+        zero = jnp.asarray(b) == 0
+        return jnp.where(zero, 0, jnp.floor_divide(a, jnp.where(zero, 1, b)))
+    return jnp.floor_divide(a, b)
+
+
 def _fmod(x, y):
     """C's fmod (the sign of ``x``), unlike ``%``: lax.rem on floats."""
     x, y = jnp.asarray(x), jnp.asarray(y)
@@ -167,7 +199,7 @@ OPS = {
     "fabs": _float_fn(jnp.abs),
     # operators
     "add": _arith(jnp.add), "sub": _arith(jnp.subtract), "mul": _arith(jnp.multiply),
-    "truediv": _arith(jnp.true_divide), "floordiv": _arith(jnp.floor_divide), "mod": _arith(jnp.remainder),
+    "truediv": _arith(jnp.true_divide), "floordiv": _arith(_floor_divide), "mod": _arith(jnp.remainder),
     "pow": _pow, "lshift": _arith(jnp.left_shift), "rshift": _arith(jnp.right_shift),
     "and_": jnp.bitwise_and, "or_": jnp.bitwise_or, "xor": jnp.bitwise_xor,
     "neg": _arith(jnp.negative), "pos": _arith(jnp.positive), "invert": _arith(jnp.invert),
@@ -181,10 +213,11 @@ OPS = {
     "absolute": _arith(jnp.abs), "abs": _arith(jnp.abs), "sign": _arith(jnp.sign),
     "negative": _arith(jnp.negative), "positive": _arith(jnp.positive), "square": _arith(jnp.square),
     "floor": _arith(jnp.floor), "ceil": _arith(jnp.ceil), "trunc": _arith(jnp.trunc),
-    "floor_divide": _arith(jnp.floor_divide), "remainder": _arith(jnp.remainder), "fmod": _fmod,
-    "power": _pow, "maximum": _arith(jnp.maximum), "fmax": _arith(jnp.fmax), "max": _arith(jnp.maximum),
-    "minimum": _arith(jnp.minimum), "fmin": _arith(jnp.fmin), "min": _arith(jnp.minimum),
+    "floor_divide": _arith(_floor_divide), "remainder": _arith(jnp.remainder), "fmod": _fmod,
+    "power": _pow, "maximum": _arith(jnp.maximum), "fmax": _arith(jnp.fmax), "max": _arith(_py_max),
+    "minimum": _arith(jnp.minimum), "fmin": _arith(jnp.fmin), "min": _arith(_py_min),
     "isnan": jnp.isnan, "isinf": jnp.isinf, "isfinite": jnp.isfinite,
+    "round": _round, "around": _rint,
     "float": _float, "int": _as_int, "int32": _as_int, "bool": lambda v: jnp.asarray(v) != 0,
     "where": lambda c, a, b: where(jnp.asarray(c) != 0, a, b),
 }
