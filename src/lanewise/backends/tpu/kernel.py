@@ -38,7 +38,7 @@ TILE = (8, 128)
 #: Argument dtypes the chip computes, as they travel to it (bools as int32).
 _CARRIED = {"b": np.dtype(np.int32), "f4": np.dtype(np.float32), "f2": np.dtype(np.float32)}
 #: What to pass instead of a refused dtype.
-_INSTEAD = {"f": "np.float32", "i": "np.int32", "u": "np.int32", "c": "two float32 arrays (real, imaginary)"}
+_INSTEAD = {"f": "np.float32", "i": "np.int32", "u": "np.uint32", "c": "two float32 arrays (real, imaginary)"}
 
 
 def check_dtype(name: str, dtype: np.dtype) -> np.dtype:
@@ -49,6 +49,8 @@ def check_dtype(name: str, dtype: np.dtype) -> np.dtype:
         return np.dtype(np.int32)
     if dtype.kind in "iu" and dtype.itemsize < 4 or dtype == np.int32:
         return np.dtype(np.int32)
+    if dtype == np.uint32:  # lw.random's key words: the chip computes uint32 (wrapping, logical shifts)
+        return dtype
     if dtype in (np.dtype(np.float32), np.dtype(np.float16)) or dtype.name == "bfloat16":
         return dtype
     instead = _INSTEAD.get(dtype.kind, "np.float32")
