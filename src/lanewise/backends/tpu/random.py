@@ -394,13 +394,12 @@ def call(fn, args: list, keywords: dict, at: str):
         if p in bound:
             raise LaneCompileError(f"{name} got two values for {p} ({at})")
         bound[p] = value
-    values = []
-    for p, kind, default in params:
-        if p not in bound and default is None:
-            raise LaneCompileError(f"{name} is called without its argument {p} ({at})")
-        value = bound.get(p, default)
-        values.append(_key(value, p, at) if kind == "key" else value)
+    missing = [p for p, _, default in params if p not in bound and default is None]
+    if missing:
+        raise LaneCompileError(f"{name} is called without its argument {missing[0]} ({at})")
     try:
+        values = [_key(bound.get(p, default), p, at) if kind == "key" else bound.get(p, default)
+                  for p, kind, default in params]
         return next(f for g, f in _LOWERINGS.items() if g is fn)(*values)
     except LaneTypeError as e:
         raise LaneTypeError(f"{name}: {e} ({at})") from None
