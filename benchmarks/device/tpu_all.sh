@@ -7,8 +7,9 @@
 # 4. each lowering of the primitive table compiled by Mosaic, its error in ulps (tpu_ops.py);
 # 5. W2, a hand-written Pallas W2 and a held-out divergent kernel against jax.vmap(lax.while_loop)
 #    (tpu_w2.py);
-# 6. W1 against jax.jit of nested jax.vmap, over lw.config.tpu_block sizes (tpu_w1.py).
-# SKIP_OPS=1 skips step 4.  Logs, tpu_w2.json and tpu_w1.json go to $OUT.
+# 6. W1 against jax.jit of nested jax.vmap, over lw.config.tpu_block sizes (tpu_w1.py);
+# 7. MC, 10^8 paths of lw.random.normal in lanes against jax.random (threefry, rbg) (tpu_mc.py).
+# SKIP_OPS=1 skips step 4.  Logs, tpu_w2.json, tpu_w1.json and tpu_mc.json go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}; mkdir -p "$out"
@@ -21,7 +22,8 @@ python3 -c "import jax, lanewise; print(jax.__version__, jax.devices(), lanewise
 [ -z "${SKIP_OPS:-}" ] && timeout 200 python3 benchmarks/device/tpu_ops.py > "$out/tpu_ops.log" 2>&1 &&
 grep -v '"max_ulps_vs_cpu_jax": [0-3]\.\|"mismatches_vs_cpu_jax": 0}' "$out/tpu_ops.log" | grep '^{' | cut -c1-200
 LANEWISE_TPU_TESTS_ON_CHIP=1 timeout 200 python3 -m pytest -q -p no:xdist -p no:cacheprovider --tb=short \
-    tests/test_tpu_backend.py > "$out/chip_tests.log" 2>&1
+    tests/test_tpu_backend.py tests/test_tpu_random.py > "$out/chip_tests.log" 2>&1
 grep -E '^(E  |FAILED|[0-9]+ (passed|failed))' "$out/chip_tests.log" | cut -c1-300 | head -40
 timeout ${W2_TIMEOUT:-240} python3 benchmarks/device/tpu_w2.py "${1:-1536}" 2>&1 | tee "$out/tpu_w2.log" | grep -v '^WARNING'
 timeout ${W1_TIMEOUT:-120} python3 benchmarks/device/tpu_w1.py 2>&1 | tee "$out/tpu_w1.log" | grep -v '^WARNING'
+timeout ${MC_TIMEOUT:-180} python3 benchmarks/device/tpu_mc.py 2>&1 | tee "$out/tpu_mc.log" | grep -v '^WARNING'
