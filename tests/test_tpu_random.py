@@ -83,7 +83,7 @@ def test_the_64_bit_product_from_16_bit_halves():
         assert np.asarray(high).tolist() == [p >> 32 for p in product]
         assert np.asarray(low).tolist() == [p & 0xFFFFFFFF for p in product]
     b = u32(len(a), 8)
-    high, low = tr._mul32(jnp.asarray(a), jnp.asarray(b))
+    high, low = tr.mulhilo(jnp.asarray(a), jnp.asarray(b))
     assert [(int(h) << 32) | int(lo) for h, lo in zip(np.asarray(high), np.asarray(low), strict=True)] == \
         [int(x) * int(y) for x, y in zip(a, b, strict=True)]
 

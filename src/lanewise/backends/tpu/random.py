@@ -73,17 +73,18 @@ def high_word(v):
     return jnp.zeros(v.shape, jnp.uint32)
 
 
-def mulhilo(a, m: int):
-    """(high, low) words of the 64-bit product of uint32 ``a`` and the constant ``m``.
+def mulhilo(a, b):
+    """(high, low) words of the 64-bit product of uint32 ``a`` and ``b`` (tiles or constants).
 
-    From 16-bit halves: each partial product is below 2**32, so only 32-bit
-    multiplies, shifts and adds are used (no 32x32 -> 64-bit multiply on the chip)."""
-    m_lo, m_hi = _U(m & 0xFFFF), _U(m >> 16)
-    a_lo, a_hi = a & _MASK16, a >> _U(16)
-    p00, p01, p10, p11 = a_lo * m_lo, a_lo * m_hi, a_hi * m_lo, a_hi * m_hi
-    mid = (p00 >> _U(16)) + (p01 & _MASK16) + (p10 & _MASK16)  # < 3 * 2**16: no carry lost
-    high = p11 + (p01 >> _U(16)) + (p10 >> _U(16)) + (mid >> _U(16))
-    return high, (mid << _U(16)) | (p00 & _MASK16)
+    From 16-bit halves, each partial product below 2**32 and each partial sum too
+    ((2**16 - 1)**2 + 2**16 - 1 < 2**32): only 32-bit multiplies, shifts and adds (the
+    chip has no 32x32 -> 64-bit multiply).  The halves of a constant fold at trace time."""
+    b = jnp.asarray(b, jnp.uint32) if isinstance(b, int) else b
+    a_lo, a_hi, b_lo, b_hi = a & _MASK16, a >> _U(16), b & _MASK16, b >> _U(16)
+    t = a_lo * b_lo
+    u = a_hi * b_lo + (t >> _U(16))
+    v = a_lo * b_hi + (u & _MASK16)
+    return a_hi * b_hi + (u >> _U(16)) + (v >> _U(16)), (v << _U(16)) | (t & _MASK16)
 
 
 def philox4x32(c0, c1, c2, c3, k0, k1):
@@ -105,13 +106,13 @@ def _block(key):
 
 def fold_in(key, data):
     """The key for integer ``data`` under ``key``: (w0, w1) of philox(C(data, 1), key)."""
-    w0, w1, _, _ = philox4x32(words(data, "lw.random.fold_in's data"), high_word(data), _U(0), _U(_TAG_FOLD), *key)
+    w0, w1, _, _ = philox4x32(words(data, "data"), high_word(data), _U(0), _U(_TAG_FOLD), *key)
     return w0, w1
 
 
 def key(seed):
     """``key(seed)``'s two words: the seed modulo 2**64, low word first."""
-    return words(seed, "lw.random.key's seed"), high_word(seed)
+    return words(seed, "seed"), high_word(seed)
 
 
 # ----------------------------------------------------------------------------- float32 from words
@@ -191,9 +192,9 @@ def _rounded(a, b, word):
     return lax.bitcast_convert_type(p, jnp.float32)
 
 
-def _scaled(u, lo, hi, fn: str, word):
+def _scaled(u, lo, hi, word):
     """``lo + (hi - lo) * u`` in float32, the CPU's clamp below ``hi`` included."""
-    lo, hi = _f32(lo, f"lw.random.{fn}'s lo"), _f32(hi, f"lw.random.{fn}'s hi")
+    lo, hi = _f32(lo, "lo"), _f32(hi, "hi")
     v = lo + _rounded(hi - lo, u, word)
     return jnp.where((v >= hi) & (hi > lo), below32(hi), v)
 
@@ -205,14 +206,14 @@ def uniform32(key, lo=0.0, hi=1.0):
     """The CPU's uniform32, bit for bit: ``(X_0 >> 40) * 2**-24`` is ``w1 >> 8``, exact in float32."""
     _, w1, _, _ = _block(key)
     u = lax.bitcast_convert_type(w1 >> _U(8), jnp.int32).astype(jnp.float32) * jnp.float32(2.0 ** -24)
-    return _scaled(u, lo, hi, "uniform32", w1)
+    return _scaled(u, lo, hi, w1)
 
 
 def uniform(key, lo=0.0, hi=1.0):
     """float32: the CPU's 53-bit uniform rounded to the nearest float32, then scaled as
     :func:`uniform32` scales (the clamp keeps it below ``hi``)."""
     w0, w1, _, _ = _block(key)
-    return _scaled(nearest_f32(*_m53(w0, w1)), lo, hi, "uniform", w1)
+    return _scaled(nearest_f32(*_m53(w0, w1)), lo, hi, w1)
 
 
 def _ln_unit(m_high, m_low):
@@ -257,18 +258,10 @@ def exponential(key):
 def _product_words(x_low, x_high, r):
     """Words 2 (bits 64..95), 1 and 0 of the 96-bit product of the 64-bit
     ``x_high * 2**32 + x_low`` and a uint32 ``r``."""
-    p0h, p0l = _mul32(x_low, r)
-    p1h, p1l = _mul32(x_high, r)
+    p0h, p0l = mulhilo(x_low, r)
+    p1h, p1l = mulhilo(x_high, r)
     mid = p1l + p0h
     return p1h + (mid < p0h).astype(jnp.uint32), mid, p0l
-
-
-def _mul32(a, b):
-    """(high, low) words of the 64-bit product of two uint32 tiles, from 16-bit halves."""
-    a_lo, a_hi, b_lo, b_hi = a & _MASK16, a >> _U(16), b & _MASK16, b >> _U(16)
-    p00, p01, p10, p11 = a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi
-    mid = (p00 >> _U(16)) + (p01 & _MASK16) + (p10 & _MASK16)
-    return p11 + (p01 >> _U(16)) + (p10 >> _U(16)) + (mid >> _U(16)), (mid << _U(16)) | (p00 & _MASK16)
 
 
 def _two64_mod(r):
@@ -319,9 +312,8 @@ def _retried(key, r, top, low, sure):
     return lax.while_loop(rejected, attempt, (jnp.int32(1), top, done))[1]
 
 
-def _int32(v, name: str):
+def _int32(v, what: str):
     """An integers bound as int32 (the TPU has no int64): a literal outside int32 is an error."""
-    what = f"lw.random.integers's {name}"
     if isinstance(v, (bool, int, np.integer)):
         if not -(1 << 31) <= int(v) < (1 << 31):
             raise LaneTypeError(f"{what} = {int(v)} does not fit int32 (the tpu backend computes 32-bit integers)")
