@@ -321,6 +321,23 @@ def test_a_key_array_broadcast_to_every_lane():
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("lane, dtypes", [(draw_uniform32_bounds, "uui"), (draw_normal, "uu"),
+                                          (draw_exponential, "uu"), (draw_integers, "uuii")])
+def test_every_draw_lowers_to_mosaic_without_a_chip(lane, dtypes):
+    """The kernels as a TPU compiles them: jax.export for platform "tpu" runs Pallas' Mosaic
+    lowering on the CPU, which refuses a primitive the chip has no rule for (it does
+    refuse jnp.cbrt): uint32 shifts, multiplies, compares and bit-casts all lower."""
+    from lanewise.backends.tpu import kernel
+
+    types = tuple(np.dtype({"u": np.uint32, "i": np.int32}[d]) for d in dtypes)
+    where = kernel.layout((2000,), (8, 128))
+    fn = kernel.compiled(lane, types, (False,) * len(types), ("lanes",) * len(types), False, tile=where.tile)
+    with jax.enable_x64(False):
+        exported = jax.export.export(jax.jit(lambda *v: fn(where, *v)[0]), platforms=["tpu"])(
+            *(jax.ShapeDtypeStruct(where.shape, t) for t in types))
+    assert "tpu_custom_call" in exported.mlir_module()
+
+
 # ----------------------------------------------------------------------------- docs/tpu.md's R rows
 
 
