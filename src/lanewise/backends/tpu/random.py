@@ -36,7 +36,8 @@ from jax import lax
 
 from ... import random as lw_random
 from ...errors import LaneCompileError, LaneTypeError
-from ...random._core import PHILOX_M0, PHILOX_M1, PHILOX_W0, PHILOX_W1
+
+PHILOX_M0, PHILOX_M1, PHILOX_W0, PHILOX_W1 = lw_random.PHILOX
 
 _U = np.uint32
 _MASK16 = _U(0xFFFF)
