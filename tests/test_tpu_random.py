@@ -280,6 +280,38 @@ def test_a_monte_carlo_lane_sums_its_normals_like_the_cpu():
     assert got.dtype == np.float32 and err.max() <= 6 * TOL * 8.6 + 6 * 2.0**-24 * np.abs(want).max()
 
 
+def chained_keys(k0, k1, n):
+    """A key carried through a loop (a tuple of two words in the loop's carry)."""
+    k = (k0, k1)
+    s = 0.0
+    for t in range(n):
+        k = lw.random.fold_in(k, t)
+        s += lw.random.uniform32(k)
+    return s, k[0]
+
+
+def first_below(k0, k1):
+    """Rejection sampling: a while loop whose lanes draw until one falls below 0.1."""
+    j = 0
+    u = lw.random.uniform32(lw.random.fold_in((k0, k1), j))
+    while u > 0.1:
+        j += 1
+        u = lw.random.uniform32(lw.random.fold_in((k0, k1), j))
+    return j, u
+
+
+@pytest.mark.slow
+def test_keys_carried_by_loops_and_draws_in_a_while_loop():
+    k0, k1 = u32(600, 32), u32(600, 33)
+    (s, w), (s_want, w_want) = both(chained_keys, k0, k1, 4, in_axes=(0, 0, None))
+    np.testing.assert_array_equal(w, w_want)
+    assert s.dtype == np.float32 and np.abs(s - s_want).max() <= 4 * 2.0**-24 * 4  # four float32 roundings
+    got, want = both(first_below, k0, k1)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[0].max() > 10  # lanes of a tile leave the loop at different draws
+
+
 def draw_bits(k0, k1):
     return lw.random.bits((k0, k1))
 
