@@ -6,8 +6,9 @@ a TPU vector register; each argument becomes a ``(tiles * 8, 128)`` array and th
 kernel's grid walks its tiles.  Inside, the lane's tile function (:mod:`.lower`)
 computes every lane of the tile; the padding lanes are outside ``valid``, so no
 loop runs for them.  Arguments are 32-bit on the chip: bools travel as int32,
-int8/int16/uint8/uint16 are widened to int32 (their values kept), and 64-bit or
-complex arguments are refused (:func:`check_dtype`), never silently narrowed.
+int8/int16/uint8/uint16 are widened to int32 (their values kept), uint32 (lw.random's
+key words) stays uint32, and 64-bit or complex arguments are refused
+(:func:`check_dtype`), never silently narrowed.
 
 Example:
     >>> import numpy as np
