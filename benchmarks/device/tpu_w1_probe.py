@@ -91,7 +91,7 @@ def main():
             exact = np.asarray(xla_of(VARIANTS[REFERENCE.get(name, name)])(x, x))
             row = {"variant": name, "n": n, "xla_s": t_x, "pallas_s": t_p, "ratio": t_p / t_x,
                    "max_abs_vs_xla": float(np.max(np.abs(np.asarray(got) - exact)))}
-        except Exception as exc:  # a variant Mosaic refuses is a finding, not a crash
+        except Exception as exc:  # noqa: BLE001 - a variant Mosaic refuses is a finding, not a crash
             row = {"variant": name, "n": n, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -135,6 +135,10 @@ from ._lanes import (bits_lane, exponential_lane, fold_in_lane, integers_lane, k
 #: libdevice's dmul_rn/fmul_rn), so draws match the CPU's bit for bit.
 ROUNDED_PRODUCTS = (_core.mul, _core.mul32)
 
+#: Philox4x32's multipliers and key increments (M0, M1, W0, W1), for a backend that
+#: writes the block function in its own terms (backends/tpu/random.py: 32-bit words).
+PHILOX = (_core.PHILOX_M0, _core.PHILOX_M1, _core.PHILOX_W0, _core.PHILOX_W1)
+
 #: The generator's scalar functions shipped prebuilt, with their signatures
 #: (lanewise/runtime/prebuilt.py).
 PREBUILT = _core.PREBUILT

@@ -205,6 +205,8 @@ class Executable:
 
 def _scalar_dtype(leaf) -> np.dtype:
     """A Python scalar argument computes as JAX types it: int32, float32, bool."""
+    if leaf.dtype == np.uint32:  # a key word (lw.random) keeps its 32 bits
+        return leaf.dtype
     return {"b": np.dtype(bool), "i": np.dtype(np.int32), "u": np.dtype(np.int32),
             "f": np.dtype(np.float32)}.get(leaf.dtype.kind, leaf.dtype)
 

@@ -6,8 +6,9 @@ a TPU vector register; each argument becomes a ``(tiles * 8, 128)`` array and th
 kernel's grid walks its tiles.  Inside, the lane's tile function (:mod:`.lower`)
 computes every lane of the tile; the padding lanes are outside ``valid``, so no
 loop runs for them.  Arguments are 32-bit on the chip: bools travel as int32,
-int8/int16/uint8/uint16 are widened to int32 (their values kept), and 64-bit or
-complex arguments are refused (:func:`check_dtype`), never silently narrowed.
+int8/int16/uint8/uint16 are widened to int32 (their values kept), uint32 (lw.random's
+key words) stays uint32, and 64-bit or complex arguments are refused
+(:func:`check_dtype`), never silently narrowed.
 
 Example:
     >>> import numpy as np
@@ -39,7 +40,7 @@ TILE = (8, 128)
 #: Argument dtypes the chip computes, as they travel to it (bools as int32).
 _CARRIED = {"b": np.dtype(np.int32), "f4": np.dtype(np.float32), "f2": np.dtype(np.float32)}
 #: What to pass instead of a refused dtype.
-_INSTEAD = {"f": "np.float32", "i": "np.int32", "u": "np.int32", "c": "two float32 arrays (real, imaginary)"}
+_INSTEAD = {"f": "np.float32", "i": "np.int32", "u": "np.uint32", "c": "two float32 arrays (real, imaginary)"}
 
 
 def check_dtype(name: str, dtype: np.dtype) -> np.dtype:
@@ -50,6 +51,8 @@ def check_dtype(name: str, dtype: np.dtype) -> np.dtype:
         return np.dtype(np.int32)
     if dtype.kind in "iu" and dtype.itemsize < 4 or dtype == np.int32:
         return np.dtype(np.int32)
+    if dtype == np.uint32:  # lw.random's key words: the chip computes uint32 (wrapping, logical shifts)
+        return dtype
     if dtype in (np.dtype(np.float32), np.dtype(np.float16)) or dtype.name == "bfloat16":
         return dtype
     instead = _INSTEAD.get(dtype.kind, "np.float32")

@@ -48,6 +48,7 @@ from ...errors import LaneCompileError, LaneTypeError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
+from . import random as lanes_random
 from . import rows as _rows
 from .ops import FLOAT_RESULT, INT_RESULT, lowering
 from .ops import where as lanes_where
@@ -619,6 +620,9 @@ class _Lowering:
             if p.keywords:
                 raise refuse(f"keyword arguments to {op[5:]}", p.loc)
             return self.call(self.functions[op[5:]], [self.expr(a, st) for a in p.args], st.live, p.loc)
+        if lanes_random.lowers(ir.called(p)):  # lw.random: Philox on the tile's words (.random)
+            return lanes_random.call(ir.called(p), [self.expr(a, st) for a in p.args],
+                                     {k: self.expr(v, st) for k, v in p.keywords}, where(p.loc))
         if op in _OPERATORS:
             prim, obj = primitives.named(f"operator.{_OPERATORS[op]}"), None
         else:
