@@ -541,8 +541,12 @@ def write_json(doc: dict, path: Path) -> None:
 
 # --------------------------------------------------------------------- plot
 def plot(doc: dict, path: Path) -> bool:
-    """Median time per tool (one panel per workload) and W1 time vs n."""
-    import matplotlib
+    """Median time per tool (one panel per workload) and W1 time vs n; False (no plot)
+    without matplotlib, which only the figure needs."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

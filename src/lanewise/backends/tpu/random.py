@@ -297,10 +297,12 @@ def _retried(key, r, top, low, sure):
     then attempts j = 1, 2, ... (the CPU's word X_j: words 2, 3 of block j >> 1 for odd
     j, words 0, 1 for even j) while some lane of the tile rejects."""
     t = _two64_mod(r)
-    done = sure | (low >= t)  # a lane not sure has product words (top, 0, low)
+    # the loop carries "done" as int32: Mosaic cannot carry a vector of bools through a
+    # loop ("failed to legalize scf.yield", measured on the chip)
+    done = (sure | (low >= t)).astype(jnp.int32)  # a lane not sure has product words (top, 0, low)
 
     def rejected(state):
-        return jnp.any(~state[2])
+        return jnp.any(state[2] == 0)
 
     def attempt(state):
         j, top, done = state
@@ -308,7 +310,7 @@ def _retried(key, r, top, low, sure):
         odd = (j & 1) == 1
         new_top, mid, low = _product_words(jnp.where(odd, b2, b0), jnp.where(odd, b3, b1), r)
         accept = (mid != _U(0)) | (low >= t)
-        return j + 1, jnp.where(done, top, new_top), done | accept
+        return j + 1, jnp.where(done != 0, top, new_top), jnp.where(accept, 1, done)
 
     return lax.while_loop(rejected, attempt, (jnp.int32(1), top, done))[1]
 
