@@ -3,7 +3,8 @@
     python -m benchmarks.device.tpu_results RUN_DIR [--date ISO] [--commit SHA]
 
 RUN_DIR holds tpu_w2.json and tpu_ops.json (tpu_all.sh) and, if present, tpu_w1.json (tpu_w1.py:
-W1 per block size, W5, Newton at the defaults).
+W1 per block size, W5, Newton at the defaults), tpu_w3.json (W3 per size, tile and unroll),
+tpu_mc.json (MC per tool) and tpu_w1_probe.json (W1's pieces, hand-written, against XLA).
 
 Rows in the layout of benchmarks/quote.py's ``_rows``: ``W2`` and ``newton`` with the median
 seconds of each setting (``lanewise-tpu-ROWSxCOLS-uUNROLL``, ``lanewise-tpu-flat``, ``lanewise-cpu``,
@@ -65,12 +66,50 @@ def w1_rows(records: list, newton: dict) -> list:
     return rows
 
 
+def w3_rows(records: list) -> list:
+    """tpu_w3.py: one row per size, each tile and unroll as ``lanewise-tpu-ROWSxCOLS-uUNROLL``
+    (the defaults, (32, 128) and 16, also as ``lanewise-tpu-defaults``)."""
+    rows = {}
+    for r in records:
+        row = rows.setdefault((r["series"], r["steps"]), {
+            "workload": f"W3-{r['series']}x{r['steps']}", "size": f"{r['series']} series x {r['steps']} steps, "
+            "float32", "median_s": {"jax-vmap-scan": r["jax_s"]}, "max_abs_diff": 0.0})
+        row["median_s"][setting(r)] = r["lanewise_tpu_s"]
+        if tuple(r["tile"]) == (32, 128) and r["unroll"] == 16:
+            row["median_s"]["lanewise-tpu-defaults"] = r["lanewise_tpu_s"]
+        row["max_abs_diff"] = max(row["max_abs_diff"], r["max_abs_diff"])
+    return list(rows.values())
+
+
+def mc_rows(records: list) -> list:
+    """tpu_mc.py: the seconds of each tool, and whether every price is within its bound of Black-Scholes."""
+    tools = [r for r in records if "tool" in r]
+    return [{"workload": "MC", "size": f"{tools[0]['n']:.0e} paths, float32",
+             "median_s": {r["tool"]: r["s"] for r in tools}, "all_ok": all(r["ok"] for r in tools)}]
+
+
+#: tpu_w1_probe.py's variants, as names a quote can hold (no "/" or "|").
+PIECES = {"store x+y": "store", "r/(1+r)": "rational", "cos(r)": "cos", "W1 cos(r)/(1+r)": "w1",
+          "cos(r)*recip(1+r) approx": "w1-approx-recip", "poly cos(r)": "poly-cos",
+          "poly cos(r)/(1+r)": "poly-w1"}
+
+
+def probe_rows(records: list) -> list:
+    """tpu_w1_probe.py: W1's pieces as hand-written Pallas kernels and as XLA fuses them."""
+    times = {}
+    for r in records:
+        if "error" not in r:
+            times[f"xla-{PIECES[r['variant']]}"] = r["xla_s"]
+            times[f"pallas-{PIECES[r['variant']]}"] = r["pallas_s"]
+    return [{"workload": "W1-pieces", "size": f"{records[0]['n']}x{records[0]['n']}, float32", "median_s": times}]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("run")
     ap.add_argument("--date", required=True)
     ap.add_argument("--commit", required=True)
-    ap.add_argument("--before", help="an earlier run's folder: its W2 times join as NAME-before")
+    ap.add_argument("--before", help="an earlier run's folder: its W2 (and W1, W5) times join as NAME-before")
     ap.add_argument("--ops", help="the folder of the run that measured the lowerings (tpu_ops.json), when "
                                   "RUN skipped them (SKIP_OPS=1)")
     ap.add_argument("--command", default="bash benchmarks/device/tpu_all.sh 1536",
@@ -87,6 +126,15 @@ def main():
     w1 = run / "tpu_w1.json"  # tpu_w1.py's W1 and Newton at the defaults, when that run is there
     if w1.exists():
         rows += w1_rows(json.loads(w1.read_text()), rows[1])
+        earlier = Path(a.before or "") / "tpu_w1.json"
+        if a.before and earlier.exists():  # W1's and W5's times in the earlier run, as NAME-before
+            for row, old in zip(rows[2:4], w1_rows(json.loads(earlier.read_text()), {"median_s": {}})[:2],
+                                strict=True):
+                row["median_s"].update({f"{k}-before": v for k, v in old["median_s"].items()
+                                        if "block" not in k})
+    for name, make in (("tpu_w3.json", w3_rows), ("tpu_mc.json", mc_rows), ("tpu_w1_probe.json", probe_rows)):
+        if (run / name).exists():
+            rows += make(json.loads((run / name).read_text()))
     rows += [{"workload": f"op {r['op']}", **{k: math.ceil(v) if k.startswith("max_ulps") else v
                                                            for k, v in r.items() if k != "op"}} for r in ops]
     out = {"date": a.date, "machine": "device machine: one TPU v5e chip, 13 cores x86-64 host; jax 0.10.2",
