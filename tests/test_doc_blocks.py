@@ -91,7 +91,9 @@ def test_block_runs_alone_pasted_into_python(block, tmp_path):
     here.mkdir()
     scratch.mkdir()
     src = str(ROOT / "src")  # this checkout's lanewise, also in a worktree or an uninstalled clone
-    env = dict(os.environ, JAX_PLATFORMS="cpu", TMPDIR=str(scratch),
+    # an empty kernel cache, as on a fresh machine: a kernel another test compiled from the
+    # same text elsewhere would name that file in the generated source lw.explain prints
+    env = dict(os.environ, JAX_PLATFORMS="cpu", TMPDIR=str(scratch), LANEWISE_CACHE_DIR=str(scratch / "kernels"),
                PYTHONPATH=os.pathsep.join(p for p in [src, os.environ.get("PYTHONPATH")] if p))
     for need in block.needs:
         env.update(ENV.get(need, {}))
