@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from ..errors import LaneCompileError
 from ..lane.ir import nodes as ir
 from ..lane.ir.build import build
+from ..lane.ir.carried import reads as _reads
 from .activity import active_names
 
 #: Methods whose result is a new value (or a number), never the receiver's storage.
@@ -302,20 +303,6 @@ def _pairs(target, value) -> bool:
 
 def _bound(target) -> set:
     return set(ir.target_names(target))
-
-
-def _reads(parts) -> set:
-    """Every local named anywhere in ``parts``."""
-    out, todo = set(), list(parts) if isinstance(parts, (tuple, list)) else [parts]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (tuple, list)):
-            todo.extend(n)
-        elif isinstance(n, ir.Var):
-            out.add(n.name)
-        elif n is not None and hasattr(n, "__dataclass_fields__") and not isinstance(n, ir.Loc):
-            todo.extend(getattr(n, f) for f in n.__dataclass_fields__)
-    return out
 
 
 # ----------------------------------------------------------------------------- what the emitters use

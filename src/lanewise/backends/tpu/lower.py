@@ -50,7 +50,7 @@ from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
 from . import random as lanes_random
 from . import rows as _rows
-from .ops import FLOAT_RESULT, INT_RESULT, lowering
+from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering
 from .ops import where as lanes_where
 
 #: IR operator names -> the ``operator`` primitive whose TPU rule computes them.
@@ -447,14 +447,7 @@ class _Lowering:
     def while_loop(self, body, carry, unroll: int, trips: int | None = None):
         """``lax.while_loop`` of ``body`` while some lane of the tile is active, ``unroll``
         iterations per check, the carry in the form Mosaic compiles (:data:`LOWERING`)."""
-        kinds = jax.tree.map(lambda c: c.dtype, carry)
-        masks = self.options["int_masks"]
-
-        def encode(tree):
-            return jax.tree.map(lambda v: v.astype(jnp.int32) if masks and v.dtype == jnp.bool_ else v, tree)
-
-        def decode(tree):
-            return jax.tree.map(lambda v, k: v != 0 if k == jnp.bool_ and v.dtype != jnp.bool_ else v, tree, kinds)
+        encode, decode = loop_forms(carry, self.options["int_masks"])
 
         def step(c):
             c = decode(c)

@@ -223,6 +223,23 @@ OPS = {
 }
 
 
+def loop_forms(carry, int_masks: bool):
+    """(encode, decode) of a loop's carry in the form Mosaic compiles: with ``int_masks``,
+    bools cross the loop as int32 (Mosaic cannot carry a vector of bools), and come back
+    as bools of the carry's own kinds."""
+    import jax
+
+    kinds = jax.tree.map(lambda c: c.dtype, carry)
+
+    def encode(tree):
+        return jax.tree.map(lambda v: v.astype(jnp.int32) if int_masks and v.dtype == jnp.bool_ else v, tree)
+
+    def decode(tree):
+        return jax.tree.map(lambda v, k: v != 0 if k == jnp.bool_ and v.dtype != jnp.bool_ else v, tree, kinds)
+
+    return encode, decode
+
+
 def lowering(op: str):
     """The lowering a primitive's ``Tpu(op)`` rule names: an entry of :data:`OPS`, else
     the ``jax.numpy`` function ``op`` on float tiles (ints converted first, as Python

@@ -33,6 +33,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from ...errors import BackendError, LaneCompileError
+from .ops import loop_forms
 
 #: The spreads of :mod:`.kernel` that carry arrays the lanes index (:data:`.kernel.SPREADS` + these).
 ROWS = ("rows", "table")
@@ -306,14 +307,7 @@ def _loop(lowering, body, carry, trips: int):
     """``trips`` steps of ``body``: a ``fori_loop`` of rounds of ``lowering.unroll`` steps,
     then the rest; bools cross the loop as int32 and the first carry is computed from
     the tile's lanes (the forms Mosaic compiles, :data:`.lower.LOWERING`)."""
-    kinds = jax.tree.map(lambda c: c.dtype, carry)
-    masks = lowering.options["int_masks"]
-
-    def encode(tree):
-        return jax.tree.map(lambda v: v.astype(jnp.int32) if masks and v.dtype == jnp.bool_ else v, tree)
-
-    def decode(tree):
-        return jax.tree.map(lambda v, k: v != 0 if k == jnp.bool_ and v.dtype != jnp.bool_ else v, tree, kinds)
+    encode, decode = loop_forms(carry, lowering.options["int_masks"])
 
     counting, lowering.counting = lowering.counting, False  # a scan's steps are not loop iterations
     iterations = lowering.iterations

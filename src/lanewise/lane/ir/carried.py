@@ -73,7 +73,7 @@ def carry(stmts: tuple, defined: frozenset, around: frozenset) -> tuple:
         if isinstance(s, ir.Loop):
             inside = assigned(s.body)
             own = ir.target_names(s.target) if s.target is not None else set()
-            exposed = _exposed(s.body, frozenset(own))[0] | _reads((s.cond,))
+            exposed = _exposed(s.body, frozenset(own))[0] | reads((s.cond,))
             carried = tuple(sorted(inside & (defined | around | exposed)))  # the target alone is the loop's own
             s = replace(s, body=carry(s.body, defined | own, around | inside | own),
                         orelse=carry(s.orelse, defined | inside | own, around), carried=carried)
@@ -96,19 +96,19 @@ def _exposed(stmts, bound: frozenset | None) -> tuple[set, frozenset | None]:
         if bound is None:
             break
         if isinstance(s, ir.If):
-            exposed |= _reads((s.cond,)) - bound
+            exposed |= reads((s.cond,)) - bound
             (e1, b1), (e2, b2) = _exposed(s.then, bound), _exposed(s.orelse, bound)
             exposed |= e1 | e2
             bound = b2 if b1 is None else b1 if b2 is None else b1 & b2
         elif isinstance(s, ir.Loop):  # its body may not run: nothing it binds is sure after it
             own = ir.target_names(s.target) if s.target is not None else set()
-            exposed |= _reads((s.iter, s.cond)) - bound
+            exposed |= reads((s.iter, s.cond)) - bound
             exposed |= _exposed(s.body, bound | own)[0] | _exposed(s.orelse, bound)[0]
         elif isinstance(s, ir.Try):
             for part in (s.body, s.orelse, s.final, *(h.body for h in s.handlers)):
                 exposed |= _exposed(part, bound)[0]
         else:
-            exposed |= _reads(_parts(s)) - bound
+            exposed |= reads(_parts(s)) - bound
             if isinstance(s, (ir.Exit, ir.Raise)):
                 bound = None
             else:
@@ -134,10 +134,10 @@ def _target_parts(t) -> tuple:
     return (t.base,) if isinstance(t, ir.Field) else ()
 
 
-def _reads(parts) -> set:
-    """The :class:`.Var` names anywhere in ``parts`` (nested functions' included: a
-    closure reads what it names)."""
-    out, todo = set(), list(parts)
+def reads(parts) -> set:
+    """The :class:`.Var` names anywhere in ``parts``, a node or a sequence of them (nested
+    functions' included: a closure reads what it names)."""
+    out, todo = set(), list(parts) if isinstance(parts, (tuple, list)) else [parts]
     while todo:
         n = todo.pop()
         if isinstance(n, (tuple, list)):
