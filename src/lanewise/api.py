@@ -112,6 +112,7 @@ class Mapped:
         self._executables: dict = {}
         self._launchers: dict = {}  # fast path: argument types -> generated launcher
         self._last = _miss
+        self._fast_backend = None  # the backend the kept launchers run on
         self._watch = None  # what the kept executables froze (lane.watch); None: nothing
         self._derived: dict = {}  # functions passed as arguments -> the nest with them bound
         functools.update_wrapper(self, unwrap_nest(fun)[0], updated=())
@@ -125,8 +126,12 @@ class Mapped:
             return mapped(*args, out=out, **kwargs)
         if self._watch is not None and self._watch.changed():
             self._forget()  # a value the kernels froze changed: build afresh
-        fast = out is None and not kwargs and not self.progress and (self.backend or config.backend) in backends.FAST
+        chosen = self.backend or config.backend
+        fast = out is None and not kwargs and not self.progress and chosen in backends.FAST
         if fast:
+            if chosen != self._fast_backend:  # lw.config.backend changed: launchers run on the old one
+                self._launchers.clear()
+                self._last, self._fast_backend = _miss, chosen
             # The last launcher checks its argument types itself; others by key.
             result = self._last(args)
             if result is MISS:

@@ -67,7 +67,7 @@ REGISTRY: dict[str, Entry] = {e.name: e for e in [
     Entry("python", "python", compiles=False),
     Entry("cuda", "cuda", "cuda", claims=holds_device_array),
     Entry("dask", "dask", "dask", claims=holds_dask_array, writes_out=False),
-    Entry("tpu", "tpu", "jax", writes_out=False, wide=False),
+    Entry("tpu", "tpu", "jax", fast_path=True, writes_out=False, wide=False),
 ]}
 NAMES = tuple(REGISTRY)
 #: The backend ``lw.explain`` describes: the compiled nest most calls run (``lw.config.backend``'s default).

@@ -248,6 +248,46 @@ def _called(exe: Executable, call: Call, fold: tuple | None = None):
         return pytree.unflatten(program.out_tree, fn(*call.values))
 
 
+def fast_launcher(exe: Executable, call: Call, miss, fold: tuple | None = None):
+    """A launcher for the next calls whose arguments have ``call``'s exact types,
+    shapes and dtypes: the jitted whole call (:meth:`Executable.whole`, of ``fold``
+    for a reduction) without binding again, which costs a few hundred microseconds
+    of Python, a third of W1's kernel time on the chip.  Only top-level NumPy or JAX
+    arrays (no pytrees, keywords or Python scalars, whose values binding checks);
+    for any other argument, or any difference, it returns ``miss`` and the slow path
+    binds properly (and raises the right error).  None when ``call`` is not eligible."""
+    if any(p.keyword is not None or p.tree.num_nodes != 1 for p in call.signature.params):
+        return None
+    if not all(type(v) is np.ndarray or (_is_jax_array(v) and not _is_tracer(v)) for v in call.values):
+        return None
+    import jax
+
+    fn, program = exe.whole(call, fold)
+    tree, x64, config_ = program.out_tree, jax.enable_x64, jax.config
+    # the dtype compares its byte order too: a big-endian array binds as a converted copy
+    want = tuple((type(v), tuple(v.shape), np.dtype(v.dtype)) for v in call.values)
+
+    def launch(args: tuple):
+        if len(args) != len(want):
+            return miss
+        for a, (kind, shape, dtype) in zip(args, want, strict=True):
+            if type(a) is not kind or a.shape != shape or a.dtype != dtype:
+                return miss
+        if not config_.jax_enable_x64:  # entering x64(False) costs ten microseconds
+            return pytree.unflatten(tree, fn(*args))
+        with x64(False):  # JAX's 32-bit rules (see Executable.__call__)
+            return pytree.unflatten(tree, fn(*args))
+
+    return launch
+
+
+def _is_tracer(value) -> bool:
+    """A JAX tracer (a lanewise call inside ``jax.jit``): bound afresh on every call."""
+    import jax
+
+    return isinstance(value, jax.core.Tracer)
+
+
 def iterations(exe: Executable, call: Call):
     """The loop iterations each tile of ``call`` ran (a debugging aid: per-tile early exit)."""
     return exe(call, count_iterations=True)[2]
@@ -318,6 +358,10 @@ class Reduction:
 
     def __call__(self, call: Call):
         return _called(self.exe, call, (self.op, self.axis))
+
+    def fast_launcher(self, call: Call, miss):
+        """:func:`fast_launcher` of the reduction (``lw.reduce``'s repeated calls)."""
+        return fast_launcher(self.exe, call, miss, (self.op, self.axis))
 
 
 def _reduction_program(call: Call, shapes, tree, fold: tuple):
