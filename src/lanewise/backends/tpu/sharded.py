@@ -39,6 +39,9 @@ from ...errors import BackendError
 
 #: The mesh axis the outermost level's indices are split along.
 AXIS = "lanes"
+#: The fewest devices a call is split over (1 on a one-chip host runs the split path on
+#: that chip: how the path is tried there; otherwise one device takes the unsplit path).
+SPLIT_FROM = 2
 
 
 def devices(call=None) -> list:
@@ -66,7 +69,7 @@ def whole(exe, call, fold: tuple | None):
     from . import indexed
 
     chosen = devices(call)
-    if len(chosen) < 2:
+    if len(chosen) < SPLIT_FROM:
         return None
     count, size = len(chosen), call.sizes[0]
     share = -(-size // count)
@@ -78,7 +81,7 @@ def whole(exe, call, fold: tuple | None):
     dims = [_outer_dim(o) for o in mapped.outputs]
     if not folds and None in dims:  # an output unmapped at the outer level is no device's share
         return None
-    split = _split(run, call, chosen, dims, folds)
+    split, mesh, specs = _split(run, call, chosen, dims, folds)
     pad = share * count - size
 
     def pipeline(*given):
@@ -90,14 +93,36 @@ def whole(exe, call, fold: tuple | None):
 
     import jax
 
-    return jax.jit(pipeline), program
+    jitted = jax.jit(pipeline)
+
+    def moved(given):
+        return [_moved(v, mesh, spec, pad) for v, spec in zip(given, specs, strict=True)]
+
+    def called(*given):
+        return jitted(*moved(given))
+
+    called.lower = lambda *given: jitted.lower(*moved(given))  # as jax.jit's (what XLA makes of it)
+    return called, program
+
+
+def _moved(value, mesh, spec, pad: int):
+    """A JAX array committed to other devices than ``mesh``'s put on them (jit refuses to
+    move it): split as the kernel reads it, or whole on each where its outer level pads.
+    Any other argument goes to the jitted call as it is (one already split so: in place)."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    if (not isinstance(value, jax.Array) or isinstance(value, jax.core.Tracer)  # traced: the caller's jit places it
+            or not value.committed or value.sharding.device_set == set(mesh.devices.flat)):
+        return value
+    return jax.device_put(value, NamedSharding(mesh, PartitionSpec() if pad else spec))
 
 
 def _split(run, call, chosen: list, dims: list, folds: str | None):
     """``run`` (a share's kernel and layout) under ``jax.shard_map`` over ``chosen``:
     arguments mapped at the outer level split along that axis, the others whole on every
     device; results split along their outer level's axis (``dims``), or, folded, one
-    partial per device."""
+    partial per device.  With the mesh and the arguments' PartitionSpecs."""
     import jax
     from jax.sharding import Mesh
 
@@ -109,7 +134,7 @@ def _split(run, call, chosen: list, dims: list, folds: str | None):
     ins = tuple(_spec(leaf.axes[0] if leaf.is_array else None) for leaf in call.signature.leaves)
     outs = [_spec(0) for _ in dims] if folds else [_spec(k) for k in dims]
     # check_vma=False: pallas_call's results carry no varying-axes type (JAX asks for one otherwise)
-    return jax.shard_map(body, mesh=mesh, in_specs=ins, out_specs=outs, check_vma=False)
+    return jax.shard_map(body, mesh=mesh, in_specs=ins, out_specs=outs, check_vma=False), mesh, ins
 
 
 def _spec(axis: int | None):
@@ -133,7 +158,7 @@ def _share(call, share: int):
 def local(call):
     """``call`` as each device runs it (itself on one device)."""
     chosen = devices(call)
-    return call if len(chosen) < 2 else _share(call, -(-call.sizes[0] // len(chosen)))
+    return call if len(chosen) < SPLIT_FROM else _share(call, -(-call.sizes[0] // len(chosen)))
 
 
 def _lanes(where, size: int, share: int):
@@ -190,7 +215,7 @@ def _finished(kernel, op: str, folds: str, partials, sizes):
 def explain(call) -> str | None:
     """``lw.explain``'s line on the devices a call is split over (None: one device)."""
     chosen = devices(call)
-    if len(chosen) < 2:
+    if len(chosen) < SPLIT_FROM:
         return None
     share = -(-call.sizes[0] // len(chosen))
     return (f"devices: the outermost vmap level's {call.sizes[0]} indices split over {len(chosen)} "
