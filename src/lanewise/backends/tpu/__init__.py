@@ -134,8 +134,11 @@ class Executable:
         ``lw.reduce`` ``(op, axis)``: the reductions), and the program they belong to.
         Laying the arguments out, the kernel and placing the results are one XLA
         program, so that a call costs one dispatch: each eager ``jnp`` step would cost
-        its own.  Cached per signature, argument shapes (a row's length) and ``fold``."""
-        key = (call.signature, tuple(np.shape(v) for v in call.values), tuple(call.sizes), fold, config.tpu_devices)
+        its own.  Cached per signature, argument shapes (a row's length), ``fold`` and the
+        devices the call is split over (:mod:`.sharded`)."""
+        from . import sharded
+
+        key = (call.signature, tuple(np.shape(v) for v in call.values), tuple(call.sizes), fold, sharded.key(call))
         found = self._wholes.get(key)
         if found is None:
             found = self._wholes[key] = self._whole(call, fold)

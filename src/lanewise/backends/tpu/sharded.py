@@ -63,6 +63,12 @@ def devices(call=None) -> list:
     return list(found)
 
 
+def key(call) -> tuple:
+    """The devices ``call`` is split over, as a part of its whole call's cache key (() on one)."""
+    chosen = devices(call)
+    return tuple(d.id for d in chosen) if len(chosen) >= SPLIT_FROM else ()
+
+
 def whole(exe, call, fold: tuple | None):
     """``exe``'s jitted whole call of ``call`` (:meth:`Executable.whole`) split over the
     devices, and its program; None where the call runs on one device."""
