@@ -99,16 +99,20 @@ def whole(exe, call, fold: tuple | None):
 
     import jax
 
-    jitted = jax.jit(pipeline)
+    return _placing(jax.jit(pipeline), mesh, specs, pad), program
 
+
+def _placing(jitted, mesh, specs: tuple, pad: int):
+    """``jitted``, its arguments committed to other devices first moved onto ``mesh``
+    (:func:`_moved`); ``.lower`` as jax.jit's (what XLA makes of the call)."""
     def moved(given):
         return [_moved(v, mesh, spec, pad) for v, spec in zip(given, specs, strict=True)]
 
     def called(*given):
         return jitted(*moved(given))
 
-    called.lower = lambda *given: jitted.lower(*moved(given))  # as jax.jit's (what XLA makes of it)
-    return called, program
+    called.lower = lambda *given: jitted.lower(*moved(given))
+    return called
 
 
 def _moved(value, mesh, spec, pad: int):
