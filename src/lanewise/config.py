@@ -48,6 +48,17 @@ def _tile(value: str) -> tuple:
     return int(rows), int(cols)
 
 
+def _devices(value: str) -> int | str:
+    """``LANEWISE_TPU_DEVICES``: ``"all"`` or a positive count (the tpu backend checks it
+    against the devices JAX has)."""
+    value = value.strip().lower()
+    if value in ("", "all"):
+        return "all"
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"LANEWISE_TPU_DEVICES={value!r}: expected 'all' or a positive number of devices")
+    return int(value)
+
+
 def _spmd_mode(value: str) -> str | bool:
     value = value.strip().lower()
     if value in ("", "auto"):
@@ -140,6 +151,16 @@ class Config:
     #: end).  Read when a kernel is built.  The defaults, (32, 128) and 16, were the
     #: fastest on a TPU v5e for escape-time loops (docs/tpu.md).
     tpu_unroll: int = field(default_factory=lambda: int(os.environ.get("LANEWISE_TPU_UNROLL", "16")))
+    #: The JAX devices a tpu call splits its lanes over (``LANEWISE_TPU_DEVICES``):
+    #: ``"all"`` (the default) every device of JAX's default backend (the host's TPU
+    #: chips; CPU devices in interpret mode), or a number n, the first n of them; 1
+    #: runs every call on one device as before.  With two or more, the outermost vmap
+    #: level's indices are split over the devices (padded to equal shares), each runs
+    #: the same kernel on its share and the results come back as one ``jax.Array``
+    #: sharded over them; ``lw.reduce`` folds on each device, then combines the
+    #: devices' partials, in the same jitted call (docs/tpu.md, backends/tpu/sharded.py).
+    #: Read at each call.
+    tpu_devices: int | str = field(default_factory=lambda: _devices(os.environ.get("LANEWISE_TPU_DEVICES", "all")))
 
     @contextlib.contextmanager
     def overridden(self, **values):

@@ -134,8 +134,11 @@ class Executable:
         ``lw.reduce`` ``(op, axis)``: the reductions), and the program they belong to.
         Laying the arguments out, the kernel and placing the results are one XLA
         program, so that a call costs one dispatch: each eager ``jnp`` step would cost
-        its own.  Cached per signature, argument shapes (a row's length) and ``fold``."""
-        key = (call.signature, tuple(np.shape(v) for v in call.values), tuple(call.sizes), fold)
+        its own.  Cached per signature, argument shapes (a row's length), ``fold`` and the
+        devices the call is split over (:mod:`.sharded`)."""
+        from . import sharded
+
+        key = (call.signature, tuple(np.shape(v) for v in call.values), tuple(call.sizes), fold, sharded.key(call))
         found = self._wholes.get(key)
         if found is None:
             found = self._wholes[key] = self._whole(call, fold)
@@ -149,10 +152,28 @@ class Executable:
     def _whole(self, call: Call, fold: tuple | None):
         import jax
 
-        from . import indexed
+        from . import indexed, sharded
 
+        split = sharded.whole(self, call, fold)  # over several devices (lw.config.tpu_devices)
+        if split is not None:
+            return split
         op = fold[0] if fold else None
         folds = op if op in self.kernel.FOLDS else None  # folded in the kernel; argmin/argmax after it
+        run, program, _ = self.pipeline(call, fold, folds)
+
+        def pipeline(*given):
+            results = run(given)
+            return [indexed.index_of(op, v) for v in results] if fold and not folds else results
+
+        return jax.jit(pipeline), program
+
+    def pipeline(self, call: Call, fold: tuple | None, folds: str | None, lanes=None):
+        """``call``'s kernel with its arguments' layout around it, as a function of the
+        argument leaves (traced in a caller's jit) to the reductions of ``folds`` (the
+        op the kernel folds) or, without, the lanes' results placed by ``out_axes``;
+        ``call``'s program (of ``lw.reduce``'s ``fold``) and the map's (where ``out_axes``
+        puts the results).  ``lanes``: of the layout, the lanes the kernel computes (a
+        device's share, :mod:`.sharded`)."""
         where, fn, values = self.prepared(call, fold=folds)
         spreads = self.spreads(call, where)
         shapes, tree = fn.types(where, *values)
@@ -160,15 +181,15 @@ class Executable:
         program = _reduction_program(call, shapes, tree, fold) if fold else mapped
         sizes = tuple(call.sizes)
 
-        def pipeline(*given):
-            results, _ = fn.inline(where, *self.carried(call, given, where, spreads))
+        def run(given):
+            results, _ = fn.inline(where, *self.carried(call, given, where, spreads),
+                                   lanes=None if lanes is None else lanes(where))
             if folds:
                 return results
-            placed = [_place(self.kernel.from_tiles(r, where, sizes), o)
-                      for r, o in zip(results, mapped.outputs, strict=True)]
-            return [indexed.index_of(op, v) for v in placed] if fold else placed
+            return [_place(self.kernel.from_tiles(r, where, sizes), o)
+                    for r, o in zip(results, mapped.outputs, strict=True)]
 
-        return jax.jit(pipeline), program
+        return run, program, mapped
 
     def layout(self, call: Call, made: tuple = ()):
         """Where ``call``'s lanes sit: tiles of ``self.tile``, fewer rows where row blocks
@@ -319,7 +340,10 @@ def _place(values, out):
 
 
 def explain(exe, call: Call) -> list[str]:
-    where = exe.layout(call)
+    from . import sharded
+
+    split = sharded.explain(call)  # the devices the outer level is split over, if several
+    where = exe.layout(sharded.local(call))  # one device's share
     rows, cols = where.tile
     placed = (f"the lanes as a {where.rows} x {where.cols} plane (the last vmap level along columns), "
               f"each tile a block of it" if where.plane else "the lanes in C order, filling each tile row by row")
@@ -331,7 +355,7 @@ def explain(exe, call: Call) -> list[str]:
             f"{placed}; {looping}" + (" (interpret mode: on the CPU)" if exe.interpret else ""),
             "arguments carried: " + (", ".join(spreads) or "none") + " (scalar: one value; row/col: one per "
             "row/column of the plane; lanes: one per lane; rows: a plane per index of the lanes' 1-D rows; "
-            "table: an unmapped 1-D array in scalar memory)"]
+            "table: an unmapped 1-D array in scalar memory)"] + ([split] if split else [])
 
 
 def build_reduce(op, axis, call: Call):

@@ -342,9 +342,11 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         results, iterations = jitted(lanes_of(where), where.grid, where.shape, *values)
         return results, structure["tree"], iterations
 
-    def inline(where: Layout, *values):
-        """The kernel's (results, iterations) inside a caller's own trace (one jitted whole call)."""
-        return jitted(lanes_of(where), where.grid, where.shape, *values)
+    def inline(where: Layout, *values, lanes=None):
+        """The kernel's (results, iterations) inside a caller's own trace (one jitted whole call).
+        ``lanes``: the lanes it computes, as :func:`lanes_of` gives them, when fewer than
+        ``where``'s (a device's share of a sharded call, traced: :mod:`.sharded`)."""
+        return jitted(lanes_of(where) if lanes is None else lanes, where.grid, where.shape, *values)
 
     def types(where: Layout, *values):
         """The lane's result leaves (ShapeDtypeStructs of a tile) and their tree, traced, not run."""

@@ -1,0 +1,236 @@
+"""backend="tpu" over several devices (backends/tpu/sharded.py): the outermost vmap level
+split with ``jax.shard_map``, checked against ``backend="python"`` and NumPy.
+
+JAX fixes its device count when it is first imported, so the tests that need eight
+devices run in a subprocess (:func:`test_on_eight_cpu_devices`: this file under pytest,
+with ``XLA_FLAGS=--xla_force_host_platform_device_count=8``, ``JAX_PLATFORMS=cpu`` and
+interpret mode) and are skipped in a process with one device; the others check that one
+device keeps the unsharded path.  Sizes are small: interpret mode runs each device's
+kernel on the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+import jax  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
+
+import lanewise as lw  # noqa: E402
+from lanewise.backends import tpu  # noqa: E402
+from lanewise.backends.tpu import sharded  # noqa: E402
+
+DEVICES = jax.device_count()
+#: ``LANEWISE_TPU_TESTS_ON_CHIP=1`` on a TPU host runs the in-process tests on the chip
+#: (Mosaic compiles each kernel, under ``jax.shard_map`` too), as tests/test_tpu_backend.py.
+ON_CHIP = os.environ.get("LANEWISE_TPU_TESTS_ON_CHIP") == "1" and jax.default_backend() == "tpu"
+RTOL = 2e-4 if ON_CHIP else 2e-5
+#: The tests that need several devices (run by :func:`test_on_eight_cpu_devices`).
+several = pytest.mark.skipif(DEVICES < 8, reason="needs 8 JAX devices: run in a subprocess by "
+                                                  "test_on_eight_cpu_devices")
+
+
+@pytest.fixture(autouse=True)
+def interpret():
+    with lw.config.overridden(tpu_interpret=not ON_CHIP, tpu_tile=(8, 128), tpu_unroll=1, tpu_devices="all"):
+        yield
+
+
+def spin(x, n):
+    """A divergent loop: lane i runs n[i] iterations."""
+    i = 0
+    while i < n:
+        x = x * 0.5 + 1.0
+        i += 1
+    return x
+
+
+def escape(cr, ci):
+    zr = 0.0
+    zi = 0.0
+    k = 0
+    while k < 30 and zr * zr + zi * zi < 4.0:
+        zr, zi = zr * zr - zi * zi + cr, 2 * zr * zi + ci
+        k += 1
+    return k
+
+
+def decay(c, p):
+    c = c * 0.9 + p
+    return c, c
+
+
+def smoothed(p):
+    return lw.scan(decay, 0.0, p)[0]
+
+
+def divergent(n_lanes, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-3, 3, n_lanes).astype(np.float32), rng.integers(0, 40, n_lanes).astype(np.int32)
+
+
+def shards_of(result):
+    """The result's pieces per device, in the mesh's order, as NumPy."""
+    return [np.asarray(s.data) for s in sorted(result.addressable_shards, key=lambda s: s.device.id)]
+
+
+# ----------------------------------------------------------------------------- one device
+
+
+@pytest.mark.slow  # ~40 s: a fresh process, each device's kernel in interpret mode
+def test_on_eight_cpu_devices():
+    """This file's several-device tests, in a process with eight CPU devices."""
+    if DEVICES > 1:
+        pytest.skip("already in a process with several devices")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               LANEWISE_TPU_INTERPRET="1", PYTHONPATH=os.pathsep.join(
+                   [str(root / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+                           "-m", "", __file__, "-k", "not test_on_eight_cpu_devices"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    assert re.search(r"\b10 passed\b", done.stdout), done.stdout[-3000:]  # none skipped for want of devices
+
+
+def test_one_device_keeps_the_unsharded_path():
+    x, n = divergent(300)
+    lane = lw.vmap(spin, backend="tpu")
+    call = tpu.bind_call(lane, (x, n), {})
+    with lw.config.overridden(tpu_devices=1):
+        assert sharded.whole(tpu.build(call), call, None) is None
+        got = lane(x, n)
+        assert "devices:" not in lw.explain(lane, x, n)
+    assert isinstance(got.sharding, jax.sharding.SingleDeviceSharding)
+    np.testing.assert_allclose(np.asarray(got), lw.vmap(spin, backend="python")(x, n), rtol=RTOL)
+    if DEVICES == 1:  # "all" of one device: the same path
+        assert sharded.whole(tpu.build(call), call, None) is None
+
+
+def test_the_split_path_on_one_device(monkeypatch):
+    """The shard_map path over a mesh of one device (what a one-chip host can run of it):
+    a loop, a plane with out_axes, a mean, an argmax; CI and the chip alike."""
+    monkeypatch.setattr(sharded, "SPLIT_FROM", 1)
+    x, n = divergent(300, seed=4)
+    lane = lw.vmap(lambda v, k: spin(v, k) - 1.0, backend="tpu")  # a lane of its own: no kernel cached unsplit
+    with lw.config.overridden(tpu_devices=1):
+        got = lane(x, n)
+        mean = lw.reduce(lane, "mean")(x, n)
+        re_, im = np.linspace(-2, 1, 130, dtype=np.float32), np.linspace(-1, 1, 3, dtype=np.float32)
+        plane = lw.vmap(lw.vmap(escape, in_axes=(0, None)), in_axes=(None, 0), out_axes=1, backend="tpu")
+        flipped, top = plane(re_, im), lw.reduce(plane, "argmax")(re_, im)
+    assert isinstance(got.sharding, NamedSharding) and got.sharding.mesh.axis_names == ("lanes",)
+    want = lw.vmap(spin, backend="python")(x, n) - 1.0
+    np.testing.assert_allclose(np.asarray(got), want, rtol=RTOL, atol=RTOL)
+    np.testing.assert_allclose(float(mean), want.astype(np.float32).mean(), rtol=1e-5)
+    escapes = lw.vmap(lw.vmap(escape, in_axes=(0, None)), in_axes=(None, 0), out_axes=1, backend="python")(re_, im)
+    np.testing.assert_array_equal(np.asarray(flipped), escapes)
+    assert int(top) == int(escapes.argmax())
+
+
+def test_tpu_devices_is_checked(monkeypatch):
+    x, n = divergent(20)
+    with lw.config.overridden(tpu_devices=DEVICES + 1), pytest.raises(lw.BackendError, match="tpu_devices"):
+        lw.vmap(spin, backend="tpu")(x, n)
+    with lw.config.overridden(tpu_devices=0), pytest.raises(lw.BackendError, match="tpu_devices = 0"):
+        lw.vmap(spin, backend="tpu")(x, n)
+    from lanewise.config import Config
+
+    monkeypatch.setenv("LANEWISE_TPU_DEVICES", "4")
+    assert Config().tpu_devices == 4
+    monkeypatch.setenv("LANEWISE_TPU_DEVICES", "ALL")
+    assert Config().tpu_devices == "all"
+    monkeypatch.setenv("LANEWISE_TPU_DEVICES", "two")
+    with pytest.raises(ValueError, match="LANEWISE_TPU_DEVICES"):
+        Config()
+
+
+# ----------------------------------------------------------------------------- eight devices
+
+
+@several
+def test_a_divergent_loop_splits_its_lanes_over_the_devices():
+    x, n = divergent(8 * 40)
+    n[:40] = 0  # the first device's lanes finish at once, the others' run up to 39 iterations
+    got = lw.vmap(spin, backend="tpu")(x, n)
+    want = lw.vmap(spin, backend="python")(x, n)
+    assert isinstance(got, jax.Array) and got.shape == (320,)
+    assert got.sharding.is_equivalent_to(NamedSharding(Mesh(np.array(jax.devices()), ("lanes",)),
+                                                       PartitionSpec("lanes")), 1)
+    for k, piece in enumerate(shards_of(got)):  # each device holds its own lanes
+        np.testing.assert_allclose(piece, want[40 * k:40 * (k + 1)], rtol=RTOL)
+    assert "split over 8 cpu devices (40 each" in lw.explain(lw.vmap(spin, backend="tpu"), x, n)
+
+
+@several
+def test_a_plane_of_two_levels_and_out_axes():
+    re_, im = np.linspace(-2, 1, 200, dtype=np.float32), np.linspace(-1.2, 1.2, 16, dtype=np.float32)
+    inner = lw.vmap(escape, in_axes=(0, None))
+    want = lw.vmap(inner, in_axes=(None, 0), backend="python")(re_, im)
+    got = lw.vmap(inner, in_axes=(None, 0), backend="tpu")(re_, im)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    assert got.sharding.spec == PartitionSpec("lanes") and shards_of(got)[0].shape == (2, 200)
+    flipped = lw.vmap(inner, in_axes=(None, 0), out_axes=1, backend="tpu")(re_, im)
+    np.testing.assert_array_equal(np.asarray(flipped), want.T)
+    assert flipped.sharding.spec == PartitionSpec(None, "lanes")
+
+
+@several
+def test_rows_and_a_scan_per_lane():
+    prices = np.random.default_rng(1).standard_normal((30, 16)).astype(np.float32)  # a series per column
+    got = lw.vmap(smoothed, in_axes=1, backend="tpu")(prices)
+    np.testing.assert_allclose(np.asarray(got), lw.vmap(smoothed, in_axes=1, backend="python")(prices),
+                               rtol=RTOL, atol=2e-6)
+    assert got.sharding.spec == PartitionSpec("lanes")
+
+
+@several
+@pytest.mark.parametrize("size", [8 * 40, 13])
+def test_reductions_fold_per_device_then_across(size):
+    x, n = divergent(size, seed=2)
+    mapped = lw.vmap(spin, backend="python")(x, n).astype(np.float32)
+    truth = lw.vmap(lambda v, k: v > 1.9, backend="tpu")
+    for op, want in [("sum", mapped.sum()), ("mean", mapped.mean()), ("max", mapped.max()),
+                     ("min", mapped.min()), ("argmin", mapped.argmin())]:
+        got = lw.reduce(lw.vmap(spin, backend="tpu"), op)(x, n)
+        assert got.shape == () and len(got.sharding.device_set) == min(size, 8), op
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, err_msg=op)
+    assert bool(lw.reduce(truth, "any")(mapped, n)) == bool((mapped > 1.9).any())
+    assert bool(lw.reduce(truth, "all")(mapped, n)) == bool((mapped > 1.9).all())
+
+
+@several
+def test_an_uneven_lane_count_pads_the_last_shares():
+    for size, used in [(13, 8), (3, 3)]:  # 2 lanes per device, the last ones padding; 3 lanes, 3 devices
+        x, n = divergent(size, seed=size)
+        got = lw.vmap(spin, backend="tpu")(x, n)
+        assert got.shape == (size,) and len(got.sharding.device_set) == used
+        np.testing.assert_allclose(np.asarray(got), lw.vmap(spin, backend="python")(x, n), rtol=RTOL)
+    with lw.config.overridden(tpu_devices=3):  # 13 lanes over 3 devices: shares of 5, 5, 3 (+2 padding)
+        got = lw.vmap(spin, backend="tpu")(x, n)
+        assert len(got.sharding.device_set) == 3
+
+
+@several
+def test_sharded_arguments_are_read_in_place():
+    mesh = Mesh(np.array(jax.devices()), ("lanes",))
+    x, n = divergent(64, seed=3)
+    xs, ns = (jax.device_put(v, NamedSharding(mesh, PartitionSpec("lanes"))) for v in (x, n))
+    lane = lw.vmap(spin, backend="tpu")
+    call = tpu.bind_call(lane, (xs, ns), {})
+    fn, _ = tpu.build(call).whole(call)
+    compiled = fn.lower(*call.values).compile().as_text()
+    assert not re.search(r"all-gather|all-reduce|all-to-all|collective-permute", compiled)  # no data moves
+    want = lw.vmap(spin, backend="python")(x, n)
+    np.testing.assert_allclose(np.asarray(lane(xs, ns)), want, rtol=RTOL)
+    on_one = jax.device_put(x, jax.devices()[5])  # committed elsewhere: moved onto the devices, not refused
+    np.testing.assert_allclose(np.asarray(lane(on_one, n)), want, rtol=RTOL)
