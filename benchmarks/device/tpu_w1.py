@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 import lanewise as lw
 from benchmarks.device.tpu_w2 import grid, jax_newton, jax_of, mismatch, newton, timed
+from lanewise.backends import tpu
 from lanewise.backends.tpu import kernel as tpu_kernel
 
 W1_BLOCKS = [tuple(map(int, b.split("x"))) for b in
@@ -34,6 +35,13 @@ def jax_w1(x, y):
     return jnp.cos(r) / (1.0 + r)
 
 
+def whole_of(f, *args):
+    """The jitted whole call behind ``f(*args)`` (no lanewise Python around it): what the
+    call's time would be with no binding or dispatch of lanewise's own."""
+    call = tpu.bind_call(f, args, {})
+    return f.executable(tpu, call).whole(call)[0]
+
+
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 6000
     x = jnp.linspace(-3.0, 3.0, n, dtype=jnp.float32)
@@ -45,8 +53,10 @@ def main():
         with lw.config.overridden(tpu_block=block):
             f = lw.vmap(lw.vmap(w1, in_axes=(None, 0)), in_axes=(0, None), backend="tpu")
             t_lw, got = timed(f, x, y)
+            t_whole, _ = timed(whole_of(f, x, y), x, y)
         rows.append({"workload": "W1", "n": n, "block": block, "jax_s": t_jax, "lanewise_tpu_s": t_lw,
-                     "ratio": t_lw / t_jax, "max_abs_diff": float(jnp.max(jnp.abs(got - ref)))})
+                     "ratio": t_lw / t_jax, "max_abs_diff": float(jnp.max(jnp.abs(got - ref))),
+                     "whole_call_s": t_whole, "whole_ratio": t_whole / t_jax})
         print(json.dumps(rows[-1]), flush=True)
     m = int(os.environ.get("W5_N", "20000"))
     x5 = jnp.linspace(-3.0, 3.0, m, dtype=jnp.float32)
