@@ -20,7 +20,7 @@ Results files (:data:`SOURCES`): ``full`` (``python -m benchmarks.run``),
 ``spmd`` (``python -m benchmarks.spmd``), ``w4`` (``python -m benchmarks.w4_fuse``),
 ``autodiff``, ``jax_bridge``, ``torch_bridge`` and ``random_draws`` (their
 ``benchmarks/*.py``), ``tpu`` (``benchmarks/device/tpu_all.sh`` on a TPU, then
-``python -m benchmarks.device.tpu_results``),
+``python -m benchmarks.device.tpu_results``), ``tile_bound`` (``python -m benchmarks.tile_bound``),
 and ``commands`` (``python -m benchmarks.commands``: README's two commands).
 Each results file records the machine, date and command of its run.
 
@@ -89,6 +89,7 @@ SOURCES = {
     "commands": (RESULTS / "commands.json", _rows),
     "random_draws": (RESULTS / "random_draws.json", _rows),
     "tpu": (RESULTS / "tpu.json", _rows),  # benchmarks/device/tpu_all.sh on the chip, via tpu_results.py
+    "tile_bound": (RESULTS / "tile_bound.json", _rows),  # python -m benchmarks.tile_bound (iteration counts)
 }
 
 
