@@ -69,8 +69,9 @@ _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 
 
 def where(loc: ir.Loc) -> str:
-    """The user's ``file:line`` of a node."""
-    return f"{loc.file}:{loc.line}"
+    """The user's ``file:line`` of a node (of the user's statement behind a line of a lane
+    lanewise's autodiff derived)."""
+    return lanes_autodiff.user_line(loc)
 
 
 def refuse(what: str, loc: ir.Loc) -> LaneCompileError:
