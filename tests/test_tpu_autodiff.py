@@ -331,3 +331,30 @@ def test_derived_kernels_pass_the_mosaic_lowering_rules(lane, kinds, monkeypatch
     monkeypatch.setattr(tpu, "_interpret", lambda: False)
     call = tpu.bind_call(lw.vmap(lane), args, {})
     assert tpu.build(call).lowered(call).count("tpu_custom_call") == 1
+
+
+# ----------------------------------------------------------------------------- docs/tpu.md's rows
+
+#: Each row of docs/tpu.md's "Gradients" table and the tests of this file that run it.
+GRADIENT_ROWS = {
+    "G01": ("test_grad_of_a_branch_lane_matches_the_cpu_and_jax_grad",
+            "test_value_and_grad_with_argnums_helpers_and_stop_gradient",
+            "test_grad_through_a_range_loop_with_break_and_per_lane_trip_counts",
+            "test_grad_through_a_loop_left_by_return", "test_value_and_grad_through_a_while_loop",
+            "test_jacfwd_of_a_tuple_result", "test_hessian_matches_the_cpu_and_jax_hessian", "test_grad_with_aux",
+            "test_grad_with_a_row_argument"),
+    "G02": ("test_jvp_in_a_lane_with_an_integer_primal", "test_transformations_written_in_a_lane"),
+    "G03": ("test_stop_gradient_is_a_constant_for_the_derivative", "test_custom_jvp_and_custom_vjp_rules"),
+    "G04": ("test_an_integer_argument_gets_the_cpu_backends_error",
+            "test_a_tuple_result_of_grad_and_a_tangent_for_an_int_are_errors"),
+    "G05": ("test_reverse_mode_is_refused_with_the_users_line_and_the_fix",),
+}
+
+
+def test_gradient_rows_and_their_tests_are_one_set():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "tpu.md").read_text()
+    assert sorted(re.findall(r"^\| `(G\d+)` \|", text, re.M)) == sorted(GRADIENT_ROWS)
+    for tests in GRADIENT_ROWS.values():
+        assert all(callable(globals().get(name)) for name in tests)
