@@ -136,6 +136,19 @@ def test_grad_through_a_range_loop_with_break_and_per_lane_trip_counts():
     assert_matches_cpu(lw.grad(damped), x, n)
 
 
+def settle(x, rate=0.75, steps=6):
+    for _ in range(steps):
+        x = rate * x + 0.1 * math.sin(x)
+        if abs(x) < 0.05:
+            return x * x
+    return x
+
+
+def test_grad_of_a_lane_with_default_arguments():
+    """The derived lane's defaults are names of the code that made it: the numbers Python bound."""
+    assert_matches_cpu(lw.grad(settle), floats(seed=21))
+
+
 def test_grad_through_a_loop_left_by_return():
     assert_matches_cpu(lw.grad(grows), floats(0.0, 3.0, seed=5))
 
@@ -345,6 +358,7 @@ GRADIENT_ROWS = {
             "test_value_and_grad_with_argnums_helpers_and_stop_gradient",
             "test_grad_through_a_range_loop_with_break_and_per_lane_trip_counts",
             "test_grad_through_a_loop_left_by_return", "test_value_and_grad_through_a_while_loop",
+            "test_grad_of_a_lane_with_default_arguments",
             "test_jacfwd_of_a_tuple_result", "test_hessian_matches_the_cpu_and_jax_hessian", "test_grad_with_aux",
             "test_grad_with_a_row_argument"),
     "G02": ("test_jvp_in_a_lane_with_an_integer_primal", "test_transformations_written_in_a_lane"),

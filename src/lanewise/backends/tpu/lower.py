@@ -230,7 +230,7 @@ class _Lowering:
             if k < len(args):
                 env[p.name] = args[k]
             elif p.default is not None:
-                env[p.name] = self.expr(p.default, _State(fn, {}, live, _Frame()))
+                env[p.name] = self.default(fn, k, live)
             else:
                 raise LaneCompileError(f"{fn.name} is called without its argument {p.name} ({where(loc)})")
         state = _State(fn, env, live, _Frame())
@@ -238,6 +238,17 @@ class _Lowering:
         if state.frame.result is None:
             raise refuse(f"a lane or helper ({fn.name}) that returns no value", fn.loc)
         return state.frame.result
+
+    def default(self, fn: ir.Function, k: int, live):
+        """The default of ``fn``'s parameter ``k``: the number Python bound when the def ran
+        (a derived lane's default, ``max_iter=_lw0_default0``, names a local of the code that
+        made it, no global), else its expression lowered."""
+        defaults = getattr(fn.python_function(), "__defaults__", None) or ()
+        at = k - (len(fn.params) - len(defaults))
+        if 0 <= at < len(defaults) and isinstance(defaults[at], _SCALARS):
+            value = defaults[at]
+            return value.item() if isinstance(value, np.generic) else value
+        return self.expr(fn.params[k].default, _State(fn, {}, live, _Frame()))
 
     def union(self, a, b):
         """``a | b`` of two masks, without an operation where one is known to hold no lane."""
