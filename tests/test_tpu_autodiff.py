@@ -304,20 +304,59 @@ def walk(x):
     return s
 
 
-LINE = walk.__code__.co_firstlineno
+LOOP = walk.__code__.co_firstlineno + 2
 
 
 @pytest.mark.parametrize("transform", [lw.jacrev, lambda f: (lambda x: lw.jacrev(f)(x))])
-def test_reverse_mode_is_refused_with_the_users_line_and_the_fix(transform):
-    """lw.jacrev keeps a per-lane stack of records of a depth each lane decides: refused,
-    naming the differentiated function's file:line and forward mode."""
-    with pytest.raises(LaneCompileError, match=rf"reverse mode \(lw\.jacrev, lw\.vjp\) is not lowered on the tpu "
-                                               rf"backend \({re.escape(__file__)}:{LINE}\).*Use forward mode.*"
+def test_reverse_mode_of_a_loop_is_refused_with_the_loops_line_and_the_fix(transform):
+    """A loop's records grow with each lane's trip count: no fixed set of tiles. Refused,
+    naming the user's loop and forward mode."""
+    with pytest.raises(LaneCompileError, match=rf"reverse mode \(lw\.jacrev\) of a loop is not lowered on the tpu "
+                                               rf"backend \({re.escape(__file__)}:{LOOP}\).*Use forward mode.*"
                                                r"lw\.grad"):
         lw.vmap(transform(walk), backend="tpu")(floats(0.0, 2.0))
     x = floats(0.0, 2.0, n=8).astype(np.float64)  # the reference backend computes it
     np.testing.assert_allclose(lw.vmap(lw.jacrev(walk), backend="python")(x),
                                lw.vmap(lw.grad(walk), backend="python")(x))
+
+
+def forked(x, y):
+    if x > y:
+        z = scale(x) * y
+        if z > 1.0:
+            return z, x
+    else:
+        z = math.exp(x) - y
+    w = z * x if z > 0 else -z
+    return w * y, w + x
+
+
+@pytest.mark.parametrize("lane", [pytest.param(forked, marks=pytest.mark.slow),
+                                  pytest.param(mixed, marks=pytest.mark.slow), with_aux])
+def test_reverse_mode_of_a_loop_free_lane_matches_the_cpu_and_forward_mode(lane):
+    """lw.jacrev without loops, both of its forms: the adjoint code's stack (mixed: one
+    result) and the tape (a tuple result), each a fixed set of tiles; branches taken, early
+    returns and helpers recorded per lane."""
+    x, y = floats(seed=23), floats(seed=24)
+    got = assert_matches_cpu(lw.jacrev(lane, argnums=(0, 1)), x, y)
+    forward = lw.vmap(lw.jacfwd(lane, argnums=(0, 1)), backend="tpu")(x, y)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(forward), strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=RTOL, atol=RTOL)
+
+
+def test_reverse_mode_matches_jax_jacrev():
+    x, y = floats(seed=23), floats(seed=24)
+    want = jax.vmap(jax.jacrev(lambda x, y: x * y + jnp.sin(x), argnums=(0, 1)))(x, y)
+    simple = lw.vmap(lw.jacrev(lambda x, y: x * y + math.sin(x), argnums=(0, 1)), backend="tpu")(x, y)
+    for g, w in zip(simple, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=RTOL, atol=RTOL)
+
+
+def test_reverse_mode_with_respect_to_a_row_is_refused():
+    prices = floats(0.0, 1.0, seed=25, n=300 * 6).reshape(300, 6)
+    with pytest.raises(LaneCompileError, match=r"lw\.jacrev with respect to a row \(a per-lane array, argument "
+                                               r"prices\) is not lowered on the tpu backend"):
+        lw.vmap(lw.jacrev(summed, argnums=1), backend="tpu")(floats(n=300), prices)
 
 
 def widened(x, y):
@@ -338,7 +377,9 @@ def test_a_refusal_inside_a_derived_lane_names_the_users_line():
 
 
 @pytest.mark.parametrize("lane, kinds", [(lw.grad(damped), "fi"), (lw.hessian(surface, argnums=(0, 1)), "ff"),
-                                         (lw.value_and_grad(halves), "f")])
+                                         (lw.value_and_grad(halves), "f"),
+                                         (lw.jacrev(forked, argnums=(0, 1)), "ff"),
+                                         (lw.jacrev(mixed, argnums=(0, 1)), "ff")])
 def test_derived_kernels_pass_the_mosaic_lowering_rules(lane, kinds, monkeypatch):
     """Each kernel lowered for a TPU on this machine (jax.export for platform "tpu"): every
     primitive a derived lane uses has a Mosaic lowering rule."""
@@ -365,7 +406,10 @@ GRADIENT_ROWS = {
     "G03": ("test_stop_gradient_is_a_constant_for_the_derivative", "test_custom_jvp_and_custom_vjp_rules"),
     "G04": ("test_an_integer_argument_gets_the_cpu_backends_error",
             "test_a_tuple_result_of_grad_and_a_tangent_for_an_int_are_errors"),
-    "G05": ("test_reverse_mode_is_refused_with_the_users_line_and_the_fix",),
+    "G05": ("test_reverse_mode_of_a_loop_free_lane_matches_the_cpu_and_forward_mode",
+            "test_reverse_mode_matches_jax_jacrev"),
+    "G06": ("test_reverse_mode_of_a_loop_is_refused_with_the_loops_line_and_the_fix",
+            "test_reverse_mode_with_respect_to_a_row_is_refused"),
 }
 
 

@@ -752,7 +752,7 @@ def _adjoint_of_overload(x, name, transform):
     return lambda x, name, transform: 0.0
 
 
-def _whole_message(name: str, transform: str) -> str:
+def whole_message(name: str, transform: str) -> str:
     return (f"{transform}: argument {name} is an array that the lane uses whole; reverse mode differentiates a "
             f"1-D array through its elements ({name}[i]) read in the lane")
 
@@ -760,11 +760,11 @@ def _whole_message(name: str, transform: str) -> str:
 def require_scalar_input(x, name: str, transform: str) -> None:
     """Raise if a differentiated argument the lane uses as a number is an array."""
     if isinstance(x, np.ndarray):
-        raise LaneTypeError(_whole_message(name, transform))
+        raise LaneTypeError(whole_message(name, transform))
 
 
 @overload(require_scalar_input, jit_options={"error_model": "numpy"}, inline="always")
 def _require_scalar_input_overload(x, name, transform):
     if isinstance(x, types.Array):
-        raise TypingError(_whole_message(_literal(name), _literal(transform)))
+        raise TypingError(whole_message(_literal(name), _literal(transform)))
     return lambda x, name, transform: None

@@ -9,20 +9,19 @@ The checks raise the errors the CPU backends raise (an int argument of ``lw.grad
 is the same ``lw.LaneTypeError``, naming the argument), with the dtype the chip sees
 (``int32``).
 
-Reverse mode (``lw.jacrev``, ``lw.vjp``) keeps per-lane records on a stack whose
-depth each lane decides as it runs (its own path through branches and loops): an
-array written at a per-lane position, which a tile of lanes on the chip does not
-have.  Its intrinsics are refused with the user's line and the fix: forward mode
+Reverse mode (``lw.jacrev``) keeps per-lane records on a stack: in a lane without
+loops a fixed set of tiles (:mod:`.adjoint`); a loop's records grow with each lane's
+trip count, and such a lane is refused with the loop's line and the fix, forward mode
 (``lw.grad``, ``lw.jacfwd``, ``lw.jvp``), which stores nothing.
 
 Example:
     >>> import jax.numpy as jnp
     >>> from lanewise.autodiff import intrinsics
     >>> rule = RULES[intrinsics.seed]
-    >>> rule([jnp.zeros(2, jnp.float32), 1.0, "x", "lw.grad"], "f.py:1")
+    >>> rule([jnp.zeros(2, jnp.float32), 1.0, "x", "lw.grad"], "f.py:1", None, None)
     1.0
     >>> try:
-    ...     rule([jnp.zeros(2, jnp.int32), 1.0, "n", "lw.grad"], "f.py:1")
+    ...     rule([jnp.zeros(2, jnp.int32), 1.0, "n", "lw.grad"], "f.py:1", None, None)
     ... except TypeError as e:
     ...     print(str(e).split(";")[0])
     lw.grad: argument n is int32
@@ -30,17 +29,15 @@ Example:
 
 from __future__ import annotations
 
-import linecache
-import os
-import re
-
 import jax.numpy as jnp
 
 from ... import autodiff as _autodiff
 from ...autodiff import intrinsics as ad
 from ...errors import LaneCompileError, LaneTypeError
 from ...lane.ir import nodes as ir
+from . import adjoint as _adjoint
 from . import rows as _rows
+from .lines import user_line
 
 
 def _kind(x) -> str | None:
@@ -81,13 +78,13 @@ def require_scalar(value, transform: str) -> None:
         raise LaneTypeError(ad.scalar_message(kind, transform))
 
 
-def _seed(args, at):
+def _seed(args, at, st, lowering):
     x, value, name, transform = args
     require_float(x, name, transform)
     return value
 
 
-def _zero_tangent_of(args, at):
+def _zero_tangent_of(args, at, st, lowering):
     x, tangent, name = args
     kind = _kind(x)
     if kind is not None and not _not_scalar(x):  # an int or bool argument: no tangent (JAX's float0)
@@ -101,13 +98,13 @@ def _zero(value):
     return tuple(_zero(v) for v in value) if isinstance(value, tuple) else 0.0
 
 
-def _scalar_result(args, at):
+def _scalar_result(args, at, st, lowering):
     value, transform = args
     require_scalar(value, transform)
     return value
 
 
-def _unit_cotangent(args, at):
+def _unit_cotangent(args, at, st, lowering):
     out, name = args
     kind = _not_scalar(out)
     if kind:
@@ -115,67 +112,65 @@ def _unit_cotangent(args, at):
     return 1.0
 
 
-def _cotangents(args, at):
+def _cotangents(args, at, st, lowering):
     c, arguments, name = args
     if not isinstance(c, tuple) or len(c) != len(arguments):
         raise LaneTypeError(ad.cotangents_message(_kind(c) or "a number", len(arguments), name))
     return c
 
 
-def _unshared(args, at):
+def _unshared(args, at, st, lowering):
     value, what = args
     if _not_scalar(value) and value is not None and not isinstance(value, tuple):
         raise LaneTypeError(what)  # a row: reverse mode's check; tuples and numbers are immutable
 
 
-def _unpacks(args, at):
+def _unpacks(args, at, st, lowering):
     value, n, what = args
     if not (isinstance(value, tuple) and len(value) == n):
         raise LaneTypeError(what)
 
 
-def _number(args, at):
+def _number(args, at, st, lowering):
     value, what = args
     if _not_scalar(value):
         raise LaneTypeError(what)
 
 
-def _times_cotangent(args, at):
+def _times_cotangent(args, at, st, lowering):
     c, t = args
     return 0.0 if c is None else c * t
 
 
-def _reverse(args, at):
-    raise LaneCompileError(
-        f"reverse mode (lw.jacrev, lw.vjp) is not lowered on the tpu backend ({at}): it records partial "
-        "derivatives on a per-lane stack whose depth each lane decides as it runs, and a tile of lanes on the "
-        "chip holds no per-lane arrays. Use forward mode, which stores nothing: lw.grad, lw.value_and_grad "
-        "or lw.jacfwd (argnums=(0, 1, ...) for several arguments), lw.jvp; or run reverse mode on the cpu "
-        "backend")
+def _reverse(args, at, st, lowering):
+    """Reverse mode's loop checkpoints and per-lane arrays' adjoints: records of a size each
+    lane decides (a loop is refused before them, :func:`.adjoint.no_loop`)."""
+    raise LaneCompileError(f"this reverse-mode lane (lw.jacrev) is not lowered on the tpu backend ({at}): "
+                           f"{_adjoint.FIX}")
 
 
-#: One rule per intrinsic a derived lane calls: ``rule(args, at) -> value`` with ``args``
-#: the lowered arguments (string literals as str) and ``at`` the user's file:line.
+#: One rule per intrinsic a derived lane calls: ``rule(args, at, st, lowering) -> value``
+#: with ``args`` the lowered arguments (string literals as str), ``at`` the user's
+#: file:line, ``st`` the lowering's state (its live lanes) and ``lowering`` the lane's.
 RULES = {
     ad.seed: _seed,
-    ad.require_float: lambda args, at: require_float(*args),
-    ad.require_scalar: lambda args, at: require_scalar(*args),
+    ad.require_float: lambda args, *_: require_float(*args),
+    ad.require_scalar: lambda args, *_: require_scalar(*args),
     ad.zero_tangent_of: _zero_tangent_of,
-    ad.zero: lambda args, at: _zero(args[0]),
-    ad.update: lambda args, at: args[1],  # a number or a tuple: immutable, so the new value
+    ad.zero: lambda args, *_: _zero(args[0]),
+    ad.update: lambda args, *_: args[1],  # a number or a tuple: immutable, so the new value
     ad.unshared: _unshared,
-    ad.mirror: lambda args, at: args[1],  # no storage shared between lanes' values
+    ad.mirror: lambda args, *_: args[1],  # no storage shared between lanes' values
     ad.scalar_result: _scalar_result,
-    ad.out: lambda args, at: args[0],  # float32 tiles already
+    ad.out: lambda args, *_: args[0],  # float32 tiles already
     ad.times_cotangent: _times_cotangent,
     ad.unit_cotangent: _unit_cotangent,
     ad.cotangents: _cotangents,
-    ad.stop_gradient: lambda args, at: args[0],
+    ad.stop_gradient: lambda args, *_: args[0],
     ad.unpacks: _unpacks,
     ad.number: _number,
-    **{f: _reverse for f in (ad.new_stack, ad.grow, ad.poke, ad.peek, ad.keep, ad.thin, ad.restore, ad.new_tape,
-                             ad.push, ad.sweep, ad.inputs, ad.zero_nodes, ad.adjoint_of, ad.spread_all,
-                             ad.spread_along, ad.trips, ad.require_scalar_input)},
+    **_adjoint.RULES,  # reverse mode's stack: slots of tiles in a loop-free lane
+    **{f: _reverse for f in (ad.thin, ad.restore, ad.trips, ad.spread_all, ad.spread_along)},
 }
 
 
@@ -218,7 +213,7 @@ def call(lowering, p: ir.Prim, st):
         raise LaneCompileError(f"keyword arguments to {ir.called(p).__name__} ({at})")
     args = [a.value if isinstance(a, ir.Const) and isinstance(a.value, str) else lowering.expr(a, st)
             for a in p.args]
-    return _rule(ir.called(p))(args, at)
+    return _rule(ir.called(p))(args, at, st, lowering)
 
 
 def _jvp(lowering, p: ir.Prim, st, at: str):
@@ -254,32 +249,3 @@ def _derived(lowering, transform, p: ir.Prim, st, at: str):
 def _literal(value) -> bool:
     """Whether ``value`` is a Python int or bool, or a tuple of them (not a lane's value)."""
     return isinstance(value, (bool, int)) or isinstance(value, tuple) and all(map(_literal, value))
-
-
-_COMMENT = re.compile(r"^\s*# (?:adjoint of )?(.+?):(\d+): ")
-_HEADER = re.compile(r"^# Generated by lanewise .* from .* at (.+):(\d+)$")
-
-
-def user_line(loc: ir.Loc) -> str:
-    """The user's file:line behind a line of a derived lane: the generated source marks
-    each user statement with a comment ``# file.py:12: text`` above its code (the
-    innermost such comment above ``loc`` names it; code before the first one, the
-    function's line in its header ``# Generated by lanewise ... from f at
-    /path/file.py:10``); other lanes' lines as they are.
-
-    Example:
-        >>> user_line(ir.Loc("model.py", 3, 0))
-        'model.py:3'
-    """
-    if not loc.file.startswith("<lanewise"):
-        return f"{loc.file}:{loc.line}"
-    lines = linecache.getlines(loc.file)
-    header = next(filter(None, map(_HEADER.match, lines[:1])), None)
-    found = next(filter(None, map(_COMMENT.match, reversed(lines[:loc.line]))), None) or header
-    if found is None:
-        return f"{loc.file}:{loc.line}"
-    file = found.group(1)
-    if header is not None and os.path.basename(header.group(1)) == file:
-        file = header.group(1)  # comments name the file as its basename, the header by its path
-    # a transform of a derived lane (lw.hessian) names the inner lane's line: follow it
-    return user_line(ir.Loc(file, int(found.group(2)), 0))

@@ -52,6 +52,7 @@ from . import autodiff as lanes_autodiff
 from . import random as lanes_random
 from . import rows as _rows
 from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering
+from .lines import user_line
 from .ops import where as lanes_where
 
 #: IR operator names -> the ``operator`` primitive whose TPU rule computes them.
@@ -71,7 +72,7 @@ _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 def where(loc: ir.Loc) -> str:
     """The user's ``file:line`` of a node (of the user's statement behind a line of a lane
     lanewise's autodiff derived)."""
-    return lanes_autodiff.user_line(loc)
+    return user_line(loc)
 
 
 def refuse(what: str, loc: ir.Loc) -> LaneCompileError:
@@ -675,6 +676,8 @@ class _Lowering:
         value = self.expr(base, st)
         if isinstance(value, tuple) and isinstance(index, ir.Const) and isinstance(index.value, int):
             return value[index.value]
+        if isinstance(value, tuple) and type(at := self.expr(index, st)) is int:
+            return value[at]  # an index every lane knows at trace time (reverse mode's node ids)
         if isinstance(value, _rows.Row):
             if st.uniform:  # in the live lanes a uniform local equals its scalar: read one plane
                 st = st.branch(st.live)
