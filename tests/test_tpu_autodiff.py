@@ -331,8 +331,21 @@ def forked(x, y):
     return w * y, w + x
 
 
+def ripple(a):
+    s = 0.0
+    for i in range(3):
+        s = s + math.sin(a * i)
+    return s
+
+
+def rippled(x, y):
+    """A helper with a loop: reverse mode takes its partial derivatives by forward mode."""
+    return ripple(x) * y if x > 0 else x * y
+
+
 @pytest.mark.parametrize("lane", [pytest.param(forked, marks=pytest.mark.slow),
-                                  pytest.param(mixed, marks=pytest.mark.slow), with_aux])
+                                  pytest.param(mixed, marks=pytest.mark.slow), with_aux,
+                                  pytest.param(rippled, marks=pytest.mark.slow)])
 def test_reverse_mode_of_a_loop_free_lane_matches_the_cpu_and_forward_mode(lane):
     """lw.jacrev without loops, both of its forms: the adjoint code's stack (mixed: one
     result) and the tape (a tuple result), each a fixed set of tiles; branches taken, early

@@ -75,11 +75,10 @@ class Stack:
         return (at,) if isinstance(at, int) else range(self.size)
 
 
-def no_loop(lowering, st) -> None:
-    """Refuse reverse mode where the lane or a helper it calls has a loop: its records grow
-    with each lane's own trip count (the loop of the function being lowered named first)."""
-    loop = next((n for f in _reached(st.function, lowering.functions) for n in walk(f.body)
-                 if isinstance(n, ir.Loop)), None)
+def no_loop(functions) -> None:
+    """Refuse reverse mode where one of ``functions`` (those that record) has a loop: its
+    records grow with each lane's own trip count."""
+    loop = next((n for f in functions for n in walk(f.body) if isinstance(n, ir.Loop)), None)
     if loop is not None:
         raise LaneCompileError(
             f"reverse mode (lw.jacrev) of a loop is not lowered on the tpu backend ({user_line(loop.loc)}): its "
@@ -100,7 +99,7 @@ def _reached(function: ir.Function, functions: dict) -> list:
 
 
 def new_stack(args, at, st, lowering):
-    no_loop(lowering, st)
+    no_loop([st.function])  # the stack is the function's own: its helpers run in forward mode
     sites = sum(1 for n in walk(st.function.body) if isinstance(n, ir.Prim) and ir.called(n) is ad.poke)
     stack = Stack(sites)
     return stack, stack, stack.capacity
@@ -147,7 +146,7 @@ def _spread(adjoint: list, node, value, below: int) -> None:
 
 
 def new_tape(args, at, st, lowering):
-    no_loop(lowering, st)
+    no_loop(_reached(st.function, lowering.functions))  # its helpers push onto the same tape
     return Tape()
 
 

@@ -121,8 +121,8 @@ def _cotangents(args, at, st, lowering):
 
 def _unshared(args, at, st, lowering):
     value, what = args
-    if _not_scalar(value) and value is not None and not isinstance(value, tuple):
-        raise LaneTypeError(what)  # a row: reverse mode's check; tuples and numbers are immutable
+    if isinstance(value, (_rows.Row, _rows.Stacked)):  # tuples and numbers are immutable
+        raise LaneTypeError(what)
 
 
 def _unpacks(args, at, st, lowering):
