@@ -474,7 +474,7 @@ def _check_reverse_argument(x, name: str, transform: str) -> None:
     """Reverse mode differentiates floats and 1-D float arrays."""
     if isinstance(x, _INTEGRAL) or (isinstance(x, np.ndarray) and x.dtype.kind in "biu"):
         raise LaneTypeError(float_message(name, type(x).__name__ if not isinstance(x, np.ndarray)
-                                           else f"an array of {x.dtype}", transform))
+                                          else f"an array of {x.dtype}", transform))
     if isinstance(x, np.ndarray) and x.ndim != 1:
         raise LaneTypeError(_rank_message(name, x.ndim, transform))
     if isinstance(x, (tuple, list)):
