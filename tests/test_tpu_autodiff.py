@@ -275,6 +275,23 @@ def test_grad_with_a_row_argument(lane):
     assert_matches_cpu(lw.grad(lane), floats(seed=20, n=300), prices)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["arith", "branchy", "npfuncs", "helper", "closure", "sincos"])
+def test_corpus_lanes_derivatives_match_jax_on_their_twins(name):
+    """tests/corpus.py's scalar lanes: lw.jacfwd and lw.jacrev on the chip against
+    jax.jacfwd of each lane's jax.numpy twin."""
+    from corpus import BY_NAME
+
+    entry = BY_NAME[name]
+    argnums = tuple(range(len(entry.kinds)))
+    args = [floats(-1.5, 1.5, seed=30 + k, n=300) for k in argnums]
+    want = jax.vmap(jax.jacfwd(entry.twin, argnums=argnums))(*args)
+    for transform in (lw.jacfwd, lw.jacrev):
+        got = lw.vmap(transform(entry.lane, argnums=argnums), backend="tpu")(*args)
+        for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=RTOL, atol=RTOL)
+
+
 # ----------------------------------------------------------------------------- errors and refusals
 
 
@@ -414,13 +431,14 @@ GRADIENT_ROWS = {
             "test_grad_through_a_loop_left_by_return", "test_value_and_grad_through_a_while_loop",
             "test_grad_of_a_lane_with_default_arguments",
             "test_jacfwd_of_a_tuple_result", "test_hessian_matches_the_cpu_and_jax_hessian", "test_grad_with_aux",
+            "test_corpus_lanes_derivatives_match_jax_on_their_twins",
             "test_grad_with_a_row_argument"),
     "G02": ("test_jvp_in_a_lane_with_an_integer_primal", "test_transformations_written_in_a_lane"),
     "G03": ("test_stop_gradient_is_a_constant_for_the_derivative", "test_custom_jvp_and_custom_vjp_rules"),
     "G04": ("test_an_integer_argument_gets_the_cpu_backends_error",
             "test_a_tuple_result_of_grad_and_a_tangent_for_an_int_are_errors"),
     "G05": ("test_reverse_mode_of_a_loop_free_lane_matches_the_cpu_and_forward_mode",
-            "test_reverse_mode_matches_jax_jacrev"),
+            "test_reverse_mode_matches_jax_jacrev", "test_corpus_lanes_derivatives_match_jax_on_their_twins"),
     "G06": ("test_reverse_mode_of_a_loop_is_refused_with_the_loops_line_and_the_fix",
             "test_reverse_mode_with_respect_to_a_row_is_refused"),
 }
