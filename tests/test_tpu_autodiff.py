@@ -57,6 +57,45 @@ def assert_matches_cpu(lane, *args, in_axes=0):
     return got
 
 
+# ----------------------------------------------------------------------------- first: the fast tier's
+#
+# tests/conftest.py keeps a file's first four tests in the fast tier: an error, a refusal,
+# then derivatives.
+
+
+def test_an_integer_argument_gets_the_cpu_backends_error():
+    n = np.arange(N, dtype=np.int32)
+    with pytest.raises(LaneTypeError, match=r"^lw\.grad: argument n is int32; only float arguments can be "
+                                            r"differentiated"):
+        lw.vmap(lw.grad(power, argnums=1), backend="tpu")(floats(), n)
+    with pytest.raises(LaneTypeError, match=r"lw\.grad: argument n is int64; only float arguments"):
+        lw.vmap(lw.grad(power, argnums=1), backend="python")(floats(), n.astype(np.int64))
+
+
+def walk(x):
+    s = 0.0
+    while x > 0.1:
+        x = x * 0.5
+        s += x
+    return s
+
+
+LOOP = walk.__code__.co_firstlineno + 2
+
+
+@pytest.mark.parametrize("transform", [lw.jacrev, lambda f: (lambda x: lw.jacrev(f)(x))])
+def test_reverse_mode_of_a_loop_is_refused_with_the_loops_line_and_the_fix(transform):
+    """A loop's records grow with each lane's trip count: no fixed set of tiles. Refused,
+    naming the user's loop and forward mode."""
+    with pytest.raises(LaneCompileError, match=rf"reverse mode \(lw\.jacrev\) of a loop is not lowered on the tpu "
+                                               rf"backend \({re.escape(__file__)}:{LOOP}\).*Use forward mode.*"
+                                               r"lw\.grad"):
+        lw.vmap(transform(walk), backend="tpu")(floats(0.0, 2.0))
+    x = floats(0.0, 2.0, n=8).astype(np.float64)  # the reference backend computes it
+    np.testing.assert_allclose(lw.vmap(lw.jacrev(walk), backend="python")(x),
+                               lw.vmap(lw.grad(walk), backend="python")(x))
+
+
 # ----------------------------------------------------------------------------- forward mode
 
 
@@ -295,15 +334,6 @@ def test_corpus_lanes_derivatives_match_jax_on_their_twins(name):
 # ----------------------------------------------------------------------------- errors and refusals
 
 
-def test_an_integer_argument_gets_the_cpu_backends_error():
-    n = np.arange(N, dtype=np.int32)
-    with pytest.raises(LaneTypeError, match=r"^lw\.grad: argument n is int32; only float arguments can be "
-                                            r"differentiated"):
-        lw.vmap(lw.grad(power, argnums=1), backend="tpu")(floats(), n)
-    with pytest.raises(LaneTypeError, match=r"lw\.grad: argument n is int64; only float arguments"):
-        lw.vmap(lw.grad(power, argnums=1), backend="python")(floats(), n.astype(np.int64))
-
-
 def test_a_tuple_result_of_grad_and_a_tangent_for_an_int_are_errors():
     with pytest.raises(LaneTypeError, match=r"lw\.grad: the lane must return one scalar here, and it returns "
                                             r"tuple\. Use lw\.jacfwd"):
@@ -311,30 +341,6 @@ def test_a_tuple_result_of_grad_and_a_tangent_for_an_int_are_errors():
     with pytest.raises(LaneTypeError, match=r"lw\.jvp: argument n is int32, so its tangent must be None"):
         lw.vmap(lambda x, n, t: lw.jvp(power, (x, n), (t, t)), backend="tpu")(
             floats(), np.ones(N, np.int32), floats())
-
-
-def walk(x):
-    s = 0.0
-    while x > 0.1:
-        x = x * 0.5
-        s += x
-    return s
-
-
-LOOP = walk.__code__.co_firstlineno + 2
-
-
-@pytest.mark.parametrize("transform", [lw.jacrev, lambda f: (lambda x: lw.jacrev(f)(x))])
-def test_reverse_mode_of_a_loop_is_refused_with_the_loops_line_and_the_fix(transform):
-    """A loop's records grow with each lane's trip count: no fixed set of tiles. Refused,
-    naming the user's loop and forward mode."""
-    with pytest.raises(LaneCompileError, match=rf"reverse mode \(lw\.jacrev\) of a loop is not lowered on the tpu "
-                                               rf"backend \({re.escape(__file__)}:{LOOP}\).*Use forward mode.*"
-                                               r"lw\.grad"):
-        lw.vmap(transform(walk), backend="tpu")(floats(0.0, 2.0))
-    x = floats(0.0, 2.0, n=8).astype(np.float64)  # the reference backend computes it
-    np.testing.assert_allclose(lw.vmap(lw.jacrev(walk), backend="python")(x),
-                               lw.vmap(lw.grad(walk), backend="python")(x))
 
 
 def forked(x, y):
