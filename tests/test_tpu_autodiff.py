@@ -331,7 +331,7 @@ def test_corpus_lanes_derivatives_match_jax_on_their_twins(name):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=RTOL, atol=RTOL)
 
 
-# ----------------------------------------------------------------------------- errors and refusals
+# ----------------------------------------------------------------------------- reverse mode, errors, refusals
 
 
 def test_a_tuple_result_of_grad_and_a_tangent_for_an_int_are_errors():
