@@ -48,8 +48,10 @@ from ...errors import LaneCompileError, LaneTypeError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
+from . import autodiff as lanes_autodiff
 from . import random as lanes_random
 from . import rows as _rows
+from .lines import user_line
 from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering
 from .ops import where as lanes_where
 
@@ -68,8 +70,9 @@ _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 
 
 def where(loc: ir.Loc) -> str:
-    """The user's ``file:line`` of a node."""
-    return f"{loc.file}:{loc.line}"
+    """The user's ``file:line`` of a node (of the user's statement behind a line of a lane
+    lanewise's autodiff derived)."""
+    return user_line(loc)
 
 
 def refuse(what: str, loc: ir.Loc) -> LaneCompileError:
@@ -228,7 +231,7 @@ class _Lowering:
             if k < len(args):
                 env[p.name] = args[k]
             elif p.default is not None:
-                env[p.name] = self.expr(p.default, _State(fn, {}, live, _Frame()))
+                env[p.name] = self.default(fn, k, live)
             else:
                 raise LaneCompileError(f"{fn.name} is called without its argument {p.name} ({where(loc)})")
         state = _State(fn, env, live, _Frame())
@@ -236,6 +239,17 @@ class _Lowering:
         if state.frame.result is None:
             raise refuse(f"a lane or helper ({fn.name}) that returns no value", fn.loc)
         return state.frame.result
+
+    def default(self, fn: ir.Function, k: int, live):
+        """The default of ``fn``'s parameter ``k``: the number Python bound when the def ran
+        (a derived lane's default, ``max_iter=_lw0_default0``, names a local of the code that
+        made it, no global), else its expression lowered."""
+        defaults = getattr(fn.python_function(), "__defaults__", None) or ()
+        at = k - (len(fn.params) - len(defaults))
+        if 0 <= at < len(defaults) and isinstance(defaults[at], _SCALARS):
+            value = defaults[at]
+            return value.item() if isinstance(value, np.generic) else value
+        return self.expr(fn.params[k].default, _State(fn, {}, live, _Frame()))
 
     def union(self, a, b):
         """``a | b`` of two masks, without an operation where one is known to hold no lane."""
@@ -613,6 +627,8 @@ class _Lowering:
             if p.keywords:
                 raise refuse(f"keyword arguments to {op[5:]}", p.loc)
             return self.call(self.functions[op[5:]], [self.expr(a, st) for a in p.args], st.live, p.loc)
+        if lanes_autodiff.lowers(p):  # a derived lane's intrinsics, lw.jvp and lw.grad(f)(x): .autodiff
+            return lanes_autodiff.call(self, p, st)
         if lanes_random.lowers(ir.called(p)):  # lw.random: Philox on the tile's words (.random)
             return lanes_random.call(ir.called(p), [self.expr(a, st) for a in p.args],
                                      {k: self.expr(v, st) for k, v in p.keywords}, where(p.loc))
@@ -660,6 +676,8 @@ class _Lowering:
         value = self.expr(base, st)
         if isinstance(value, tuple) and isinstance(index, ir.Const) and isinstance(index.value, int):
             return value[index.value]
+        if isinstance(value, tuple) and type(at := self.expr(index, st)) is int:
+            return value[at]  # an index every lane knows at trace time (reverse mode's node ids)
         if isinstance(value, _rows.Row):
             if st.uniform:  # in the live lanes a uniform local equals its scalar: read one plane
                 st = st.branch(st.live)
