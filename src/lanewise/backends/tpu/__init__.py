@@ -143,32 +143,33 @@ class Executable:
                 import jax
 
                 print(f"# ---- lanewise tpu kernel of {getattr(call.lane, '__qualname__', call.lane)}\n"
-                      f"{jax.make_jaxpr(found[0])(*call.values)}")
+                      f"{jax.make_jaxpr(getattr(found[0], 'jitted', found[0]))(*call.values)}")
         return found
 
     def _whole(self, call: Call, fold: tuple | None):
         import jax
 
-        from . import indexed
+        from . import stored
 
-        op = fold[0] if fold else None
-        folds = op if op in self.kernel.FOLDS else None  # folded in the kernel; argmin/argmax after it
-        where, fn, values = self.prepared(call, fold=folds)
-        spreads = self.spreads(call, where)
+        where, fn, values = self.prepared(call)
         shapes, tree = fn.types(where, *values)
         mapped = host.program(call, _result_type(tree, shapes, 2))  # a tile's shapes
-        program = _reduction_program(call, shapes, tree, fold) if fold else mapped
+        if fold:
+            spec = _reduction_spec(call, mapped, fold)
+            if stored.reads_values(fold[0], spec, self.kernel.FOLDS):
+                return stored.whole(self, call, fold, where, fn, mapped)
+            where, fn, values = self.prepared(call, fold=fold[0])  # folded in the kernel
+        spreads = self.spreads(call, where)
         sizes = tuple(call.sizes)
 
         def pipeline(*given):
             results, _ = fn.inline(where, *self.carried(call, given, where, spreads))
-            if folds:
+            if fold:
                 return results
-            placed = [_place(self.kernel.from_tiles(r, where, sizes), o)
-                      for r, o in zip(results, mapped.outputs, strict=True)]
-            return [indexed.index_of(op, v) for v in placed] if fold else placed
+            return [_place(self.kernel.from_tiles(r, where, sizes), o)
+                    for r, o in zip(results, mapped.outputs, strict=True)]
 
-        return jax.jit(pipeline), program
+        return jax.jit(pipeline), mapped
 
     def layout(self, call: Call, made: tuple = ()):
         """Where ``call``'s lanes sit: tiles of ``self.tile``, fewer rows where row blocks
@@ -255,13 +256,14 @@ def iterations(exe: Executable, call: Call):
 
 def _result_type(tree, flat, levels: int):
     """The lane's result type from the lowered kernel's results (``levels`` axes of them
-    are the lanes': a row result has one more)."""
+    are the lanes': a row result has one more; a lane's constant result is traced 0-d,
+    and stored broadcast to its tile)."""
     import jax
 
     def node(value):
         return ResultNode(tuple(map(node, value)), None) if isinstance(value, tuple) else value
 
-    return node(jax.tree.unflatten(tree, [ResultLeaf(np.dtype(v.dtype), len(v.shape) - levels) for v in flat]))
+    return node(jax.tree.unflatten(tree, [ResultLeaf(np.dtype(v.dtype), max(0, len(v.shape) - levels)) for v in flat]))
 
 
 def _place(values, out):
@@ -295,49 +297,38 @@ def explain(exe, call: Call) -> list[str]:
 
 
 def build_reduce(op, axis, call: Call):
-    """``lw.reduce`` of ``call``'s lanes: the map's kernel, each tile folding its lanes
-    into a register of partials (no lane's value is stored), then one reduction of
-    the partials, in the same jitted call.  Every mapped axis is reduced; the ops of
-    :data:`.kernel.FOLDS`, and argmin/argmax (:mod:`.indexed`: the map's values, then their index)."""
-    from . import indexed, kernel
-
-    name = op if isinstance(op, str) else type(op).__name__
-    if name not in kernel.FOLDS and name not in indexed.OPS:
-        raise BackendError(f"lw.reduce(..., {op!r}) is not supported on the tpu backend yet "
-                           f"(it folds {', '.join((*kernel.FOLDS, *indexed.OPS))})")
-    if axis is not None and not isinstance(axis, (int, tuple)):
-        raise BackendError("lw.reduce with segments= is not supported on the tpu backend yet")
+    """``lw.reduce`` of ``call``'s lanes, in the map's jitted whole call.  Every mapped
+    axis of scalar lanes with an op of :data:`.kernel.FOLDS`: each tile folds its lanes
+    into a register of partials (no lane's value is stored), then one reduction of the
+    partials.  ``axis=`` keeping levels, argmin/argmax, a ``lw.Monoid``, ``segments=``
+    and per-lane arrays: the map's values, reduced by XLA after the kernel (:mod:`.stored`)."""
     return Reduction(Executable(call), op, axis)
 
 
 class Reduction:
     """A reduction's kernel: the map's :class:`Executable`, folding."""
 
-    def __init__(self, exe: Executable, op: str, axis):
+    def __init__(self, exe: Executable, op, axis):
         self.exe, self.op, self.axis = exe, op, axis
 
     def __call__(self, call: Call):
         return _called(self.exe, call, (self.op, self.axis))
 
 
-def _reduction_program(call: Call, shapes, tree, fold: tuple):
-    """The program of ``lw.reduce(..., op, axis)`` (``fold``) of ``call``, from its traced
-    kernel's result types (a tile's), checked against what the kernel folds."""
+def _reduction_spec(call: Call, program, fold: tuple):
+    """The spec of ``lw.reduce(..., op, axis)`` (``fold``) of ``call``'s ``program``
+    (its traced kernel's result types), with the sums the TPU's int32 would wrap refused."""
     from ...plan import reduction
 
     op, axis = fold
-    program = host.program(call, _result_type(tree, shapes, 2))
     spec = reduction.reduce_spec(op, axis, program)
-    if spec.kept or any(spec.lane_ndims):
-        raise BackendError("lw.reduce on the tpu backend reduces every mapped axis of scalar lanes "
-                           f"(axis={axis!r} keeps some): reduce on the cpu backend, or reduce the "
-                           "mapped result with jnp")
-    wraps = [o.name for o in program.outputs if o.dtype.kind in "iu" and op in ("sum", "prod", "mean")]
+    values = program.outputs[1:] if spec.segmented else program.outputs  # a segment is no value
+    wraps = [o.name for o in values if o.dtype.kind in "iu" and op in ("sum", "prod", "mean")]
     if wraps:
         raise LaneTypeError(f"lw.reduce(..., {op!r}) of integer lane results ({', '.join(wraps)}) on the "
-                            "tpu backend would wrap at 2**31 (the TPU has no int64): return float32, or "
-                            "reduce on the cpu backend")
-    return program
+                            "tpu backend would wrap at 2**31 (the TPU has no int64): return float32 (or a "
+                            "bool, which counts), or reduce on the cpu backend")
+    return spec
 
 
 def run_reduce(exe: Reduction, call: Call):
