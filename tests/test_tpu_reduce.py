@@ -57,6 +57,7 @@ def numpy_of(op, values, axis):
 AXES = [None, 0, 1, -1, (0, 1)]
 
 
+@pytest.mark.slow  # seconds per case in interpret mode
 @pytest.mark.parametrize("out_axes", [0, 1])
 @pytest.mark.parametrize("op", ["sum", "mean", "prod", "min", "max", "any", "all", "argmin", "argmax"])
 def test_every_op_over_every_axis_of_a_plane_with_edge_tiles(op, out_axes):
@@ -83,6 +84,7 @@ def escape(x, n):
     return z, k
 
 
+@pytest.mark.slow  # seconds per case in interpret mode
 def test_axis_on_the_flat_layout_with_a_loop():
     x = np.linspace(-2.0, 0.4, 6 * 50, dtype=np.float32).reshape(6, 50)
     n = np.arange(6, dtype=np.int32) * 3 + 1
@@ -121,6 +123,7 @@ def sparse(x, y):
     return (v if abs(v) > 3.0 else 0.0), 1.0
 
 
+@pytest.mark.slow  # seconds per case in interpret mode
 @pytest.mark.parametrize("combine", [first_nonzero, last_nonzero, bigger_abs])
 def test_a_monoid_folds_in_lane_order_over_every_axis(combine):
     """Associative but not commutative: the result is the reference's left fold in lane order."""
@@ -223,3 +226,21 @@ def test_the_reduction_runs_in_the_maps_jitted_call(capsys):
     programs = out.split("# ---- lanewise tpu kernel of")
     whole = [p for p in programs if "pallas_call" in p and ("reduce_max" in p or "scatter" in p)]
     assert len(whole) == 2, out[:2000]
+
+
+def step_with_ys(carry, x):
+    return carry + x, carry
+
+
+def running_sums(p):
+    return lw.scan(step_with_ys, 0.0, p)[1]
+
+
+@pytest.mark.slow  # seconds per case in interpret mode
+def test_per_lane_rows_reduce_element_by_element():
+    """A scan's stacked ys (a row per lane): each element reduced over the lanes."""
+    p = np.random.default_rng(5).random((300, 7)).astype(np.float32)
+    for op in ("sum", "max", lw.Monoid(bigger_abs, 0.0)):
+        got = lw.reduce(lw.vmap(running_sums, backend="tpu"), op)(p)
+        assert got.shape == (7,)
+        assert_same_32(got, lw.reduce(lw.vmap(running_sums, backend="python"), op)(p))
