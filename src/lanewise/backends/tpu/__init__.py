@@ -157,7 +157,7 @@ class Executable:
         if fold:
             spec = _reduction_spec(call, mapped, fold)
             if stored.reads_values(fold[0], spec, self.kernel.FOLDS):
-                return stored.whole(self, call, fold, where, fn, mapped)
+                return stored.whole(self, call, fold, where, fn, mapped, _place)
             where, fn, values = self.prepared(call, fold=fold[0])  # folded in the kernel
         spreads = self.spreads(call, where)
         sizes = tuple(call.sizes)

@@ -64,11 +64,10 @@ def reads_values(op, spec: reduction.ReduceSpec, folds) -> bool:
     return isinstance(op, Monoid) or op not in folds or bool(spec.kept) or spec.arrays
 
 
-def whole(exe, call, fold: tuple, where, fn, mapped):
+def whole(exe, call, fold: tuple, where, fn, mapped, place):
     """The jitted whole call of ``lw.reduce(..., *fold)`` of ``call`` (``fn``: the map's
-    kernel for ``where``; ``mapped``: its program) and the program its results unflatten by."""
-    from . import _place
-
+    kernel for ``where``; ``mapped``: its program; ``place(values, leaf)``: lane values
+    where ``out_axes`` puts them) and the program its results unflatten by."""
     op, axis = fold
     monoid = op if isinstance(op, Monoid) else None
     combine = _Combiner(monoid) if monoid else None
@@ -88,7 +87,7 @@ def whole(exe, call, fold: tuple, where, fn, mapped):
         for value, leaf, acc in zip(lanes(given), mapped.outputs, spec.acc_dtypes, strict=True):
             levels = reduction.reduced_levels(leaf.level_dims, leaf.ndim, axis, len(sizes))
             axes = tuple(sorted(leaf.level_dims[lv] for lv in levels))  # C order of the output, as NumPy's
-            out.append(reduce_leaf(op, _place(value, leaf), axes, combine, _narrow(acc)))
+            out.append(reduce_leaf(op, place(value, leaf), axes, combine, _narrow(acc)))
         return out
 
     return jax.jit(pipeline), mapped
