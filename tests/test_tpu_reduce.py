@@ -244,3 +244,17 @@ def test_per_lane_rows_reduce_element_by_element():
         got = lw.reduce(lw.vmap(running_sums, backend="tpu"), op)(p)
         assert got.shape == (7,)
         assert_same_32(got, lw.reduce(lw.vmap(running_sums, backend="python"), op)(p))
+
+
+def test_no_lanes_give_the_identity_or_the_references_error():
+    empty = np.zeros(0, np.float32)
+    for op in ("sum", "max", lw.Monoid(add, 0.0)):
+        got = lw.reduce(lw.vmap(bin_of, backend="tpu"), op, segments=3)(empty)
+        assert_same_32(got, lw.reduce(lw.vmap(bin_of, backend="python"), op, segments=3)(empty))
+    plane = {b: lw.vmap(lw.vmap(lambda a, c: a * c, in_axes=(None, 0)), in_axes=(0, None), backend=b)
+             for b in ("tpu", "python")}
+    y = np.arange(5, dtype=np.float32)
+    assert_same_32(lw.reduce(plane["tpu"], "mean", axis=0)(empty, y),
+                   lw.reduce(plane["python"], "mean", axis=0)(empty, y))
+    with pytest.raises(lw.EmptyReductionError, match="min over zero lanes"):
+        lw.reduce(plane["tpu"], "min", axis=0)(empty, y)

@@ -163,7 +163,7 @@ def _segmented(lanes, op, count: int, spec, combine, call):
         segment = segment.reshape(-1)
         values = values.reshape(segment.shape + values.shape[len(call.sizes):])  # (lanes, *a lane's value)
         bad = (segment < 0) | (segment >= count)
-        first = jnp.where(jnp.any(bad), jnp.argmax(bad), -1).astype(jnp.int32)
+        first = jnp.where(jnp.any(bad), jnp.argmax(bad), -1).astype(jnp.int32) if bad.size else jnp.int32(-1)
         ids = jnp.where(bad, count, segment)  # past the last segment: dropped
         if combine is not None:
             out = _segment_fold(combine, ids, values.astype(_narrow(acc)), count)
@@ -206,6 +206,8 @@ def _segment_fold(combine: _Combiner, ids, values, count: int):
     segment's lanes keep their order), a segmented scan of ``combine`` (a lane starting
     its segment restarts the fold), each segment's last lane's value combined with the
     identity (the reference's first step); an empty segment holds the identity."""
+    if not ids.shape[0]:  # no lanes: every segment empty
+        return combine.identity((count,) + values.shape[1:], values.dtype)
     order = jnp.argsort(ids, stable=True)
     ids, values = ids[order], values[order]
     rest = (1,) * (values.ndim - 1)
