@@ -75,6 +75,50 @@ def test_every_op_over_every_axis_of_a_plane_with_edge_tiles(op, out_axes):
             assert_same_32(got, lw.reduce(grid("python", out_axes), op, axis=axis)(X, Y))
 
 
+def test_a_side_of_the_plane_kept_is_folded_in_the_kernel(capsys):
+    """axis= keeping the plane's rows (every level but the last) or its columns (the last):
+    each (16, 256) tile writes a register column per row, or a register row per column,
+    of partials; no lane's value is stored."""
+    x, y = np.linspace(-3, 3, 20, dtype=np.float32), np.linspace(-2, 2, 300, dtype=np.float32)
+    with lw.config.overridden(tpu_block=(16, 256), debug=True):
+        rows = lw.reduce(grid("tpu"), "max", axis=1)(x, y)
+        cols = lw.reduce(grid("tpu"), "sum", axis=0)(x, y)
+    kernels = capsys.readouterr().out.split("# ---- lanewise tpu kernel of")[1:]
+    assert len(kernels) == 2 and not any("[20,300]" in k for k in kernels)
+    assert re.search(r"out_avals=\(ShapedArray\(float32\[32,256\]\), ShapedArray\(int32\[32,256\]\)\)", kernels[0])
+    assert re.search(r"out_avals=\(ShapedArray\(float32\[16,512\]\), ShapedArray\(int32\[16,512\]\)\)", kernels[1])
+    assert_same_32(rows, lw.reduce(grid("python"), "max", axis=1)(x, y))
+    assert_same_32(cols, lw.reduce(grid("python"), "sum", axis=0)(x, y))
+
+
+@pytest.mark.parametrize("op, keep", [("max", "rows"), ("mean", "cols"), ("any", "rows"), ("sum", "cols")])
+def test_kernels_keeping_a_side_pass_the_mosaic_lowering_rules(op, keep, monkeypatch):
+    """The folding kernel lowered for a TPU here (jax.export for platform "tpu"): every
+    primitive it uses has a Mosaic lowering rule (Mosaic's compiler runs on a chip only)."""
+    from lanewise.backends import tpu
+
+    monkeypatch.setattr(tpu, "_interpret", lambda: False)
+    call = tpu.bind_call(lw.vmap(lw.vmap(wave, in_axes=(None, 0)), in_axes=(0, None)), (X, Y), {})
+    with jax.enable_x64(False):
+        where, fn, values = tpu.build(call).prepared(call, fold=op, keep=keep)
+        assert fn.lowered(where, *values).count("tpu_custom_call") == 1
+
+
+def cube(a, b, c):
+    return a * b - c, a + b > c
+
+
+@pytest.mark.slow  # seconds per case in interpret mode
+def test_three_levels_every_axis_selection():
+    """(2, 3, 130) lanes: keeping levels 0 and 1 (the plane's rows) or level 2 (its columns)
+    folds in the kernel; keeping level 0 or levels 1 and 2 reduces the stored values."""
+    a, b, c = (np.linspace(-1, 1, n, dtype=np.float32) for n in (2, 3, 130))
+    f = {k: lw.vmap(lw.vmap(lw.vmap(cube, in_axes=(None, None, 0)), in_axes=(None, 0, None)),
+                    in_axes=(0, None, None), backend=k) for k in ("tpu", "python")}
+    for op, axis in [("sum", 2), ("min", (0, 1)), ("any", (1, 2)), ("mean", 0), ("max", None), ("argmax", 1)]:
+        assert_same_32(lw.reduce(f["tpu"], op, axis=axis)(a, b, c), lw.reduce(f["python"], op, axis=axis)(a, b, c))
+
+
 def escape(x, n):
     """A loop (lanes in tpu_tile, the flat layout: the last level is under 128 wide)."""
     z, k = 0.0, 0

@@ -94,24 +94,26 @@ class Executable:
         with jax.enable_x64(False):
             return self._run(call, count_iterations)
 
-    def prepared(self, call: Call, count_iterations: bool = False, fold: str | None = None, made=None):
+    def prepared(self, call: Call, count_iterations: bool = False, fold: str | None = None, made=None,
+                 keep: str | None = None):
         """``call``'s layout, its compiled kernel and the arrays that carry its arguments.
         ``made``: the lengths of the row results (a scan's stacked ys), whose blocks take
-        VMEM too: found by tracing the kernel once per layout (:attr:`made`)."""
+        VMEM too: found by tracing the kernel once per layout (:attr:`made`).  ``fold``,
+        ``keep``: an ``lw.reduce`` the kernel folds (:func:`.kernel.compiled`)."""
         where = self.layout(call, made or ())
         # the kernel numbers its lanes, padding and overhang included, in int32
         if where.grid[0] * where.tile[0] * where.grid[1] * where.tile[1] >= 2**31:
             raise BackendError(f"the tpu backend runs fewer than 2**31 lanes per call; this call has {where.lanes}")
         spreads = self.spreads(call, where)
         fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
-                                  where.tile, self.unroll, where.plane, fold)
+                                  where.tile, self.unroll, where.plane, fold, keep)
         values = self.carried(call, call.values, where, spreads)
         if made is None and self.loops:
             key = (where, tuple(v.shape for v in values))
             if key not in self.made:
                 self.made[key] = tuple(s.shape[0] for s in fn.types(where, *values)[0] if s.ndim == 3)
             if self.made[key]:
-                return self.prepared(call, count_iterations, fold, self.made[key])
+                return self.prepared(call, count_iterations, fold, self.made[key], keep)
         return where, fn, values
 
     def spreads(self, call: Call, where) -> tuple:
@@ -149,23 +151,27 @@ class Executable:
     def _whole(self, call: Call, fold: tuple | None):
         import jax
 
+        from ...plan import reduction
         from . import stored
 
         where, fn, values = self.prepared(call)
         shapes, tree = fn.types(where, *values)
         mapped = host.program(call, _result_type(tree, shapes, 2))  # a tile's shapes
+        keep = None
         if fold:
             spec = _reduction_spec(call, mapped, fold)
-            if stored.reads_values(fold[0], spec, self.kernel.FOLDS):
+            keep = stored.folded_side(fold[0], spec, where, self.kernel.FOLDS)
+            if keep is False:  # the map's values, reduced after the kernel
                 return stored.whole(self, call, fold, where, fn, mapped, _place)
-            where, fn, values = self.prepared(call, fold=fold[0])  # folded in the kernel
+            where, fn, values = self.prepared(call, fold=fold[0], keep=keep)  # folded in the kernel
         spreads = self.spreads(call, where)
         sizes = tuple(call.sizes)
 
         def pipeline(*given):
             results, _ = fn.inline(where, *self.carried(call, given, where, spreads))
-            if fold:
-                return results
+            if fold:  # a side of the plane kept: its results where out_axes puts the kept levels
+                return [reduction.place(spec, o, r, sizes, xp=jax.numpy) if keep else r
+                        for r, o in zip(results, mapped.outputs, strict=True)]
             return [_place(self.kernel.from_tiles(r, where, sizes), o)
                     for r, o in zip(results, mapped.outputs, strict=True)]
 

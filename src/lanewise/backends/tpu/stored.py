@@ -5,12 +5,13 @@ The map's kernel writes every lane's value, and the reduction of those values is
 traced into the same jitted call (one XLA program, one dispatch): ``jnp``'s reductions
 over the reduced axes for the built-in ops, a fold in lane order for a Monoid, scatters
 for segments.  Why not the kernel's per-tile partials (:func:`.kernel.fold_tile`), as
-a reduction of every axis with a built-in op has: a tile does not line up with the
-kept levels (the flat layout cuts rows of the lane grid anywhere, the plane puts every
-level but the last along its rows), a Monoid is associative but not commutative (the
-CPU and the reference fold in lane order, which the register-sized slices of a tile
-do not keep), and a segment is named by each lane's value.  The values cost one
-write and one read of HBM; XLA fuses the reduction into that read.
+a built-in op over every axis, or keeping one side of the lane plane, has
+(:func:`folded_side`): a tile does not line up with other kept levels (the flat
+layout cuts rows of the lane grid anywhere, the plane puts every level but the last
+along its rows), a Monoid is associative but not commutative (the CPU and the
+reference fold in lane order, which the register-sized slices of a tile do not
+keep), and a segment is named by each lane's value.  The values cost one write and
+one read of HBM; XLA fuses the reduction into that read.
 
 A Monoid's ``combine`` is lowered from its IR like a lane (:func:`.lower.lower`) and
 applied to whole arrays of accumulators: pairs of neighbours in lane order, then
@@ -57,11 +58,24 @@ def _counted(values):
     return values.astype(jnp.int32) if values.dtype == jnp.bool_ else values
 
 
-def reads_values(op, spec: reduction.ReduceSpec, folds) -> bool:
-    """Whether ``lw.reduce(..., op)`` of ``spec`` reduces the map's stored values here
-    (else each tile folds its lanes in the kernel: a built-in op of ``folds`` over every
-    mapped axis of scalar lanes)."""
-    return isinstance(op, Monoid) or op not in folds or bool(spec.kept) or spec.arrays
+def folded_side(op, spec: reduction.ReduceSpec, where, folds):
+    """Where the kernel's tiles fold ``lw.reduce(..., op)`` of ``spec`` (a built-in op of
+    ``folds``, scalar lanes): None over every mapped axis; on the lane plane
+    (:class:`.kernel.Layout`), ``"rows"`` keeping every level but the last (the plane's
+    rows: each tile folds its columns) or ``"cols"`` keeping the last level only.  False:
+    no tile lines up with the kept levels (the flat layout cuts the lane grid's rows
+    anywhere; some levels of the rows kept), or the op is no fold: the map's values are
+    reduced after the kernel (:func:`whole`)."""
+    if isinstance(op, Monoid) or op not in folds or spec.arrays:
+        return False
+    if not spec.kept:
+        return None
+    levels = len(spec.kept) + len(spec.reduced)
+    if where.plane and spec.kept == tuple(range(levels - 1)):
+        return "rows"
+    if where.plane and spec.kept == (levels - 1,):
+        return "cols"
+    return False
 
 
 def whole(exe, call, fold: tuple, where, fn, mapped, place):
