@@ -31,6 +31,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -111,15 +113,20 @@ def reduce_leaf(op, values, axes: tuple, combine=None, acc=None):
     """``op`` of ``values`` (an output leaf as ``out_axes`` places it) over ``axes``:
     NumPy's meaning (:func:`lanewise.plan.reduction.reduce_values`) in 32 bits."""
     if isinstance(op, Monoid):
-        moved = jnp.moveaxis(values, axes, list(range(len(axes))))
-        flat = moved.reshape((-1,) + moved.shape[len(axes):]).astype(acc)
+        flat = _reduced_first(values, axes).astype(acc)
         return combine.fold(flat, combine.identity(flat.shape[1:], acc))
     if op in ("min", "max", "argmin", "argmax") and any(values.shape[a] == 0 for a in axes):
         raise EmptyReductionError(f"lw.reduce: {op} over zero lanes: it has no identity (use lw.Monoid with one)")
     if op in ("argmin", "argmax"):  # NumPy's flat index into the reduced axes (C order), the first of ties
-        moved = jnp.moveaxis(values, axes, list(range(len(axes))))
-        return getattr(jnp, op)(moved.reshape((-1,) + moved.shape[len(axes):]), axis=0).astype(jnp.int32)
+        return getattr(jnp, op)(_reduced_first(values, axes), axis=0).astype(jnp.int32)
     return _REDUCE[op](values, axes)
+
+
+def _reduced_first(values, axes: tuple):
+    """``values`` with the reduced ``axes`` moved first and flattened into one, in C order
+    (the order the reference folds in): (reduced, *kept)."""
+    moved = jnp.moveaxis(values, axes, list(range(len(axes))))
+    return moved.reshape((math.prod(moved.shape[:len(axes)]),) + moved.shape[len(axes):])
 
 
 class _Combiner:
