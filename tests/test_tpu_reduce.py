@@ -129,12 +129,15 @@ def escape(x, n):
 
 
 @pytest.mark.slow  # seconds per case in interpret mode
-def test_axis_on_the_flat_layout_with_a_loop():
-    x = np.linspace(-2.0, 0.4, 6 * 50, dtype=np.float32).reshape(6, 50)
-    n = np.arange(6, dtype=np.int32) * 3 + 1
+def test_axis_with_a_loop_on_both_layouts():
+    """50 lanes a row: the flat layout (the values reduced after the kernel); 130: the
+    plane (a side kept, folded in the kernel)."""
     f = {b: lw.vmap(lw.vmap(escape, in_axes=(0, None)), in_axes=(0, 0), backend=b) for b in ("tpu", "python")}
-    for op, axis in [("max", 1), ("min", 0), ("argmax", 1), ("any", 0)]:
-        assert_same_32(lw.reduce(f["tpu"], op, axis=axis)(x, n), lw.reduce(f["python"], op, axis=axis)(x, n))
+    n = np.arange(6, dtype=np.int32) * 3 + 1
+    for width in (50, 130):
+        x = np.linspace(-2.0, 0.4, 6 * width, dtype=np.float32).reshape(6, width)
+        for op, axis in [("max", 1), ("min", 0), ("argmax", 1), ("any", 0)]:
+            assert_same_32(lw.reduce(f["tpu"], op, axis=axis)(x, n), lw.reduce(f["python"], op, axis=axis)(x, n))
     with pytest.raises(lw.LaneTypeError, match=r"'sum'.*integer lane results \(out\[1\]\).*wrap at 2\*\*31"):
         lw.reduce(f["tpu"], "sum", axis=1)(x, n)
     with pytest.raises(lw.LaneTypeError, match=r"'mean'.*integer lane results"):
