@@ -53,10 +53,6 @@ def at(fn, text: str) -> str:
     return re.escape(f"conformance.py:{line}")
 
 
-_AXIS = Refused(lw.BackendError, r"reduces every mapped axis.*axis=1 keeps some",
-                "lw.reduce with axis= keeping axes: not folded on the tpu yet")
-_FOLD = "lw.reduce with a lw.Monoid: the tpu folds sum, mean, prod, min, max, any, all, argmin, argmax"
-
 #: backend -> case (or ``lane_error``) -> how it is refused.  Everything else matches
 #: the reference; a refused case that starts to run fails here (then move it out).
 REFUSED = {"tpu": {
@@ -69,9 +65,6 @@ REFUSED = {"tpu": {
         "a 64-bit constant in integer arithmetic has no int32 value (NumPy's int32 raises OverflowError too)"),
     "complex_division_by_zero": Refused(lw.LaneTypeError, r"argument z is complex64.*two float32 arrays",
                                         "the TPU computes no complex numbers"),
-    "max_axis": _AXIS,
-    "argmax_int_min": _AXIS,
-    "monoid": Refused(lw.BackendError, r"lw.reduce\(\.\.\., Monoid\(.*not supported on the tpu", _FOLD),
     "lane_error": Refused(lw.LaneCompileError, r"the statement raise is not supported on the tpu backend \(.*"
                           + at(conformance.checked_sqrt, "raise ValueError"),
                           "raise in a lane: a kernel raises nothing (its lanes cannot stop the call)"),

@@ -94,24 +94,26 @@ class Executable:
         with jax.enable_x64(False):
             return self._run(call, count_iterations)
 
-    def prepared(self, call: Call, count_iterations: bool = False, fold: str | None = None, made=None):
+    def prepared(self, call: Call, count_iterations: bool = False, fold: str | None = None, made=None,
+                 keep: str | None = None):
         """``call``'s layout, its compiled kernel and the arrays that carry its arguments.
         ``made``: the lengths of the row results (a scan's stacked ys), whose blocks take
-        VMEM too: found by tracing the kernel once per layout (:attr:`made`)."""
+        VMEM too: found by tracing the kernel once per layout (:attr:`made`).  ``fold``,
+        ``keep``: an ``lw.reduce`` the kernel folds (:func:`.kernel.compiled`)."""
         where = self.layout(call, made or ())
         # the kernel numbers its lanes, padding and overhang included, in int32
         if where.grid[0] * where.tile[0] * where.grid[1] * where.tile[1] >= 2**31:
             raise BackendError(f"the tpu backend runs fewer than 2**31 lanes per call; this call has {where.lanes}")
         spreads = self.spreads(call, where)
         fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
-                                  where.tile, self.unroll, where.plane, fold)
+                                  where.tile, self.unroll, where.plane, fold, keep)
         values = self.carried(call, call.values, where, spreads)
         if made is None and self.loops:
             key = (where, tuple(v.shape for v in values))
             if key not in self.made:
                 self.made[key] = tuple(s.shape[0] for s in fn.types(where, *values)[0] if s.ndim == 3)
             if self.made[key]:
-                return self.prepared(call, count_iterations, fold, self.made[key])
+                return self.prepared(call, count_iterations, fold, self.made[key], keep)
         return where, fn, values
 
     def spreads(self, call: Call, where) -> tuple:
@@ -146,50 +148,62 @@ class Executable:
                 import jax
 
                 print(f"# ---- lanewise tpu kernel of {getattr(call.lane, '__qualname__', call.lane)}\n"
-                      f"{jax.make_jaxpr(found[0])(*call.values)}")
+                      f"{jax.make_jaxpr(getattr(found[0], 'jitted', found[0]))(*call.values)}")
         return found
 
     def _whole(self, call: Call, fold: tuple | None):
         import jax
 
-        from . import indexed, sharded
+        from . import sharded, stored
 
         split = sharded.whole(self, call, fold)  # over several devices (lw.config.tpu_devices)
         if split is not None:
             return split
-        op = fold[0] if fold else None
-        folds = op if op in self.kernel.FOLDS else None  # folded in the kernel; argmin/argmax after it
-        run, program, _ = self.pipeline(call, fold, folds)
+        keep = None
+        if fold:
+            where, fn, values = self.prepared(call)
+            shapes, tree = fn.types(where, *values)
+            mapped = host.program(call, _result_type(tree, shapes, 2))  # a tile's shapes
+            keep = stored.folded_side(fold[0], _reduction_spec(call, mapped, fold), where, self.kernel.FOLDS)
+            if keep is False:  # the map's values, reduced after the kernel
+                return stored.whole(self, call, fold, where, fn, mapped, _place)
+        run, program, _ = self.pipeline(call, fold, fold and fold[0], keep=keep)
 
         def pipeline(*given):
-            results = run(given)
-            return [indexed.index_of(op, v) for v in results] if fold and not folds else results
+            return run(given)
 
         return jax.jit(pipeline), program
 
-    def pipeline(self, call: Call, fold: tuple | None, folds: str | None, lanes=None):
+    def pipeline(self, call: Call, fold: tuple | None, folds: str | None, lanes=None, keep: str | None = None):
         """``call``'s kernel with its arguments' layout around it, as a function of the
         argument leaves (traced in a caller's jit) to the reductions of ``folds`` (the
-        op the kernel folds) or, without, the lanes' results placed by ``out_axes``;
-        ``call``'s program (of ``lw.reduce``'s ``fold``) and the map's (where ``out_axes``
-        puts the results).  ``lanes``: of the layout, the lanes the kernel computes (a
-        device's share, :mod:`.sharded`)."""
-        where, fn, values = self.prepared(call, fold=folds)
-        spreads = self.spreads(call, where)
+        op the kernel folds, over every lane or keeping the side ``keep`` of the plane)
+        or, without, the lanes' results placed by ``out_axes``; the program of the
+        results (the map's, whose tree a reduction keeps) and the map's.  ``lanes``: of
+        the layout, the lanes the kernel computes (a device's share, :mod:`.sharded`)."""
+        import jax
+
+        from ...plan import reduction
+
+        where, fn, values = self.prepared(call)
         shapes, tree = fn.types(where, *values)
         mapped = host.program(call, _result_type(tree, shapes, 2))  # a tile's shapes
-        program = _reduction_program(call, shapes, tree, fold) if fold else mapped
+        spec = _reduction_spec(call, mapped, fold) if fold else None  # refuses sums int32 would wrap
+        if folds:
+            where, fn, values = self.prepared(call, fold=folds, keep=keep)  # folded in the kernel
+        spreads = self.spreads(call, where)
         sizes = tuple(call.sizes)
 
         def run(given):
             results, _ = fn.inline(where, *self.carried(call, given, where, spreads),
                                    lanes=None if lanes is None else lanes(where))
-            if folds:
-                return results
+            if folds:  # a side of the plane kept: its results where out_axes puts the kept levels
+                return [reduction.place(spec, o, r, sizes, xp=jax.numpy) if keep else r
+                        for r, o in zip(results, mapped.outputs, strict=True)]
             return [_place(self.kernel.from_tiles(r, where, sizes), o)
                     for r, o in zip(results, mapped.outputs, strict=True)]
 
-        return run, program, mapped
+        return run, mapped, mapped
 
     def layout(self, call: Call, made: tuple = ()):
         """Where ``call``'s lanes sit: tiles of ``self.tile``, fewer rows where row blocks
@@ -316,13 +330,14 @@ def iterations(exe: Executable, call: Call):
 
 def _result_type(tree, flat, levels: int):
     """The lane's result type from the lowered kernel's results (``levels`` axes of them
-    are the lanes': a row result has one more)."""
+    are the lanes': a row result has one more; a lane's constant result is traced 0-d,
+    and stored broadcast to its tile)."""
     import jax
 
     def node(value):
         return ResultNode(tuple(map(node, value)), None) if isinstance(value, tuple) else value
 
-    return node(jax.tree.unflatten(tree, [ResultLeaf(np.dtype(v.dtype), len(v.shape) - levels) for v in flat]))
+    return node(jax.tree.unflatten(tree, [ResultLeaf(np.dtype(v.dtype), max(0, len(v.shape) - levels)) for v in flat]))
 
 
 def _place(values, out):
@@ -359,25 +374,18 @@ def explain(exe, call: Call) -> list[str]:
 
 
 def build_reduce(op, axis, call: Call):
-    """``lw.reduce`` of ``call``'s lanes: the map's kernel, each tile folding its lanes
-    into a register of partials (no lane's value is stored), then one reduction of
-    the partials, in the same jitted call.  Every mapped axis is reduced; the ops of
-    :data:`.kernel.FOLDS`, and argmin/argmax (:mod:`.indexed`: the map's values, then their index)."""
-    from . import indexed, kernel
-
-    name = op if isinstance(op, str) else type(op).__name__
-    if name not in kernel.FOLDS and name not in indexed.OPS:
-        raise BackendError(f"lw.reduce(..., {op!r}) is not supported on the tpu backend yet "
-                           f"(it folds {', '.join((*kernel.FOLDS, *indexed.OPS))})")
-    if axis is not None and not isinstance(axis, (int, tuple)):
-        raise BackendError("lw.reduce with segments= is not supported on the tpu backend yet")
+    """``lw.reduce`` of ``call``'s lanes, in the map's jitted whole call.  Every mapped
+    axis of scalar lanes with an op of :data:`.kernel.FOLDS`: each tile folds its lanes
+    into a register of partials (no lane's value is stored), then one reduction of the
+    partials.  ``axis=`` keeping levels, argmin/argmax, a ``lw.Monoid``, ``segments=``
+    and per-lane arrays: the map's values, reduced by XLA after the kernel (:mod:`.stored`)."""
     return Reduction(Executable(call), op, axis)
 
 
 class Reduction:
     """A reduction's kernel: the map's :class:`Executable`, folding."""
 
-    def __init__(self, exe: Executable, op: str, axis):
+    def __init__(self, exe: Executable, op, axis):
         self.exe, self.op, self.axis = exe, op, axis
 
     def __call__(self, call: Call):
@@ -388,24 +396,20 @@ class Reduction:
         return fast_launcher(self.exe, call, miss, (self.op, self.axis))
 
 
-def _reduction_program(call: Call, shapes, tree, fold: tuple):
-    """The program of ``lw.reduce(..., op, axis)`` (``fold``) of ``call``, from its traced
-    kernel's result types (a tile's), checked against what the kernel folds."""
+def _reduction_spec(call: Call, program, fold: tuple):
+    """The spec of ``lw.reduce(..., op, axis)`` (``fold``) of ``call``'s ``program``
+    (its traced kernel's result types), with the sums the TPU's int32 would wrap refused."""
     from ...plan import reduction
 
     op, axis = fold
-    program = host.program(call, _result_type(tree, shapes, 2))
     spec = reduction.reduce_spec(op, axis, program)
-    if spec.kept or any(spec.lane_ndims):
-        raise BackendError("lw.reduce on the tpu backend reduces every mapped axis of scalar lanes "
-                           f"(axis={axis!r} keeps some): reduce on the cpu backend, or reduce the "
-                           "mapped result with jnp")
-    wraps = [o.name for o in program.outputs if o.dtype.kind in "iu" and op in ("sum", "prod", "mean")]
+    values = program.outputs[1:] if spec.segmented else program.outputs  # a segment is no value
+    wraps = [o.name for o in values if o.dtype.kind in "iu" and op in ("sum", "prod", "mean")]
     if wraps:
         raise LaneTypeError(f"lw.reduce(..., {op!r}) of integer lane results ({', '.join(wraps)}) on the "
-                            "tpu backend would wrap at 2**31 (the TPU has no int64): return float32, or "
-                            "reduce on the cpu backend")
-    return program
+                            "tpu backend would wrap at 2**31 (the TPU has no int64): return float32 (or a "
+                            "bool, which counts), or reduce on the cpu backend")
+    return spec
 
 
 def run_reduce(exe: Reduction, call: Call):

@@ -191,21 +191,43 @@ _FINISH = {"sum": jnp.sum, "mean": jnp.sum, "prod": jnp.prod, "min": jnp.min, "m
            "all": jnp.min}
 
 
-def fold_tile(value, op: str, valid):
+def fold_tile(value, op: str, valid, keep: str | None = None):
     """A tile's values of ``valid`` lanes folded with ``op`` into one (8, 128) register
     of partials (the others count as the identity): a balanced tree of register-sized
-    slices, so that a float sum's rounding grows with the log of the tile's size."""
+    slices, so that a float sum's rounding grows with the log of the tile's size.
+    ``keep``: ``"rows"`` folds only along the columns, a partial per row of the tile
+    (rows, 128); ``"cols"`` only along the rows (8, columns) (:func:`folded_block`)."""
     identity, combine = FOLDS[op]
     if valid is not None:  # None: every lane of the tile is real
         value = jnp.where(valid, value, jnp.asarray(identity(value.dtype), value.dtype))
-    parts = [value[r:r + TILE[0], c:c + TILE[1]] for r in range(0, value.shape[0], TILE[0])
-             for c in range(0, value.shape[1], TILE[1])]
+    step = folded_block(value.shape, keep)
+    parts = [value[r:r + step[0], c:c + step[1]] for r in range(0, value.shape[0], step[0])
+             for c in range(0, value.shape[1], step[1])]
     while len(parts) > 1:
         parts = [combine(a, b) for a, b in zip(parts[::2], parts[1::2], strict=False)] + parts[len(parts) & ~1:]
     return parts[0]
 
 
-def _store_folded(ref, value, op: str, lanes_ref, ids, valid):
+def folded_block(tile: tuple, keep: str | None) -> tuple:
+    """The partials a folding tile writes: one register, or with ``keep`` a register
+    column per row of the tile (``"rows"``) or a register row per column (``"cols"``)."""
+    return {"rows": (tile[0], TILE[1]), "cols": (TILE[0], tile[1])}.get(keep, TILE)
+
+
+def _finish(out, op: str, keep: str | None, lanes, plane: tuple):
+    """One reduction of the tiles' partials ``out``: a 0-d result, or with ``keep`` one per
+    row (column) of the ``plane`` (its (rows, columns)); a mean divided by its lanes."""
+    axis = {"rows": 1, "cols": 0}.get(keep)
+    result = _FINISH[op](out, axis=axis)
+    if keep:
+        result = result[:plane[1 - axis]]
+    if op == "mean":
+        count = lanes[axis].astype(jnp.float32) if keep else jnp.prod(lanes.astype(jnp.float32))
+        result = result / count
+    return result
+
+
+def _store_folded(ref, value, op: str, lanes_ref, ids, valid, keep: str | None = None):
     """``ref[...]`` = the tile's partials of ``value``: only a tile that overhangs the
     lanes masks its values (``valid()``, computed in that branch only), so that an
     inner tile of a loop-free lane folds at the cost of the additions alone."""
@@ -216,16 +238,17 @@ def _store_folded(ref, value, op: str, lanes_ref, ids, valid):
 
     @pl.when(edge)
     def _masked():
-        ref[...] = fold_tile(value, op, valid())
+        ref[...] = fold_tile(value, op, valid(), keep)
 
     @pl.when(jnp.logical_not(edge))
     def _inner():
-        ref[...] = fold_tile(value, op, None)
+        ref[...] = fold_tile(value, op, None, keep)
 
 
 @functools.lru_cache(maxsize=256)
 def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool, count_iterations: bool = False,
-             tile: tuple = TILE, unroll: int = 1, plane: bool = False, fold: str | None = None):
+             tile: tuple = TILE, unroll: int = 1, plane: bool = False, fold: str | None = None,
+             keep: str | None = None):
     """The jitted function of ``lane`` over arguments of ``dtypes`` carried as
     ``spreads`` (:func:`carried`; ``bools``: which are bools travelling as int32):
     ``f(where, *carried) -> (results, structure, iterations)``; its results have
@@ -235,9 +258,10 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     ``plane``: the :class:`Layout` kind (``lanes``, read from scalar memory, is then
     (rows, cols) of the lane grid; else the lane count).  ``fold``: an op of
     :data:`FOLDS` (``lw.reduce``): each tile writes its register of partials and the
-    results are the lanes' reductions, 0-d (bools as bools)."""
+    results are the lanes' reductions, 0-d (bools as bools); with ``keep`` (a plane's
+    ``"rows"`` or ``"cols"``), one per row (column) of the plane, its other side reduced."""
     shape = tuple(tile)
-    block = TILE if fold else shape
+    block = folded_block(shape, keep) if fold else shape
     tile_fn = lower(lane, count_iterations, unroll)
     structure = {}
 
@@ -266,7 +290,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
                 value = jnp.asarray(value) != 0
             value = jnp.broadcast_to(jnp.asarray(value).astype(ref.dtype), shape)
             if fold:
-                _store_folded(ref, value, fold, lanes_ref, ids, lambda: valid_of(lanes_ref, ids))
+                _store_folded(ref, value, fold, lanes_ref, ids, lambda: valid_of(lanes_ref, ids), keep)
             else:
                 ref[...] = value
 
@@ -316,9 +340,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             **_rows.compiler_params(spreads + ("rows",) * any(planes), interpret),
         )(lanes, *values)
         if fold:
-            out = [_FINISH[fold](o) for o in out]
-            if fold == "mean":
-                out = [o / jnp.prod(lanes.astype(jnp.float32)) for o in out]
+            out = [_finish(o, fold, keep, lanes, array) for o in out]
         # a sum, mean or product of bools counts (NumPy's np.prod of bools is an int too)
         results = [o != 0 if k == jnp.bool_ and fold not in ("sum", "mean", "prod") else o
                    for o, k in zip(out, kinds + [None] * count_iterations, strict=True)]

@@ -17,9 +17,10 @@ placed by ``out_axes`` on each device and come back as one ``jax.Array`` with a
 
 ``lw.reduce`` folds each device's lanes in its kernel, gathers the devices' partials
 (one number each) and finishes them (``mean``: the sum over all lanes, then one
-division); ``argmin``/``argmax`` take the index over the sharded map.  A call whose
-outermost level has fewer than two indices, or whose result is not mapped along it
-(``out_axes=None`` there), runs on one device as before.
+division).  The reductions that are not folded in the kernel (``argmin``/``argmax``, a
+``lw.Monoid``, ``axis=`` keeping levels, ``segments=``) run on one device, as does a call
+whose outermost level has fewer than two indices, or whose result is not mapped along it
+(``out_axes=None`` there).
 
 Example:
     >>> import numpy as np, lanewise as lw
@@ -72,16 +73,14 @@ def key(call) -> tuple:
 def whole(exe, call, fold: tuple | None):
     """``exe``'s jitted whole call of ``call`` (:meth:`Executable.whole`) split over the
     devices, and its program; None where the call runs on one device."""
-    from . import indexed
-
     chosen = devices(call)
-    if len(chosen) < SPLIT_FROM:
+    if len(chosen) < SPLIT_FROM or (fold and not _folded_whole(exe, fold)):
         return None
     count, size = len(chosen), call.sizes[0]
     share = -(-size // count)
     op = fold[0] if fold else None
     # a mean is the devices' sums over the lanes' count: each device's own mean would round twice
-    folds = ("sum" if op == "mean" else op) if op in exe.kernel.FOLDS else None
+    folds = ("sum" if op == "mean" else op) if fold else None
     run, program, mapped = exe.pipeline(_share(call, share), fold, folds,
                                         lanes=lambda where: _lanes(where, size, share))
     dims = [_outer_dim(o) for o in mapped.outputs]
@@ -94,12 +93,19 @@ def whole(exe, call, fold: tuple | None):
         results = split(*(_padded(v, leaf, pad) for v, leaf in zip(given, call.signature.leaves, strict=True)))
         if folds:
             return [_finished(exe.kernel, op, folds, r, call.sizes) for r in results]
-        results = [_cut(r, k, size) for r, k in zip(results, dims, strict=True)]
-        return [indexed.index_of(op, v) for v in results] if fold else results
+        return [_cut(r, k, size) for r, k in zip(results, dims, strict=True)]
 
     import jax
 
     return _placing(jax.jit(pipeline), mesh, specs, pad), program
+
+
+def _folded_whole(exe, fold: tuple) -> bool:
+    """A reduction every device folds in its kernel: an op of :data:`.kernel.FOLDS` over
+    every lane.  The others (argmin/argmax, a ``lw.Monoid``, ``axis=`` keeping levels,
+    ``segments=``) reduce the map's values after the kernel, on one device."""
+    op, axis = fold
+    return isinstance(op, str) and op in exe.kernel.FOLDS and axis is None
 
 
 def _placing(jitted, mesh, specs: tuple, pad: int):
