@@ -310,7 +310,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
     if isinstance(fn, Mapped) and any(callable(a) for a in args):  # the derived lane the call runs
         fn, args = fn._with_functions(args)
     mapped = fn.fun if isinstance(fn, Reduced) else fn
-    chosen = _auto_choice(fn, mapped, args, kwargs)
+    chosen = backends.auto_choice(fn, mapped, args, kwargs)
     lines = [f"lanewise program: {fn!r}"] + ([chosen.line()] if chosen else [])
     if isinstance(fn, Mapped) and (chosen.name if chosen else fn.backend or config.backend) == "tpu":
         return _explain_tpu(fn, args, kwargs, lines)
@@ -325,14 +325,6 @@ def explain(fn, *args, **kwargs) -> Explanation:
     else:
         lines += _describe(exe.program, call) + backend.explain(exe, call)
     return _explanation(lines, exe, call)
-
-
-def _auto_choice(fn, mapped, args, kwargs):
-    """The choice of ``backend="auto"`` for this call (:mod:`lanewise.backends.auto`), or None
-    when ``fn`` asks for another backend (or its arguments claim one)."""
-    if (mapped.backend or config.backend) != backends.AUTO or backends.claimed(args, kwargs) is not None:
-        return None
-    return backends.auto.choose(fn, mapped, args, kwargs)[2]
 
 
 def _explain_tpu(fn, args, kwargs, head: list[str]) -> Explanation:

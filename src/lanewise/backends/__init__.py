@@ -140,9 +140,17 @@ def bind(owner, mapped, args: tuple, kwargs: dict, requested: str | None, out=No
     """
     name = _named(args, kwargs, requested)
     if name == AUTO:
-        return auto.choose(owner, mapped, args, kwargs, out)[:2]
+        return auto.choose(owner, mapped, args, kwargs, get, out)[:2]
     backend = get(name)
     return backend, backend.bind_call(mapped, args, kwargs)
+
+
+def auto_choice(owner, mapped, args: tuple, kwargs: dict):
+    """The :class:`.auto.Choice` of ``owner(*args, **kwargs)`` (``lw.explain``'s ``backend:``
+    line), or None where ``mapped`` asks for another backend or the arguments claim one."""
+    if _named(args, kwargs, mapped.backend) != AUTO:
+        return None
+    return auto.choose(owner, mapped, args, kwargs, get)[2]
 
 
 def check(name: str | None) -> None:

@@ -100,12 +100,11 @@ def _tpu_in_use(args: tuple, kwargs: dict) -> str | None:
     return None
 
 
-def choose(owner, mapped, args: tuple, kwargs: dict, out=None):
+def choose(owner, mapped, args: tuple, kwargs: dict, get, out=None):
     """``(backend, call, choice)`` of a call of ``owner`` (an ``lw.vmap`` function or
     ``lw.reduce`` of ``mapped``) under ``backend="auto"``: ``call`` bound for the chosen
-    backend.  The choice is kept in ``owner._executables`` per signature."""
-    from . import get
-
+    backend (``get``: the registry's backend by name).  The choice is kept in
+    ``owner._executables`` per signature."""
     cpu = get("cpu")
     why = _tpu_in_use(args, kwargs)
     if why is None:
