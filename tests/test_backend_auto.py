@@ -137,6 +137,23 @@ def test_repeated_calls_stay_on_the_chosen_backend_and_follow_the_tpu(monkeypatc
         np.testing.assert_array_equal(got, want)
 
 
+def test_jax_arrays_stay_jax_arrays_on_either_backend(tpu):
+    x = jax.numpy.asarray(data())
+    for lane, name, rtol in ((smooth, "tpu", 2e-6), (not_lowered, "cpu", 1e-6)):  # the cpu's: a fallback
+        f = lw.vmap(lane, backend="auto")
+        assert backend_line(f, x).startswith(f"backend: {name} (auto: ")
+        for _ in range(2):  # the second call: the fast path, with the NumPy views of the cpu's
+            got = f(x)
+            assert isinstance(got, jax.Array)
+            np.testing.assert_allclose(np.asarray(got), reference(lane, data()), rtol=rtol)
+
+
+def test_fused_passes_choose_too(tpu):
+    norm = lw.fuse(lambda v: np.sqrt((v * v).sum(axis=-1)) + 1.0, backend="auto")
+    v = data().reshape(30, 10)
+    np.testing.assert_allclose(np.asarray(norm(v)), np.sqrt((v * v).sum(axis=-1)) + 1.0, rtol=1e-6)
+
+
 def test_the_config_asks_for_auto_too(tpu):
     f = lw.vmap(smooth)
     with lw.config.overridden(backend="auto"):
@@ -162,6 +179,10 @@ def test_reduce_chooses_too(tpu):
         assert isinstance(got, jax.Array)
         np.testing.assert_allclose(float(got), want, rtol=1e-5)
     assert backend_line(total, data()).startswith("backend: tpu (auto: ")
+
+
+def test_reductions_the_tpu_cannot_run_fall_back(tpu):
+    total = lw.reduce(lw.vmap(smooth, backend="auto"), "sum")
     wide = total(data(np.float64))
     assert type(wide) is not jax.Array
     np.testing.assert_allclose(float(wide), reference(smooth, data(np.float64)).sum(), rtol=1e-12)
