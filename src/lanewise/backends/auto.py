@@ -71,6 +71,7 @@ class Choice:
     why: str
 
     def line(self) -> str:
+        """``lw.explain``'s line: ``backend: cpu (auto: ...)``."""
         return f"backend: {self.name} (auto: {self.why})"
 
 
