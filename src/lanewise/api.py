@@ -47,8 +47,10 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, *, axis_size: int |
         goes.  None is allowed only for outputs that do not depend on it.
       axis_size: the number of lanes when no argument is mapped.
       backend: ``"cpu"`` (default: Numba, all cores), ``"cuda"`` (numba-cuda; also
-        chosen when an argument is a CUDA device array) or ``"python"`` (the
-        reference).  The outermost ``vmap``'s backend runs the whole nest.
+        chosen when an argument is a CUDA device array), ``"tpu"`` (Pallas; JAX),
+        ``"auto"`` (``"tpu"`` where JAX's default device is a TPU and the call's
+        lane qualifies, else ``"cpu"``; ``lw.explain`` says which and why) or
+        ``"python"`` (the reference).  The outermost ``vmap``'s backend runs the whole nest.
       progress: show a progress bar (tqdm, the ``[progress]`` extra) for a long
         CPU run: the outermost loop level runs in about 100 pieces, each a
         launch of the same kernel into views of the outputs (same bits).
@@ -103,8 +105,7 @@ class Mapped:
             raise TypeError(f"vmap expects a callable lane function, got {type(fun).__name__}")
         if axis_size is not None and (not isinstance(axis_size, int) or axis_size < 0):
             raise AxisSpecError(f"axis_size must be a non-negative int, got {axis_size!r}")
-        if backend is not None:
-            backends.get(backend)  # fail early on a typo
+        backends.check(backend)  # fail early on a typo
         if not getattr(fun, "_lw_vmap_spec", False):
             fun = as_lane_function(fun)  # builtins, ufuncs, functools.partial: a generated Python lane
         self.fun, self.in_axes, self.out_axes = fun, in_axes, out_axes
@@ -126,10 +127,10 @@ class Mapped:
             return mapped(*args, out=out, **kwargs)
         if self._watch is not None and self._watch.changed():
             self._forget()  # a value the kernels froze changed: build afresh
-        chosen = self.backend or config.backend
+        chosen = backends.in_effect(self.backend)
         fast = out is None and not kwargs and not self.progress and chosen in backends.FAST
         if fast:
-            if chosen != self._fast_backend:  # lw.config.backend changed: launchers run on the old one
+            if chosen != self._fast_backend:  # lw.config.backend (or auto's TPU use) changed: old launchers
                 self._launchers.clear()
                 self._last, self._fast_backend = _miss, chosen
             # The last launcher checks its argument types itself; others by key.
@@ -142,8 +143,8 @@ class Mapped:
         if any(getattr(a, "_lw_fuse_proxy", False) for a in args):  # called inside @lw.fuse: fused there
             from .fuse.functions import call_mapped
             return call_mapped(self, args, kwargs)
-        backend = backends.select(args, kwargs, self.backend)
-        call = backend.bind_call(self, args, kwargs)  # cuda, dask: device/lazy arrays stay as they are
+        # cuda, dask, tpu: device/lazy arrays stay as they are; "auto" chooses per signature
+        backend, call = backends.bind(self, self, args, kwargs, self.backend, out)
         exe = self.executable(backend, call)
         given, out = out, None if out is None else interop.host_out(out)  # torch out=: NumPy views of it
         if self.progress:
@@ -290,7 +291,9 @@ def explain(fn, *args, **kwargs) -> Explanation:
     whichever backend the function runs on, except for a ``backend="tpu"``
     function (or ``lw.config.backend = "tpu"``): then it is the Pallas kernel's
     (tile shape and grid, how each argument travels, the kernel's masks and loops as
-    JAX traces it).  Compiles (or loads from cache) but does not run the lanes.
+    JAX traces it).  With ``backend="auto"`` a ``backend:`` line says which backend
+    the call runs on and why, and the description is that backend's.  Compiles (or
+    loads from cache) but does not run the lanes.
 
     Example:
       >>> import numpy as np, lanewise as lw
@@ -306,12 +309,13 @@ def explain(fn, *args, **kwargs) -> Explanation:
         raise TypeError("explain expects a function returned by lw.vmap or lw.reduce")
     if isinstance(fn, Mapped) and any(callable(a) for a in args):  # the derived lane the call runs
         fn, args = fn._with_functions(args)
-    if isinstance(fn, Mapped) and (fn.backend or config.backend) == "tpu":
-        return _explain_tpu(fn, args, kwargs)
-    backend = backends.get(backends.EXPLAINED)
     mapped = fn.fun if isinstance(fn, Reduced) else fn
+    chosen = backends.auto_choice(fn, mapped, args, kwargs)
+    lines = [f"lanewise program: {fn!r}"] + ([chosen.line()] if chosen else [])
+    if isinstance(fn, Mapped) and (chosen.name if chosen else fn.backend or config.backend) == "tpu":
+        return _explain_tpu(fn, args, kwargs, lines)
+    backend = backends.get(backends.EXPLAINED)
     call = backend.bind_call(mapped, args, kwargs)
-    lines = [f"lanewise program: {fn!r}"]
     try:
         exe = fn.executable(backend, call)
     except LaneCompileError as e:  # explain what can be known without the compiled lane
@@ -323,13 +327,14 @@ def explain(fn, *args, **kwargs) -> Explanation:
     return _explanation(lines, exe, call)
 
 
-def _explain_tpu(fn, args, kwargs) -> Explanation:
-    """:func:`explain` of a function that runs on the tpu backend: its Pallas kernel."""
+def _explain_tpu(fn, args, kwargs, head: list[str]) -> Explanation:
+    """:func:`explain` of a function that runs on the tpu backend: its Pallas kernel
+    (``head``: the lines before its inputs)."""
     backend = backends.get("tpu")
     call = backend.bind_call(fn, args, kwargs)
     exe = fn.executable(backend, call)
     kernel = exe.kernel_text(call)
-    lines = [f"lanewise program: {fn!r}", *_inputs(call), *backend.explain(exe, call), *_lane_ir(call.lane),
+    lines = [*head, *_inputs(call), *backend.explain(exe, call), *_lane_ir(call.lane),
              "generated kernel (the Pallas kernel as JAX traces it):", kernel]
     text = Explanation("\n".join(lines))
     text.source, text.program = kernel, None

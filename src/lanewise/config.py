@@ -78,8 +78,12 @@ class Config:
     disk_cache: bool = field(default_factory=lambda: _flag("LANEWISE_DISK_CACHE", True))
     #: Print every generated kernel's source when it is built (``LANEWISE_DEBUG=1``).
     debug: bool = field(default_factory=lambda: _flag("LANEWISE_DEBUG", False))
-    #: Backend used when ``vmap(..., backend=None)``: ``"cpu"`` or ``"python"``
-    #: (``LANEWISE_BACKEND``).
+    #: Backend used when ``vmap(..., backend=None)`` (``LANEWISE_BACKEND``): ``"cpu"``
+    #: (the default), ``"python"``, ``"tpu"``, or ``"auto"``: the tpu backend where JAX,
+    #: already imported, computes on a TPU (or an argument is a JAX array on one) and the
+    #: call qualifies (32-bit arguments, a lane the tpu backend lowers), else ``"cpu"``;
+    #: ``lw.explain`` says which and why (lanewise/backends/auto.py).  Not the default:
+    #: on a TPU the results are ``jax.Array`` s computed in float32.
     backend: str = field(default_factory=lambda: os.environ.get("LANEWISE_BACKEND", "cpu"))
     #: Lanes' ``math.*``/``np.*`` scalar calls use lanewise's vectorisable,
     #: <= 1 ulp functions (lanewise.lanemath) instead of libm

@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 
 from . import backends
-from .config import config
 from .errors import AxisSpecError
 from .plan.reduction import OPS, Monoid, Segments, check_op
 from .lane.watch import watch
@@ -111,12 +110,11 @@ class Reduced:
         if self._watch is not None and self._watch.changed():
             self._executables.clear()  # a value the kernels froze changed: build afresh
             self._watch = self._last = None
-        if self._last is not None and not kwargs and self._last[0] == (self.fun.backend or config.backend):
+        if self._last is not None and not kwargs and self._last[0] == backends.in_effect(self.fun.backend):
             result = self._last[1](args)  # checks the arguments' types itself
             if result is not _MISS:
                 return result
-        backend = backends.select(args, kwargs, self.fun.backend)
-        call = backend.bind_call(self.fun, args, kwargs)
+        backend, call = backends.bind(self, self.fun, args, kwargs, self.fun.backend)
         exe = self.executable(backend, call)
         result = interop.to_library(backend.run_reduce(exe, call), call.library)
         self._remember(backend, exe, args, kwargs, call)
@@ -131,7 +129,7 @@ class Reduced:
             return
         if all(a is v for a, v in zip(args, call.values, strict=True)):
             launcher = make(call, _MISS)
-            self._last = None if launcher is None else (self.fun.backend or config.backend, launcher)
+            self._last = None if launcher is None else (backends.in_effect(self.fun.backend), launcher)
 
     def executable(self, backend, call):
         """``backend``'s executable for ``call``'s signature (built once, then kept here)."""

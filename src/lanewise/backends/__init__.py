@@ -6,7 +6,9 @@ its arguments (device arrays, dask arrays) and what it supports; the backend
 itself is a package (or module) implementing :class:`lanewise.backends.protocol.Backend`.
 ``python`` is the reference (the executable spec); ``cpu`` compiles with Numba;
 ``cuda``, ``dask`` and ``tpu`` (Pallas kernels; JAX) need their extras and are
-imported only when used.
+imported only when used.  ``"auto"`` is no backend but a choice made per call
+signature (:mod:`.auto`): the tpu backend where a TPU is in use and the call
+qualifies, else the cpu backend.
 
 Adding a backend is one :class:`Entry` here plus a package implementing the
 protocol (docs/architecture.md has the recipe); the conformance suite
@@ -29,6 +31,8 @@ from typing import Callable
 from .. import pytree
 from ..config import config
 from ..errors import BackendError
+from . import auto
+from .auto import AUTO
 
 
 def holds_device_array(leaves) -> bool:
@@ -72,15 +76,18 @@ REGISTRY: dict[str, Entry] = {e.name: e for e in [
 NAMES = tuple(REGISTRY)
 #: The backend ``lw.explain`` describes: the compiled nest most calls run (``lw.config.backend``'s default).
 EXPLAINED = "cpu"
-#: Backends whose repeated calls may take the fast path (checked on every call: a set).
-FAST = frozenset(e.name for e in REGISTRY.values() if e.fast_path)
+#: Backends whose repeated calls may take the fast path (checked on every call: a set), and the
+#: states of ``"auto"`` (:func:`in_effect`), which chooses between two of them.
+FAST = frozenset(e.name for e in REGISTRY.values() if e.fast_path) | {auto.ON_TPU, auto.OFF_TPU}
 
 
 def get(name: str):
     """The backend called ``name`` (imported lazily); :class:`lanewise.BackendError`
     for an unknown name or a missing extra."""
+    if name == AUTO:
+        raise BackendError("backend='auto' is chosen per call signature (backends.bind), not a backend")
     if name not in REGISTRY:
-        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(map(repr, NAMES))}")
+        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(map(repr, NAMES))} or 'auto'")
     entry = REGISTRY[name]
     path = f"{__name__}.{entry.module}"
     try:
@@ -107,8 +114,58 @@ def claimed(args: tuple, kwargs: dict) -> str | None:
 
 def select(args: tuple, kwargs: dict, requested: str | None):
     """The backend a call runs on: the one requested, else the one its arguments
-    claim, else ``lw.config.backend``."""
-    return get(requested or claimed(args, kwargs) or config.backend)
+    claim, else ``lw.config.backend`` (:func:`bind` resolves ``"auto"``, which needs the call)."""
+    return get(_named(args, kwargs, requested))
+
+
+def _named(args: tuple, kwargs: dict, requested: str | None) -> str:
+    """The backend name a call asks for: the one requested (``"auto"`` defers to the
+    arguments' claim, as an automatic choice should), else the arguments', else the config's."""
+    if requested is not None and requested != AUTO:
+        return requested
+    return claimed(args, kwargs) or requested or config.backend
+
+
+def bind(owner, mapped, args: tuple, kwargs: dict, requested: str | None, out=None):
+    """``(backend, call)``: the backend ``owner(*args, **kwargs)`` runs on (:func:`select`,
+    or for ``"auto"`` the choice of :func:`.auto.choose`) and the call bound for it.
+    ``owner``: the ``lw.vmap`` function ``mapped`` or an ``lw.reduce`` of it.
+
+    Example:
+        >>> import numpy as np, lanewise as lw
+        >>> f = lw.vmap(lambda x: x + 1, backend="auto")
+        >>> backend, call = bind(f, f, (np.arange(3.0),), {}, f.backend)
+        >>> backend.NAME, call.sizes  # no TPU in use: the cpu backend
+        ('cpu', (3,))
+    """
+    name = _named(args, kwargs, requested)
+    if name == AUTO:
+        return auto.choose(owner, mapped, args, kwargs, get, out)[:2]
+    backend = get(name)
+    return backend, backend.bind_call(mapped, args, kwargs)
+
+
+def auto_choice(owner, mapped, args: tuple, kwargs: dict):
+    """The :class:`.auto.Choice` of ``owner(*args, **kwargs)`` (``lw.explain``'s ``backend:``
+    line), or None where ``mapped`` asks for another backend or the arguments claim one."""
+    if _named(args, kwargs, mapped.backend) != AUTO:
+        return None
+    return auto.choose(owner, mapped, args, kwargs, get)[2]
+
+
+def check(name: str | None) -> None:
+    """A function's ``backend=``: a :class:`lanewise.BackendError` now for a typo or a
+    missing extra, rather than at its first call."""
+    if name is not None and name != AUTO:
+        get(name)
+
+
+def in_effect(requested: str | None) -> str:
+    """The backend a function asking for ``requested`` runs on, as far as known before
+    binding: the fast path keeps launchers under it and drops them when it changes
+    (``lw.config.backend``, or for ``"auto"`` whether JAX's default device is a TPU)."""
+    name = requested or config.backend
+    return auto.state() if name == AUTO else name
 
 
 def supporting(feature: str) -> tuple[str, ...]:

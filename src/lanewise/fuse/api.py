@@ -91,8 +91,7 @@ class Fused:
     def __init__(self, fun: Callable, backend: str | None = None):
         if not callable(fun):
             raise TypeError(f"lw.fuse expects a function, got {type(fun).__name__}")
-        if backend is not None:
-            backends.get(backend)  # fail early on a typo
+        backends.check(backend)  # fail early on a typo
         self.fun, self.backend = fun, backend
         self._programs: dict = {}
         functools.update_wrapper(self, fun, updated=())

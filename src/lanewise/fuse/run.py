@@ -289,7 +289,8 @@ def make_pass(domain, roots, targets, reduce, backend) -> Pass:
         shape = leaf.shape
         squeeze.append(tuple(0 if n == 1 else slice(None) for n in shape) if 1 in shape else None)
         mapped.append({rank - len(shape) + k for k, n in enumerate(shape) if n != 1})
-    python = backend is not None and not backends.REGISTRY[backend].compiles
+    entry = backends.REGISTRY.get(backend)  # None: the config's backend, or "auto" (a compiled one)
+    python = entry is not None and not entry.compiles
     fn = lane.function(python=python or not domain)
     for depth in reversed(range(rank)):
         in_axes = tuple(0 if depth in m else None for m in mapped) + ((None,) if anchor is not None else ())

@@ -283,6 +283,19 @@ def _called(exe: Executable, call: Call, fold: tuple | None = None):
         return pytree.unflatten(program.out_tree, fn(*call.values))
 
 
+def trace(exe, call: Call) -> None:
+    """Trace ``exe``'s whole call of ``call`` (an :class:`Executable` or a :class:`Reduction`),
+    without running it; kept for the run.  A construct this backend does not lower
+    raises here: ``backend="auto"`` then chooses the cpu backend (:mod:`..auto`)."""
+    import jax
+
+    with jax.enable_x64(False):  # JAX's 32-bit rules (see Executable.__call__)
+        if isinstance(exe, Reduction):
+            exe.exe.whole(call, (exe.op, exe.axis))
+        else:
+            exe.whole(call)
+
+
 def fast_launcher(exe: Executable, call: Call, miss, fold: tuple | None = None):
     """A launcher for the next calls whose arguments have ``call``'s exact types,
     shapes and dtypes: the jitted whole call (:meth:`Executable.whole`, of ``fold``
