@@ -96,7 +96,7 @@ def test_a_lane_the_tpu_cannot_lower_falls_back_naming_the_construct_and_line(tp
     assert type(got) is np.ndarray
     np.testing.assert_allclose(got, reference(not_lowered, data()), rtol=1e-6)
     line = not_lowered.__code__.co_firstlineno + 1
-    assert (f"np.logaddexp is not supported on the tpu backend (" in backend_line(f, data())
+    assert ("np.logaddexp is not supported on the tpu backend (" in backend_line(f, data())
             and f"test_backend_auto.py:{line})" in backend_line(f, data()))
 
 

@@ -202,7 +202,8 @@ def test_reductions_fold_per_device_then_across(size):
     for op, want in [("sum", mapped.sum()), ("mean", mapped.mean()), ("max", mapped.max()),
                      ("min", mapped.min()), ("argmin", mapped.argmin())]:
         got = lw.reduce(lw.vmap(spin, backend="tpu"), op)(x, n)
-        assert got.shape == () and len(got.sharding.device_set) == min(size, 8), op
+        # argmin reduces the map's values after the kernel, on one device (sharded.py)
+        assert got.shape == () and len(got.sharding.device_set) == (1 if op == "argmin" else min(size, 8)), op
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, err_msg=op)
     assert bool(lw.reduce(truth, "any")(mapped, n)) == bool((mapped > 1.9).any())
     assert bool(lw.reduce(truth, "all")(mapped, n)) == bool((mapped > 1.9).all())

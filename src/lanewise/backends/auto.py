@@ -85,7 +85,7 @@ def _on_tpu(args: tuple, kwargs: dict) -> bool:
         if _jax_array(value):
             try:
                 devices = value.devices()
-            except Exception:  # a tracer has no devices: it says nothing about where the call runs
+            except TypeError:  # a tracer has none (ConcretizationTypeError): it says nothing of where it runs
                 continue
             if any(d.platform == "tpu" for d in devices):
                 return True
