@@ -71,12 +71,13 @@ def batched(op: Op, axes: tuple) -> Op:
         in_axes = tuple(optree.tree_unflatten(op.in_tree, list(axes)))
         if reduced(op):
             red = op.program
-            if refused_by_ops(red):
-                raise NotImplementedError(f"lw.jax.op({op.name}): jax.vmap of a segmented or lw.Monoid reduction "
-                                          "is not supported; use the op of its lw.vmap program and reduce in JAX")
+            if refused_by_ops(red) or op.on_tpu:  # the tpu backend reduces every mapped axis only
+                raise NotImplementedError(f"lw.jax.op({op.name}): jax.vmap of a segmented, lw.Monoid or "
+                                          "backend='tpu' reduction is not supported; use the op of its lw.vmap "
+                                          "program and reduce in JAX")
             program = reduce(vmap(red.fun, in_axes=in_axes, out_axes=0), red.op, axis=Outer(red.axis))
-        else:
-            program = vmap(op.program, in_axes=in_axes, out_axes=0)
+        else:  # the outermost level's backend runs the nest: the op's, kept
+            program = vmap(op.program, in_axes=in_axes, out_axes=0, backend=op.program.backend)
         op.derived[key] = Op(program, op.in_tree, op.name)
     return op.derived[key]
 
@@ -89,7 +90,7 @@ def lane_count(op: Op, types) -> int:
 def reduced_axes(op: Op, types) -> list[tuple]:
     """Per result leaf of ``op``'s ``lw.vmap`` program, the axes the reduction ``op``
     folds (``types``: each argument leaf's (shape, dtype))."""
-    outputs = mapped(op).infer(*types).exe.program.outputs
+    outputs = mapped(op).infer(*types).program.outputs
     n = len(outputs[0].level_dims) if outputs else 0
     return [tuple(sorted(o.level_dims[lv] for lv in reduced_levels(o.level_dims, o.ndim, op.program.axis, n)))
             for o in outputs]
@@ -152,7 +153,7 @@ def _renest(op: Op, lane, in_axes_at, out_axes_at) -> Op:
     fun = lane
     for depth in reversed(range(len(nest))):
         fun = vmap(fun, in_axes=in_axes_at(depth, nest[depth]), out_axes=out_axes_at(depth, nest[depth]),
-                   axis_size=nest[depth].axis_size)
+                   axis_size=nest[depth].axis_size, backend=nest[depth].backend)  # a tpu op's stay on the tpu
     return fun
 
 
@@ -267,7 +268,8 @@ def _cotangent_program(op: Op, group: tuple, types, structure, reduce_lanes: boo
     # r * 2.0 or r.sum()), forward mode, one tangent per element, as lw.jvp.
     try:
         reverse = made(autodiff.jacrev(_dot_lane(op, structure), argnums=group))
-        build_op(reverse.op, types)  # compiled now, kept for the bridge's call of it
+        # compiled now (kept for the bridge's call of it) on the op's backend, which may refuse it
+        reverse.op.infer(*types) if op.on_tpu else build_op(reverse.op, types)
     except LaneCompileError:
         return made(_forward_cotangents(op, group, lane_ranks, structure))
     return reverse
@@ -327,7 +329,7 @@ class _Results:
 
 def _lane_results(inferred) -> _Results:
     """The lane's result structure, from its program as typed (:meth:`Op.infer`)."""
-    outs = inferred.exe.program.outputs
+    outs = inferred.program.outputs
     return _Results(inferred.out_tree, tuple(o.lane_ndim for o in outs), tuple(is_float(o.dtype) for o in outs))
 
 

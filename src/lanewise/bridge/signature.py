@@ -37,9 +37,11 @@ class Inferred:
 
     out: tuple  # OutType per output leaf: the lane's dtypes
     out_tree: Any  # lanewise pytree structure of the result
-    exe: Any  # the CPU backend's executable
+    exe: Any  # the backend's executable
     call: Any  # the call bound to dummy values of those types
-    lane_shapes: dict  # per-lane array output shapes, by output index
+    lane_shapes: dict  # per-lane array output shapes, by output index (CPU)
+    program: Any  # the typed program (its outputs' levels, lane ranks and dtypes)
+    whole: Any = None  # tpu: the jitted JAX function of the argument leaves (the kernel inlined)
 
 
 class Op:
@@ -60,13 +62,19 @@ class Op:
     def __repr__(self) -> str:
         return f"Op({self.program!r})"
 
+    @property
+    def on_tpu(self) -> bool:
+        """Whether the program runs on the tpu backend (its outermost ``backend=``)."""
+        program = self.program.fun if getattr(self.program, "_lw_reduce_spec", False) else self.program
+        return program.backend == "tpu"
+
     def infer(self, *types) -> Inferred:
         """``types``: (shape, dtype) of each leaf.  Compiles (or loads) the program."""
         key = ("infer", tuple((tuple(s), str(np.dtype(d))) for s, d in types))
         found = self.derived.get(key)
         if found is None:
             with _LOCK:
-                found = self.derived[key] = _infer(self, key[1])
+                found = self.derived[key] = (_infer_tpu if self.on_tpu else _infer)(self, key[1])
         return found
 
 
@@ -130,4 +138,27 @@ def _infer(op: Op, types) -> Inferred:
         _check_fixed_shapes(op, exe, types, lane_shapes)
     out = tuple(OutType(tuple(o.shape(call.sizes, lane_shapes.get(k, ()))), np.dtype(o.dtype))
                 for k, o in enumerate(exe.program.outputs))
-    return Inferred(out, exe.program.out_tree, exe, call, lane_shapes)
+    return Inferred(out, exe.program.out_tree, exe, call, lane_shapes, exe.program)
+
+
+def _infer_tpu(op: Op, types) -> Inferred:
+    """The tpu backend's jitted whole call of ``op``'s program (``lw.vmap`` or
+    ``lw.reduce``) for leaves of ``types``, and its results' types as JAX traces it
+    (32-bit, whatever ``jax_enable_x64`` says: the chip's).  A dtype the chip does not
+    compute (float64, int64) is refused naming the argument (never narrowed)."""
+    import jax
+
+    from ..backends.tpu.kernel import check_dtype
+
+    tpu = backends.get("tpu")
+    reduces = getattr(op.program, "_lw_reduce_spec", False)
+    args = tuple(pytree.unflatten(op.in_tree, [dummy(s, d) for s, d in types]))
+    with jax.enable_x64(False):
+        call = tpu.bind_call(op.program.fun if reduces else op.program, args, {})
+        for leaf, (_, d) in zip(call.signature.leaves, types, strict=True):
+            check_dtype(leaf.name, d)  # a 0-d float64 array too (the backend narrows Python scalars only)
+        exe = op.program.executable(tpu, call)
+        whole, program = exe.exe.whole(call, (exe.op, exe.axis)) if reduces else exe.whole(call)
+        results = jax.eval_shape(whole, *(jax.ShapeDtypeStruct(s, d) for s, d in types))
+    out = tuple(OutType(tuple(r.shape), np.dtype(r.dtype)) for r in results)
+    return Inferred(out, program.out_tree, exe, call, {}, program, whole)

@@ -5,6 +5,9 @@ call).  Its rules:
 
 * abstract evaluation: the Op traced at the argument types;
 * lowering (CPU): ``jax.ffi.ffi_lowering`` of the Op's handler, with its plan;
+  for a ``backend="tpu"`` program (platform "tpu", or "cpu" in interpret mode):
+  ``mlir.lower_fun`` of the tpu backend's jitted whole call, the ``pallas_call``
+  inlined in the caller's program;
 * batching (``jax.vmap``): the same call of ``lw.vmap(program, in_axes=<the
   batched axes>)``: one more level of the same fused nest, not a loop of calls;
 * JVP: the primal call, plus ``lanewise_linear`` for the tangents.
@@ -30,6 +33,7 @@ from jax.interpreters import ad, batching, mlir
 
 from ..bridge import derive
 from ..bridge.signature import Op
+from ..errors import LanewiseError
 from .ops import trace
 
 call_p = Primitive("lanewise_call")
@@ -60,8 +64,17 @@ def _impl(*leaves, op: Op):
 
 
 def _lower(ctx, *leaves, op: Op):
+    if not op.on_tpu and "cpu" not in ctx.module_context.platforms:
+        raise LanewiseError(f"lw.jax.op({op.name}) runs its program on lanewise's CPU backend, which XLA calls "
+                            f"on the CPU only; this computation is for {', '.join(ctx.module_context.platforms)}: "
+                            "give the lw.vmap program backend='tpu'")
     traced = trace(op, _types(ctx.avals_in))
-    if hasattr(traced, "run"):  # a reduction: the custom call, then JAX's combine of its partials
+    # a tpu program: its whole call, the pallas_call inlined; a reduction: the custom
+    # call, then JAX's combine of its partials
+    if op.on_tpu:  # traced and lowered (Mosaic's rules included) under the chip's 32-bit rules
+        with jax.enable_x64(False):
+            return mlir.lower_fun(traced.run, multiple_results=True)(ctx, *leaves)
+    if hasattr(traced, "run"):
         return mlir.lower_fun(traced.run, multiple_results=True)(ctx, *leaves)
     return jax.ffi.ffi_lowering(traced.target)(ctx, *leaves, plan=traced.plan)
 
@@ -189,13 +202,14 @@ def _spread(op: Op, types, cts) -> list:
 
 call_p.def_impl(_impl)
 call_p.def_abstract_eval(_abstract)
-mlir.register_lowering(call_p, _lower, platform="cpu")
+for _platform in ("cpu", "tpu"):  # on "tpu": backend="tpu" programs (a CPU one is refused, saying so)
+    mlir.register_lowering(call_p, _lower, platform=_platform)
+    mlir.register_lowering(linear_p, _linear_lower, platform=_platform)
 batching.primitive_batchers[call_p] = _batch
 ad.primitive_jvps[call_p] = _jvp
 
 linear_p.def_impl(_linear_impl)
 linear_p.def_abstract_eval(_linear_abstract)
-mlir.register_lowering(linear_p, _linear_lower, platform="cpu")
 batching.primitive_batchers[linear_p] = _linear_batch
 ad.primitive_transposes[linear_p] = _linear_transpose
 ad.primitive_jvps[linear_p] = _linear_jvp
