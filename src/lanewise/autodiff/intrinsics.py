@@ -28,7 +28,7 @@ from ..errors import LaneTypeError, ReverseMemoryError
 _INTEGRAL = (bool, int, np.integer, np.bool_)
 
 
-def _float_message(name: str, kind: str, transform: str) -> str:
+def float_message(name: str, kind: str, transform: str) -> str:
     return (f"{transform}: argument {name} is {kind}; only float arguments can be differentiated "
             "(JAX's rule: integer and boolean inputs have no tangent). Differentiate with respect to "
             "other arguments (argnums) or pass a float")
@@ -37,12 +37,12 @@ def _float_message(name: str, kind: str, transform: str) -> str:
 def require_float(x, name: str, transform: str) -> None:
     """Raise unless ``x`` is one float scalar (what ``lw.grad``/``lw.jacfwd`` differentiate)."""
     if isinstance(x, _INTEGRAL):
-        raise LaneTypeError(_float_message(name, type(x).__name__, transform))
+        raise LaneTypeError(float_message(name, type(x).__name__, transform))
     if isinstance(x, (tuple, list, np.ndarray)) and np.ndim(x):
-        raise LaneTypeError(_shape_message(name, type(x).__name__, transform))
+        raise LaneTypeError(shape_message(name, type(x).__name__, transform))
 
 
-def _shape_message(name: str, kind: str, transform: str) -> str:
+def shape_message(name: str, kind: str, transform: str) -> str:
     return (f"{transform}: argument {name} is {kind}; {transform} (forward mode) differentiates scalar "
             "arguments. For the gradient with respect to a 1-D array use lw.jacrev (reverse mode); for a "
             "directional derivative, lw.jvp with a tangent of the same structure")
@@ -55,13 +55,13 @@ def _literal(t) -> str:
 @overload(require_float, jit_options={"error_model": "numpy"}, inline="always")
 def _require_float_overload(x, name, transform):
     if isinstance(x, (types.Integer, types.Boolean)):
-        raise TypingError(_float_message(_literal(name), str(x), _literal(transform)))
+        raise TypingError(float_message(_literal(name), str(x), _literal(transform)))
     if isinstance(x, (types.BaseTuple, types.Array, types.List)):
-        raise TypingError(_shape_message(_literal(name), str(x), _literal(transform)))
+        raise TypingError(shape_message(_literal(name), str(x), _literal(transform)))
     return lambda x, name, transform: None
 
 
-def _scalar_message(what: str, transform: str) -> str:
+def scalar_message(what: str, transform: str) -> str:
     return (f"{transform}: the lane must return one scalar here, and it returns {what}. Use lw.jacfwd for "
             "several outputs (with the tuple written in the return statement), or has_aux=True to return "
             "(value, auxiliary data)")
@@ -70,13 +70,13 @@ def _scalar_message(what: str, transform: str) -> str:
 def require_scalar(value, transform: str) -> None:
     """Raise unless ``value`` is one scalar (``lw.grad`` of a lane returning a tuple)."""
     if isinstance(value, (tuple, list)) or (isinstance(value, np.ndarray) and value.ndim):
-        raise LaneTypeError(_scalar_message(type(value).__name__, transform))
+        raise LaneTypeError(scalar_message(type(value).__name__, transform))
 
 
 @overload(require_scalar, jit_options={"error_model": "numpy"}, inline="always")
 def _require_scalar_overload(value, transform):
     if isinstance(value, (types.BaseTuple, types.Array)):
-        raise TypingError(_scalar_message(str(value), _literal(transform)))
+        raise TypingError(scalar_message(str(value), _literal(transform)))
     return lambda value, transform: None
 
 
@@ -85,12 +85,12 @@ def zero_tangent_of(x, tangent, name: str):
     float argument; for an integer argument it must be None (JAX's float0) and is 0."""
     if isinstance(x, _INTEGRAL):
         if tangent is not None:
-            raise LaneTypeError(_tangent_message(name, type(x).__name__))
+            raise LaneTypeError(tangent_message(name, type(x).__name__))
         return np.float64(0.0)
     return np.float64(tangent) if isinstance(tangent, float) else tangent
 
 
-def _tangent_message(name: str, kind: str) -> str:
+def tangent_message(name: str, kind: str) -> str:
     return (f"lw.jvp: argument {name} is {kind}, so its tangent must be None (integers have no tangent; "
             "JAX asks for float0 zeros)")
 
@@ -99,7 +99,7 @@ def _tangent_message(name: str, kind: str) -> str:
 def _zero_tangent_overload(x, tangent, name):
     if isinstance(x, (types.Integer, types.Boolean)):
         if not isinstance(tangent, (types.NoneType, types.Omitted)):
-            raise TypingError(_tangent_message(_literal(name), str(x)))
+            raise TypingError(tangent_message(_literal(name), str(x)))
         return lambda x, tangent, name: 0.0
     return lambda x, tangent, name: tangent
 
@@ -362,7 +362,7 @@ def _times_cotangent_overload(c, t):
     return lambda c, t: c * t
 
 
-def _unit_message(got: str, name: str) -> str:
+def unit_message(got: str, name: str) -> str:
     return (f"lw.custom_vjp: the fwd rule of {name} must return (out, residuals) with out one scalar; "
             f"out is {got} (lanewise applies custom_vjp rules to functions with one scalar result)")
 
@@ -370,18 +370,18 @@ def _unit_message(got: str, name: str) -> str:
 def unit_cotangent(out, name: str) -> float:
     """1.0, the cotangent of ``out``, once ``out`` is checked to be one scalar."""
     if isinstance(out, (tuple, list)) or (isinstance(out, np.ndarray) and out.ndim):
-        raise LaneTypeError(_unit_message(type(out).__name__, name))
+        raise LaneTypeError(unit_message(type(out).__name__, name))
     return 1.0
 
 
 @overload(unit_cotangent, jit_options={"error_model": "numpy"}, inline="always", prefer_literal=True)
 def _unit_cotangent_overload(out, name):
     if isinstance(out, (types.BaseTuple, types.Array)):
-        raise TypingError(_unit_message(str(out), _literal(name)))
+        raise TypingError(unit_message(str(out), _literal(name)))
     return lambda out, name: 1.0
 
 
-def _cotangents_message(got: str, n: int, name: str) -> str:
+def cotangents_message(got: str, n: int, name: str) -> str:
     return (f"lw.custom_vjp: the bwd rule of {name} must return a tuple of {n} cotangent(s), one per "
             f"argument of {name} (None for an argument with none); it returned {got}")
 
@@ -390,14 +390,14 @@ def cotangents(c, arguments: tuple, name: str):
     """``c``, once checked to be a tuple of as many cotangents as ``arguments``
     (what a ``bwd`` rule returns: one per argument)."""
     if not isinstance(c, tuple) or len(c) != len(arguments):
-        raise LaneTypeError(_cotangents_message(repr(c), len(arguments), name))
+        raise LaneTypeError(cotangents_message(repr(c), len(arguments), name))
     return c
 
 
 @overload(cotangents, jit_options={"error_model": "numpy"}, inline="always")
 def _cotangents_overload(c, arguments, name):
     if not isinstance(c, types.BaseTuple) or len(c) != len(arguments):
-        raise TypingError(_cotangents_message(str(c), len(arguments), _literal(name)))
+        raise TypingError(cotangents_message(str(c), len(arguments), _literal(name)))
     return lambda c, arguments, name: c
 
 
@@ -473,23 +473,23 @@ def inputs(tape, x, name: str, transform: str):
 def _check_reverse_argument(x, name: str, transform: str) -> None:
     """Reverse mode differentiates floats and 1-D float arrays."""
     if isinstance(x, _INTEGRAL) or (isinstance(x, np.ndarray) and x.dtype.kind in "biu"):
-        raise LaneTypeError(_float_message(name, type(x).__name__ if not isinstance(x, np.ndarray)
+        raise LaneTypeError(float_message(name, type(x).__name__ if not isinstance(x, np.ndarray)
                                            else f"an array of {x.dtype}", transform))
     if isinstance(x, np.ndarray) and x.ndim != 1:
         raise LaneTypeError(_rank_message(name, x.ndim, transform))
     if isinstance(x, (tuple, list)):
-        raise LaneTypeError(_shape_message(name, type(x).__name__, transform))
+        raise LaneTypeError(shape_message(name, type(x).__name__, transform))
 
 
 def _check_reverse_type(x, name, transform) -> None:
     """:func:`_check_reverse_argument` at typing time."""
     if isinstance(x, (types.Integer, types.Boolean)) or (isinstance(x, types.Array)
                                                          and isinstance(x.dtype, (types.Integer, types.Boolean))):
-        raise TypingError(_float_message(_literal(name), str(x), _literal(transform)))
+        raise TypingError(float_message(_literal(name), str(x), _literal(transform)))
     if isinstance(x, types.Array) and x.ndim != 1:
         raise TypingError(_rank_message(_literal(name), x.ndim, _literal(transform)))
     if isinstance(x, (types.BaseTuple, types.List)):
-        raise TypingError(_shape_message(_literal(name), str(x), _literal(transform)))
+        raise TypingError(shape_message(_literal(name), str(x), _literal(transform)))
 
 
 def _rank_message(name: str, ndim: int, transform: str) -> str:

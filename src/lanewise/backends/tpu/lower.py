@@ -48,6 +48,7 @@ from ...errors import LaneCompileError, LaneTypeError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
+from . import autodiff as lanes_autodiff
 from . import random as lanes_random
 from . import rows as _rows
 from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering
@@ -68,8 +69,9 @@ _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 
 
 def where(loc: ir.Loc) -> str:
-    """The user's ``file:line`` of a node."""
-    return f"{loc.file}:{loc.line}"
+    """The user's ``file:line`` of a node (of the user's statement behind a line of a lane
+    lanewise's autodiff derived)."""
+    return lanes_autodiff.user_line(loc)
 
 
 def refuse(what: str, loc: ir.Loc) -> LaneCompileError:
@@ -613,6 +615,8 @@ class _Lowering:
             if p.keywords:
                 raise refuse(f"keyword arguments to {op[5:]}", p.loc)
             return self.call(self.functions[op[5:]], [self.expr(a, st) for a in p.args], st.live, p.loc)
+        if lanes_autodiff.lowers(p):  # a derived lane's intrinsics, lw.jvp and lw.grad(f)(x): .autodiff
+            return lanes_autodiff.call(self, p, st)
         if lanes_random.lowers(ir.called(p)):  # lw.random: Philox on the tile's words (.random)
             return lanes_random.call(ir.called(p), [self.expr(a, st) for a in p.args],
                                      {k: self.expr(v, st) for k, v in p.keywords}, where(p.loc))
