@@ -183,10 +183,16 @@ def test_a_reduction_op_folds_in_the_kernel(how):
     np.testing.assert_allclose(float(got), float(getattr(jnp, how)(wave_jax(x, A))), rtol=1e-5)
 
 
-def test_vmap_of_a_tpu_reduction_is_refused_with_the_way_out():
-    op = lw.jax.op(lw.reduce(lw.vmap(wave, in_axes=(0, None), backend="tpu"), "sum"))
-    with pytest.raises(NotImplementedError, match="reduce in JAX"):
-        jax.vmap(op, in_axes=(0, None))(f32(2, 8), A)
+@pytest.mark.parametrize("how", ["sum", "max", "argmin"])
+@pytest.mark.parametrize("in_axes", [(0, None), (None, 0)])
+def test_vmap_of_a_reduction_op_reduces_each_batch(how, in_axes):
+    """The lw.vmap op batched (one more level of its kernel), each batch's values reduced."""
+    op = lw.jax.op(lw.reduce(lw.vmap(wave, in_axes=(0, None), backend="tpu"), how))
+    x, a = (f32(3, 200), A) if in_axes[0] == 0 else (f32(200), f32(3, lo=0.2, hi=1.0, seed=1))
+    got = jax.jit(jax.vmap(op, in_axes=in_axes))(x, a)
+    want = jax.vmap(lambda x, a: getattr(jnp, how)(wave_jax(x, a)), in_axes=in_axes)(x, a)
+    assert got.shape == (3,) and got.dtype == op(f32(200), A).dtype
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
 
 
 # ---- derivatives: lanewise's own (lw.jvp of the lane, its cotangent programs), on the tpu
@@ -202,18 +208,46 @@ def test_jvp_matches_jax(lane, twin):
     close(got[1], want[1])
 
 
-@pytest.mark.parametrize("lane, twin", [(wave, wave_jax), (damp, damp_jax)])
+def lanewise_calls(jaxpr) -> list:
+    """The ops of the lanewise primitives in ``jaxpr`` (top level)."""
+    return [e.params["op"] if "op" in e.params else e.params["lin"].op for e in jaxpr.eqns
+            if e.primitive.name.startswith("lanewise")]
+
+
+@pytest.mark.parametrize("lane, twin", [(wave, wave_jax), (damp, damp_jax), (settle, settle_jax)])
 def test_grad_matches_jax_for_the_lanes_and_the_shared_parameter(lane, twin):
+    """Through a data-dependent while loop too (settle); every derived program on the tpu,
+    no custom call (no CPU handler) in the compiled program."""
     op = lw.jax.op(lw.vmap(lane, in_axes=(0, None), backend="tpu"))
-    x = f32(300)
+    x = f32(300, lo=0.5, hi=3.0)
 
     def loss(f):
         return lambda x, a: jnp.sum(f(x, a) ** 2)
 
-    got = jax.jit(jax.grad(loss(op), argnums=(0, 1)))(x, A)
+    grad = jax.grad(loss(op), argnums=(0, 1))
+    got = jax.jit(grad)(x, A)
     want = jax.grad(loss(twin), argnums=(0, 1))(x, A)
     close(got[0], want[0])
     np.testing.assert_allclose(float(got[1]), float(want[1]), rtol=1e-4)
+    ops = lanewise_calls(jax.make_jaxpr(grad)(x, A))
+    assert len(ops) == 3 and all(o.on_tpu for o in ops)  # value, tangent map, its transpose
+    assert "custom_call" not in jax.jit(grad).lower(x, A).as_text()
+
+
+@pytest.mark.slow  # interpret mode: several derived kernels
+def test_hessian_and_vmap_of_grad():
+    """Second derivatives (the tangent and cotangent programs differentiated again) and
+    jax.vmap of a gradient (the cotangent of the shared parameter, a tpu reduction, batched)."""
+    op = lw.jax.op(lw.vmap(damp, in_axes=(0, None), backend="tpu"))
+    x = f32(300)
+    hess = jax.jit(jax.hessian(lambda a: jnp.sum(op(x, a) ** 2)))(A)
+    np.testing.assert_allclose(float(hess), float(jax.hessian(lambda a: jnp.sum(damp_jax(x, a) ** 2))(A)),
+                               rtol=1e-4)
+    xs = f32(3, 300, seed=4)
+    got = jax.jit(jax.vmap(jax.grad(lambda x, a: jnp.sum(op(x, a)), argnums=(0, 1)), in_axes=(0, None)))(xs, A)
+    want = jax.vmap(jax.grad(lambda x, a: jnp.sum(damp_jax(x, a)), argnums=(0, 1)), in_axes=(0, None))(xs, A)
+    close(got[0], want[0])
+    np.testing.assert_allclose(np.asarray(got[1]), np.asarray(want[1]), rtol=1e-4)
 
 
 def test_grad_of_a_sum_reduction_op():

@@ -71,10 +71,9 @@ def batched(op: Op, axes: tuple) -> Op:
         in_axes = tuple(optree.tree_unflatten(op.in_tree, list(axes)))
         if reduced(op):
             red = op.program
-            if refused_by_ops(red) or op.on_tpu:  # the tpu backend reduces every mapped axis only
-                raise NotImplementedError(f"lw.jax.op({op.name}): jax.vmap of a segmented, lw.Monoid or "
-                                          "backend='tpu' reduction is not supported; use the op of its lw.vmap "
-                                          "program and reduce in JAX")
+            if refused_by_ops(red):
+                raise NotImplementedError(f"lw.jax.op({op.name}): jax.vmap of a segmented or lw.Monoid reduction "
+                                          "is not supported; use the op of its lw.vmap program and reduce in JAX")
             program = reduce(vmap(red.fun, in_axes=in_axes, out_axes=0), red.op, axis=Outer(red.axis))
         else:  # the outermost level's backend runs the nest: the op's, kept
             program = vmap(op.program, in_axes=in_axes, out_axes=0, backend=op.program.backend)

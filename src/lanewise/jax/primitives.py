@@ -86,8 +86,28 @@ def _axes(dims) -> tuple:
 
 def _batch(leaves, dims, op: Op):
     axes = _axes(dims)
-    outs = call_p.bind(*leaves, op=derive.batched(op, axes))
+    if derive.reduced(op) and op.on_tpu:
+        outs = _batch_tpu_reduction(leaves, axes, op)
+    else:
+        outs = call_p.bind(*leaves, op=derive.batched(op, axes))
     return outs, [0] * len(outs)
+
+
+def _batch_tpu_reduction(leaves, axes, op: Op) -> list:
+    """``jax.vmap`` of a tpu ``lw.reduce`` op (which folds every mapped axis in its
+    kernel, none kept): the ``lw.vmap`` op batched, one more level of its kernel, then
+    each batch's values reduced by jax.numpy (they are stored: batch x lanes).  Each
+    result has the dtype the unbatched op gives (a count of bools, argmin's int32)."""
+    one = _types([jax.core.ShapedArray(x.shape if a is None else x.shape[:a] + x.shape[a + 1:], x.dtype)
+                  for x, a in zip(leaves, axes, strict=True)])
+    values = call_p.bind(*leaves, op=derive.batched(derive.mapped(op), axes))
+    return [v.astype(o.dtype) for v, o in zip(_fold_batches(values, op), trace(op, one).out, strict=True)]
+
+
+def _fold_batches(values, op: Op) -> list:
+    """Each of ``values`` (batch first, then the lanes) reduced per batch as ``op`` reduces."""
+    fold = getattr(jax.numpy, op.program.op)
+    return [fold(v.reshape(v.shape[0], -1), axis=1) for v in values]
 
 
 def _jvp(primals, tangents, op: Op):
@@ -145,7 +165,12 @@ def _linear_jvp(primals, tangents, lin):
 def _linear_batch(leaves, dims, lin):
     n = len(leaves) - len(lin.diff)
     leaves, dims = _align_tangents(list(leaves), list(dims), lin.diff, n)
-    outs = linear_p.bind(*leaves, lin=derive.Linear(derive.batched(lin.op, _axes(dims[:n])), lin.active))
+    op = lin.op
+    if derive.reduced(op) and op.on_tpu:  # as _batch_tpu_reduction: the lanes' tangents, folded per batch
+        inner = derive.Linear(derive.batched(derive.mapped(op), _axes(dims[:n])), lin.active)
+        outs = _fold_batches(linear_p.bind(*leaves, lin=inner), op)
+    else:
+        outs = linear_p.bind(*leaves, lin=derive.Linear(derive.batched(op, _axes(dims[:n])), lin.active))
     return outs, [0] * len(outs)
 
 
