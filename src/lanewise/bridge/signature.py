@@ -143,22 +143,15 @@ def _infer(op: Op, types) -> Inferred:
 
 def _infer_tpu(op: Op, types) -> Inferred:
     """The tpu backend's jitted whole call of ``op``'s program (``lw.vmap`` or
-    ``lw.reduce``) for leaves of ``types``, and its results' types as JAX traces it
-    (32-bit, whatever ``jax_enable_x64`` says: the chip's).  A dtype the chip does not
-    compute (float64, int64) is refused naming the argument (never narrowed)."""
-    import jax
+    ``lw.reduce``) for leaves of ``types``, and its results' types (32-bit: the chip's).
+    A dtype the chip does not compute (float64, int64) is refused naming the argument
+    (never narrowed)."""
+    from ..backends.tpu.typed import typed
 
-    from ..backends.tpu.kernel import check_dtype
-
-    tpu = backends.get("tpu")
     reduces = getattr(op.program, "_lw_reduce_spec", False)
     args = tuple(pytree.unflatten(op.in_tree, [dummy(s, d) for s, d in types]))
-    with jax.enable_x64(False):
-        call = tpu.bind_call(op.program.fun if reduces else op.program, args, {})
-        for leaf, (_, d) in zip(call.signature.leaves, types, strict=True):
-            check_dtype(leaf.name, d)  # a 0-d float64 array too (the backend narrows Python scalars only)
-        exe = op.program.executable(tpu, call)
-        whole, program = exe.exe.whole(call, (exe.op, exe.axis)) if reduces else exe.whole(call)
-        results = jax.eval_shape(whole, *(jax.ShapeDtypeStruct(s, d) for s, d in types))
-    out = tuple(OutType(tuple(r.shape), np.dtype(r.dtype)) for r in results)
-    return Inferred(out, program.out_tree, exe, call, {}, program, whole)
+    tpu = backends.get("tpu")
+    call = tpu.bind_call(op.program.fun if reduces else op.program, args, {})
+    whole, program, results = typed(op.program, call, types)
+    out = tuple(OutType(shape, dtype) for shape, dtype in results)
+    return Inferred(out, program.out_tree, op.program.executable(tpu, call), call, {}, program, whole)
