@@ -257,3 +257,29 @@ def test_grad_of_a_sum_reduction_op():
     want = jax.grad(lambda x, a: jnp.sum(wave_jax(x, a)), argnums=(0, 1))(x, A)
     close(got[0], want[0])
     np.testing.assert_allclose(float(got[1]), float(want[1]), rtol=1e-4)
+
+
+def ema(row, a):
+    s = 0.0
+    for v in row:
+        s = a * s + v
+    return s
+
+
+def ema_jax(rows, a):
+    return jax.lax.scan(lambda s, v: (a * s + v, None), jnp.zeros(rows.shape[0], rows.dtype), rows.T)[0]
+
+
+@pytest.mark.slow  # interpret mode: four kernels over rows
+def test_row_lanes_forward_mode_and_the_refused_gradient_of_a_row():
+    """A lane over a row (one per lane): its value, its tangent along the rows, the gradient
+    of the shared parameter; the gradient with respect to the rows (reverse mode, refused
+    on the tpu) is refused naming the argument and forward mode as the way."""
+    op = lw.jax.op(lw.vmap(ema, in_axes=(0, None), backend="tpu"))
+    rows, dr = f32(200, 12, seed=5), f32(200, 12, seed=6)
+    close(jax.jit(op)(rows, A), ema_jax(rows, A))
+    close(jax.jvp(lambda r: op(r, A), (rows,), (dr,))[1], jax.jvp(lambda r: ema_jax(r, A), (rows,), (dr,))[1])
+    np.testing.assert_allclose(float(jax.grad(lambda a: op(rows, a).sum())(A)),
+                               float(jax.grad(lambda a: ema_jax(rows, a).sum())(A)), rtol=1e-4)
+    with pytest.raises(lw.LaneCompileError, match=r"argument\(s\) 0, a per-lane array.*jax\.jvp"):
+        jax.grad(lambda r: op(r, A).sum())(rows)

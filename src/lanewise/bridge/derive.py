@@ -262,13 +262,19 @@ def _cotangent_program(op: Op, group: tuple, types, structure, reduce_lanes: boo
 
     if not any(lane_ranks):  # forward mode: one tangent per scalar argument, nothing stored
         return made(autodiff.grad(_dot_lane(op, structure), argnums=group))
+    if op.on_tpu:  # reverse mode's stack and forward mode's basis arrays: neither lowers on the tpu
+        rows = ", ".join(str(j) for j, rank in zip(group, lane_ranks, strict=True) if rank)
+        raise LaneCompileError(f"lw.jax.op({op.name}): the gradient with respect to argument(s) {rows}, a "
+                               "per-lane array (a row), is not lowered on the tpu backend (reverse mode is "
+                               "refused there, docs/tpu.md \"Gradients\"); use jax.jvp or jax.jacfwd (forward "
+                               "mode), differentiate with respect to other arguments, or run the op on the CPU "
+                               "backend")
     # Reverse mode for per-lane arrays: one sweep for all their elements.  It takes
     # arrays read element by element; where it refuses the lane (an array used whole,
     # r * 2.0 or r.sum()), forward mode, one tangent per element, as lw.jvp.
     try:
         reverse = made(autodiff.jacrev(_dot_lane(op, structure), argnums=group))
-        # compiled now (kept for the bridge's call of it) on the op's backend, which may refuse it
-        reverse.op.infer(*types) if op.on_tpu else build_op(reverse.op, types)
+        build_op(reverse.op, types)  # compiled now, kept for the bridge's call of it
     except LaneCompileError:
         return made(_forward_cotangents(op, group, lane_ranks, structure))
     return reverse
