@@ -51,8 +51,10 @@ def op(program: Mapped) -> Callable:
         backend's Pallas kernel inlined in the JAX program (on a TPU, or in
         interpret mode with ``lw.config.tpu_interpret``), 32-bit arguments only
         (a float64 or int64 array is refused naming it; Python scalars are
-        float32/int32), ``lw.reduce`` folding every mapped axis and not batched
-        by ``jax.vmap`` (docs/tpu.md).  A ``lw.reduce`` op runs the fused
+        float32/int32), ``lw.reduce`` folding every mapped axis (under
+        ``jax.vmap``, the batched ``lw.vmap`` op's values reduced by JAX) and
+        gradients in forward mode (none with respect to a per-lane array);
+        docs/jax.md, "On a TPU".  A ``lw.reduce`` op runs the fused
         map-reduce (nothing mapped is stored), is batched by ``jax.vmap`` (the
         reduction keeps the new level) and differentiated over any axes (min,
         max and prod through the lanes' values, as JAX differentiates them);

@@ -69,12 +69,10 @@ def _lower(ctx, *leaves, op: Op):
                             f"on the CPU only; this computation is for {', '.join(ctx.module_context.platforms)}: "
                             "give the lw.vmap program backend='tpu'")
     traced = trace(op, _types(ctx.avals_in))
-    # a tpu program: its whole call, the pallas_call inlined; a reduction: the custom
-    # call, then JAX's combine of its partials
-    if op.on_tpu:  # traced and lowered (Mosaic's rules included) under the chip's 32-bit rules
-        with jax.enable_x64(False):
+    if op.on_tpu:  # its whole call, the pallas_call inlined: traced and lowered (Mosaic's
+        with jax.enable_x64(False):  # rules included) under the chip's 32-bit rules
             return mlir.lower_fun(traced.run, multiple_results=True)(ctx, *leaves)
-    if hasattr(traced, "run"):
+    if hasattr(traced, "run"):  # a reduction: the custom call, then JAX's combine of its partials
         return mlir.lower_fun(traced.run, multiple_results=True)(ctx, *leaves)
     return jax.ffi.ffi_lowering(traced.target)(ctx, *leaves, plan=traced.plan)
 
