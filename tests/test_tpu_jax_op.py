@@ -283,3 +283,25 @@ def test_row_lanes_forward_mode_and_the_refused_gradient_of_a_row():
                                float(jax.grad(lambda a: ema_jax(rows, a).sum())(A)), rtol=1e-4)
     with pytest.raises(lw.LaneCompileError, match=r"argument\(s\) 0, a per-lane array.*jax\.jvp"):
         jax.grad(lambda r: op(r, A).sum())(rows)
+
+
+def branchy(n, x):
+    y = x * n if n > 2 else -x
+    return y > 1.0, (y, n + 1)
+
+
+@pytest.mark.slow  # interpret mode: three kernels
+def test_int_and_bool_results_in_a_tuple_and_their_derivatives():
+    """Several results (bool, float32, int32): values and tangents; the gradient, whose
+    cotangent program would take the results' cotangents as a tuple argument (not taken
+    by a tpu lane yet), is refused saying so."""
+    op = lw.jax.op(lw.vmap(branchy, backend="tpu"))
+    n, x = jnp.arange(300, dtype=jnp.int32) % 7, f32(300)
+    flag, (y, m) = jax.jit(op)(n, x)
+    want = jnp.where(n > 2, x * n, -x)
+    assert (flag.dtype, y.dtype, m.dtype) == (jnp.bool_, jnp.float32, jnp.int32)
+    assert bool((flag == (want > 1.0)).all()) and bool((m == n + 1).all())
+    close(y, want)
+    close(jax.jvp(lambda x: op(n, x)[1][0], (x,), (jnp.ones_like(x),))[1], jnp.where(n > 2, n, -1))
+    with pytest.raises(lw.LaneCompileError, match="op with 3 results.*jax.jvp"):
+        jax.grad(lambda x: op(n, x)[1][0].sum())(x)
