@@ -85,6 +85,13 @@ def close(got, want):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), **TOL)
 
 
+def no_host_call(hlo: str) -> bool:
+    """A lowered program with no lanewise FFI handler and no host callback: in interpret
+    mode no custom call at all, on a chip only the kernels' (Mosaic's tpu_custom_call)."""
+    calls = hlo.count("custom_call") - (hlo.count("tpu_custom_call") if ON_CHIP else 0)
+    return calls == 0 and "lanewise_" not in hlo and "callback" not in hlo
+
+
 def test_jit_runs_the_kernel_and_matches_jax():
     op = lw.jax.op(lw.vmap(settle, in_axes=(0, None), backend="tpu"))
     x = jnp.linspace(0.5, 3.0, 300, dtype=jnp.float32)
@@ -106,7 +113,7 @@ def test_the_op_composes_inside_a_larger_jitted_function():
 
 def test_the_kernel_is_inlined_not_a_host_call():
     """The op's lowering is the tpu pipeline: its jaxpr holds the pallas_call, and the
-    compiled program has no custom call (no FFI handler, no host callback)."""
+    compiled program has no FFI handler and no host callback."""
     from lanewise.bridge.signature import Op
     from lanewise.jax.ops import trace
 
@@ -116,8 +123,7 @@ def test_the_kernel_is_inlined_not_a_host_call():
     assert [e.primitive.name for e in jax.make_jaxpr(op)(x, A).eqns] == ["lanewise_call"]
     traced = trace(Op.of(program, (x, A)), (((300,), jnp.float32), ((), jnp.float32)))
     assert "pallas_call" in str(jax.make_jaxpr(traced.run)(x, A))
-    hlo = jax.jit(lambda x: op(x, A) + 1.0).lower(x).as_text()
-    assert "custom_call" not in hlo and "callback" not in hlo
+    assert no_host_call(jax.jit(lambda x: op(x, A) + 1.0).lower(x).as_text())
 
 
 def test_lowered_for_a_tpu_the_op_is_one_mosaic_kernel(monkeypatch):
@@ -231,7 +237,7 @@ def test_grad_matches_jax_for_the_lanes_and_the_shared_parameter(lane, twin):
     np.testing.assert_allclose(float(got[1]), float(want[1]), rtol=1e-4)
     ops = lanewise_calls(jax.make_jaxpr(grad)(x, A))
     assert len(ops) == 3 and all(o.on_tpu for o in ops)  # value, tangent map, its transpose
-    assert "custom_call" not in jax.jit(grad).lower(x, A).as_text()
+    assert no_host_call(jax.jit(grad).lower(x, A).as_text())
 
 
 @pytest.mark.slow  # interpret mode: several derived kernels
