@@ -291,23 +291,42 @@ def test_row_lanes_forward_mode_and_the_refused_gradient_of_a_row():
         jax.grad(lambda r: op(r, A).sum())(rows)
 
 
-def branchy(n, x):
-    y = x * n if n > 2 else -x
+def branchy(n, x, a):
+    y = x * n * a if n > 2 else -x
     return y > 1.0, (y, n + 1)
 
 
-@pytest.mark.slow  # interpret mode: three kernels
+def branchy_jax(n, x, a):
+    return jnp.where(n > 2, x * n * a, -x)
+
+
+@pytest.mark.slow  # interpret mode: four kernels
 def test_int_and_bool_results_in_a_tuple_and_their_derivatives():
-    """Several results (bool, float32, int32): values and tangents; the gradient, whose
-    cotangent program would take the results' cotangents as a tuple argument (not taken
-    by a tpu lane yet), is refused saying so."""
-    op = lw.jax.op(lw.vmap(branchy, backend="tpu"))
+    """Several results (bool, float32, int32): values, tangents and the gradient, whose
+    cotangent program takes the results' cotangents as one tuple argument."""
+    op = lw.jax.op(lw.vmap(branchy, in_axes=(0, 0, None), backend="tpu"))
     n, x = jnp.arange(300, dtype=jnp.int32) % 7, f32(300)
-    flag, (y, m) = jax.jit(op)(n, x)
-    want = jnp.where(n > 2, x * n, -x)
+    flag, (y, m) = jax.jit(op)(n, x, A)
+    want = branchy_jax(n, x, A)
     assert (flag.dtype, y.dtype, m.dtype) == (jnp.bool_, jnp.float32, jnp.int32)
     assert bool((flag == (want > 1.0)).all()) and bool((m == n + 1).all())
     close(y, want)
-    close(jax.jvp(lambda x: op(n, x)[1][0], (x,), (jnp.ones_like(x),))[1], jnp.where(n > 2, n, -1))
-    with pytest.raises(lw.LaneCompileError, match="op with 3 results.*jax.jvp"):
-        jax.grad(lambda x: op(n, x)[1][0].sum())(x)
+    close(jax.jvp(lambda x: op(n, x, A)[1][0], (x,), (jnp.ones_like(x),))[1], jnp.where(n > 2, n * A, -1.0))
+    got = jax.jit(jax.grad(lambda x, a: jnp.sum(op(n, x, a)[1][0] ** 2), argnums=(0, 1)))(x, A)
+    expected = jax.grad(lambda x, a: jnp.sum(branchy_jax(n, x, a) ** 2), argnums=(0, 1))(x, A)
+    close(got[0], expected[0])
+    np.testing.assert_allclose(float(got[1]), float(expected[1]), rtol=1e-4)
+
+
+def pair_lane(x, p):
+    scale, (shift, power) = p
+    return scale * x ** power + shift
+
+
+def test_a_tuple_argument_reaches_the_lane_as_a_tuple():
+    """The kernel gets one value per leaf and gives the lane its parameters' tuples
+    (what the cotangent program of an op with several results takes)."""
+    x = f32(300)
+    p = (jnp.float32(1.5), (f32(300, seed=7), jnp.int32(2)))
+    got = lw.vmap(pair_lane, in_axes=(0, (None, (0, None))), backend="tpu")(x, p)
+    close(got, 1.5 * x ** 2 + p[1][0])

@@ -238,11 +238,6 @@ def cotangent_programs(lin: Linear, types, ct_types) -> list[Cotangents]:
         shared = tuple(j for j in lin.active if all(a is None for a in _leaf_axes(op, leaves[j])))
         own = tuple(j for j in lin.active if j not in shared)
         structure = _lane_results(mapped(op).infer(*types))
-        if op.on_tpu and len(structure.ranks) > 1:  # the cotangents reach the lane as one tuple argument
-            raise LaneCompileError(f"lw.jax.op({op.name}): the gradient of an op with {len(structure.ranks)} "
-                                   "results is not lowered on the tpu backend yet (its cotangent program takes "
-                                   "the results' cotangents as a tuple argument, which a tpu lane does not take "
-                                   "yet); use jax.jvp or jax.jacfwd (forward mode), or an op per result")
         op.derived[key] = [_cotangent_program(op, group, key[2] + key[3], structure, reduce_lanes=group == shared)
                            for group in (own, shared) if group]
     return op.derived[key]

@@ -225,7 +225,8 @@ def _store_folded(ref, value, op: str, lanes_ref, ids, valid):
 
 @functools.lru_cache(maxsize=256)
 def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool, count_iterations: bool = False,
-             tile: tuple = TILE, unroll: int = 1, plane: bool = False, fold: str | None = None):
+             tile: tuple = TILE, unroll: int = 1, plane: bool = False, fold: str | None = None,
+             params: tuple | None = None):
     """The jitted function of ``lane`` over arguments of ``dtypes`` carried as
     ``spreads`` (:func:`carried`; ``bools``: which are bools travelling as int32):
     ``f(where, *carried) -> (results, structure, iterations)``; its results have
@@ -235,10 +236,11 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     ``plane``: the :class:`Layout` kind (``lanes``, read from scalar memory, is then
     (rows, cols) of the lane grid; else the lane count).  ``fold``: an op of
     :data:`FOLDS` (``lw.reduce``): each tile writes its register of partials and the
-    results are the lanes' reductions, 0-d (bools as bools)."""
+    results are the lanes' reductions, 0-d (bools as bools).  ``params``: the lane's
+    tuple parameters (:func:`.lower.lower`), None when each is one leaf."""
     shape = tuple(tile)
     block = TILE if fold else shape
-    tile_fn = lower(lane, count_iterations, unroll)
+    tile_fn = lower(lane, count_iterations, unroll, params)
     structure = {}
 
     def valid_of(lanes_ref, ids):
