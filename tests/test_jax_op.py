@@ -250,7 +250,7 @@ def test_handlers_without_a_cache_key_get_names_never_reused(restore_config):
 def test_errors_name_the_argument():
     with pytest.raises(TypeError, match="lw.vmap"):
         lw.jax.op(wave)
-    with pytest.raises(lw.LanewiseError, match="CPU backend"):
+    with pytest.raises(lw.LanewiseError, match="CPU or tpu backend"):
         lw.jax.op(lw.vmap(wave, backend="python"))
     op = lw.jax.op(lw.vmap(wave, in_axes=(0, None)))
     with pytest.raises(TypeError, match="positional"):

@@ -75,8 +75,8 @@ def batched(op: Op, axes: tuple) -> Op:
                 raise NotImplementedError(f"lw.jax.op({op.name}): jax.vmap of a segmented or lw.Monoid reduction "
                                           "is not supported; use the op of its lw.vmap program and reduce in JAX")
             program = reduce(vmap(red.fun, in_axes=in_axes, out_axes=0), red.op, axis=Outer(red.axis))
-        else:
-            program = vmap(op.program, in_axes=in_axes, out_axes=0)
+        else:  # the outermost level's backend runs the nest: the op's, kept
+            program = vmap(op.program, in_axes=in_axes, out_axes=0, backend=op.program.backend)
         op.derived[key] = Op(program, op.in_tree, op.name)
     return op.derived[key]
 
@@ -89,7 +89,7 @@ def lane_count(op: Op, types) -> int:
 def reduced_axes(op: Op, types) -> list[tuple]:
     """Per result leaf of ``op``'s ``lw.vmap`` program, the axes the reduction ``op``
     folds (``types``: each argument leaf's (shape, dtype))."""
-    outputs = mapped(op).infer(*types).exe.program.outputs
+    outputs = mapped(op).infer(*types).program.outputs
     n = len(outputs[0].level_dims) if outputs else 0
     return [tuple(sorted(o.level_dims[lv] for lv in reduced_levels(o.level_dims, o.ndim, op.program.axis, n)))
             for o in outputs]
@@ -152,7 +152,7 @@ def _renest(op: Op, lane, in_axes_at, out_axes_at) -> Op:
     fun = lane
     for depth in reversed(range(len(nest))):
         fun = vmap(fun, in_axes=in_axes_at(depth, nest[depth]), out_axes=out_axes_at(depth, nest[depth]),
-                   axis_size=nest[depth].axis_size)
+                   axis_size=nest[depth].axis_size, backend=nest[depth].backend)  # a tpu op's stay on the tpu
     return fun
 
 
@@ -262,6 +262,13 @@ def _cotangent_program(op: Op, group: tuple, types, structure, reduce_lanes: boo
 
     if not any(lane_ranks):  # forward mode: one tangent per scalar argument, nothing stored
         return made(autodiff.grad(_dot_lane(op, structure), argnums=group))
+    if op.on_tpu:  # reverse mode's stack and forward mode's basis arrays: neither lowers on the tpu
+        rows = ", ".join(str(j) for j, rank in zip(group, lane_ranks, strict=True) if rank)
+        raise LaneCompileError(f"lw.jax.op({op.name}): the gradient with respect to argument(s) {rows}, a "
+                               "per-lane array (a row), is not lowered on the tpu backend (reverse mode is "
+                               "refused there, docs/tpu.md \"Gradients\"); use jax.jvp or jax.jacfwd (forward "
+                               "mode), differentiate with respect to other arguments, or run the op on the CPU "
+                               "backend")
     # Reverse mode for per-lane arrays: one sweep for all their elements.  It takes
     # arrays read element by element; where it refuses the lane (an array used whole,
     # r * 2.0 or r.sum()), forward mode, one tangent per element, as lw.jvp.
@@ -327,7 +334,7 @@ class _Results:
 
 def _lane_results(inferred) -> _Results:
     """The lane's result structure, from its program as typed (:meth:`Op.infer`)."""
-    outs = inferred.exe.program.outputs
+    outs = inferred.program.outputs
     return _Results(inferred.out_tree, tuple(o.lane_ndim for o in outs), tuple(is_float(o.dtype) for o in outs))
 
 

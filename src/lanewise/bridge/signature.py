@@ -37,9 +37,11 @@ class Inferred:
 
     out: tuple  # OutType per output leaf: the lane's dtypes
     out_tree: Any  # lanewise pytree structure of the result
-    exe: Any  # the CPU backend's executable
+    exe: Any  # the backend's executable
     call: Any  # the call bound to dummy values of those types
-    lane_shapes: dict  # per-lane array output shapes, by output index
+    lane_shapes: dict  # per-lane array output shapes, by output index (CPU)
+    program: Any  # the typed program (its outputs' levels, lane ranks and dtypes)
+    whole: Any = None  # tpu: the jitted JAX function of the argument leaves (the kernel inlined)
 
 
 class Op:
@@ -60,13 +62,19 @@ class Op:
     def __repr__(self) -> str:
         return f"Op({self.program!r})"
 
+    @property
+    def on_tpu(self) -> bool:
+        """Whether the program runs on the tpu backend (its outermost ``backend=``)."""
+        program = self.program.fun if getattr(self.program, "_lw_reduce_spec", False) else self.program
+        return program.backend == "tpu"
+
     def infer(self, *types) -> Inferred:
         """``types``: (shape, dtype) of each leaf.  Compiles (or loads) the program."""
         key = ("infer", tuple((tuple(s), str(np.dtype(d))) for s, d in types))
         found = self.derived.get(key)
         if found is None:
             with _LOCK:
-                found = self.derived[key] = _infer(self, key[1])
+                found = self.derived[key] = (_infer_tpu if self.on_tpu else _infer)(self, key[1])
         return found
 
 
@@ -130,4 +138,20 @@ def _infer(op: Op, types) -> Inferred:
         _check_fixed_shapes(op, exe, types, lane_shapes)
     out = tuple(OutType(tuple(o.shape(call.sizes, lane_shapes.get(k, ()))), np.dtype(o.dtype))
                 for k, o in enumerate(exe.program.outputs))
-    return Inferred(out, exe.program.out_tree, exe, call, lane_shapes)
+    return Inferred(out, exe.program.out_tree, exe, call, lane_shapes, exe.program)
+
+
+def _infer_tpu(op: Op, types) -> Inferred:
+    """The tpu backend's jitted whole call of ``op``'s program (``lw.vmap`` or
+    ``lw.reduce``) for leaves of ``types``, and its results' types (32-bit: the chip's).
+    A dtype the chip does not compute (float64, int64) is refused naming the argument
+    (never narrowed)."""
+    from ..backends.tpu.typed import typed
+
+    reduces = getattr(op.program, "_lw_reduce_spec", False)
+    args = tuple(pytree.unflatten(op.in_tree, [dummy(s, d) for s, d in types]))
+    tpu = backends.get("tpu")
+    call = tpu.bind_call(op.program.fun if reduces else op.program, args, {})
+    whole, program, results = typed(op.program, call, types)
+    out = tuple(OutType(shape, dtype) for shape, dtype in results)
+    return Inferred(out, program.out_tree, op.program.executable(tpu, call), call, {}, program, whole)

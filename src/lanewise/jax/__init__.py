@@ -4,6 +4,7 @@
 trace.  Inside ``jax.jit`` it is one XLA FFI custom call on the CPU: XLA calls
 a compiled handler (a Numba ``cfunc``) that runs the program's compiled,
 multithreaded kernel on XLA's buffers, with no Python and no GIL on the way.
+A ``backend="tpu"`` program is the tpu backend's Pallas kernel, inlined.
 ``jax.vmap`` adds a level to the same fused nest; ``jax.jvp``/``jax.grad`` use
 lanewise's own derivatives of the lane (docs/jax.md).
 
@@ -45,8 +46,15 @@ def op(program: Mapped) -> Callable:
     JAX-traceable function.
 
     Args:
-      program: the lanewise program.  It runs on lanewise's CPU backend (its
-        ``backend=`` must be None or ``"cpu"``).  A ``lw.reduce`` op runs the fused
+      program: the lanewise program.  Its ``backend=`` is None or ``"cpu"``
+        (lanewise's CPU backend, one XLA FFI custom call) or ``"tpu"``: the tpu
+        backend's Pallas kernel inlined in the JAX program (on a TPU, or in
+        interpret mode with ``lw.config.tpu_interpret``), 32-bit arguments only
+        (a float64 or int64 array is refused naming it; Python scalars are
+        float32/int32), ``lw.reduce`` folding every mapped axis (under
+        ``jax.vmap``, the batched ``lw.vmap`` op's values reduced by JAX) and
+        gradients in forward mode (none with respect to a per-lane array);
+        docs/jax.md, "On a TPU".  A ``lw.reduce`` op runs the fused
         map-reduce (nothing mapped is stored), is batched by ``jax.vmap`` (the
         reduction keeps the new level) and differentiated over any axes (min,
         max and prod through the lanes' values, as JAX differentiates them);
@@ -71,10 +79,11 @@ def op(program: Mapped) -> Callable:
     if not isinstance(program, (Mapped, Reduced)):
         raise TypeError(f"lw.jax.op takes a program made by lw.vmap or lw.reduce, got {type(program).__name__}")
     backend = program.fun.backend if isinstance(program, Reduced) else program.backend
-    if backend not in (None, "cpu"):
-        raise LanewiseError(f"lw.jax.op runs programs on lanewise's CPU backend; {program!r} asks for "
+    if backend not in (None, "cpu", "tpu"):
+        raise LanewiseError(f"lw.jax.op runs programs on lanewise's CPU or tpu backend; {program!r} asks for "
                             f"backend={backend!r}")
     ops: dict = {}
+    chip = backend == "tpu"
 
     @functools.wraps(program)
     def call(*args, **kwargs):
@@ -82,7 +91,7 @@ def op(program: Mapped) -> Callable:
             raise TypeError(f"lw.jax.op({program.__name__}) takes positional arguments only, got "
                             f"{sorted(kwargs)}")
         leaves, tree = pytree.flatten(tuple(args))
-        leaves = [_as_jax(x) for x in leaves]
+        leaves = [_as_jax(x, chip) for x in leaves]
         found = ops.get(tree)
         if found is None:
             found = ops[tree] = Op(program, tree, program.__name__)
@@ -94,8 +103,16 @@ def op(program: Mapped) -> Callable:
     return call
 
 
-def _as_jax(x):
-    """A JAX array or tracer as it is; NumPy arrays and Python scalars converted."""
+def _as_jax(x, chip: bool = False):
+    """A JAX array or tracer as it is; NumPy arrays and Python scalars converted (for
+    the tpu, ``chip``, a Python scalar is 32-bit whatever ``jax_enable_x64`` says, as
+    the tpu backend types it; a 64-bit array is refused by the backend, naming it)."""
     import jax
+    import numpy as np
 
-    return x if isinstance(x, jax.Array) else jax.numpy.asarray(x)
+    if isinstance(x, jax.Array):
+        return x
+    if chip and isinstance(x, (bool, int, float)):
+        return jax.numpy.asarray(x, np.bool_ if isinstance(x, bool) else np.int32 if isinstance(x, int) else
+                                 np.float32)
+    return jax.numpy.asarray(x)

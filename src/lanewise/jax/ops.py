@@ -39,13 +39,34 @@ def trace(op: Op, types: tuple) -> Traced:
     key = ("trace", tuple((tuple(s), str(np.dtype(d))) for s, d in types))
     found = op.derived.get(key)
     if found is None:
-        if getattr(op.program, "_lw_reduce_spec", False):
-            found = reduce.trace(op, types)
+        if op.on_tpu:
+            found = _trace_tpu(op, types)
         else:
-            found = _trace(op, types)
-        _register(found.target, found.handler)
+            found = reduce.trace(op, types) if getattr(op.program, "_lw_reduce_spec", False) else _trace(op, types)
+            _register(found.target, found.handler)
         op.derived[key] = found
     return found
+
+
+@dataclass(frozen=True)
+class TracedTpu:
+    """A call of a ``backend="tpu"`` program: its outputs and the tpu backend's jitted
+    whole call (layout, ``pallas_call``, placement), a pure JAX function of the
+    argument leaves that the op's lowering inlines."""
+
+    out: tuple  # OutType per output leaf (32-bit: the chip's)
+    out_tree: Any
+    whole: Any
+
+    def run(self, *leaves) -> list:
+        # the chip's 32-bit rules whatever the process chose, as the tpu backend's own calls
+        with jax.enable_x64(False):
+            return list(self.whole(*leaves))
+
+
+def _trace_tpu(op: Op, types) -> TracedTpu:
+    inferred = op.infer(*types)
+    return TracedTpu(inferred.out, inferred.out_tree, inferred.whole)
 
 
 def _trace(op: Op, types) -> Traced:

@@ -5,6 +5,9 @@ call).  Its rules:
 
 * abstract evaluation: the Op traced at the argument types;
 * lowering (CPU): ``jax.ffi.ffi_lowering`` of the Op's handler, with its plan;
+  for a ``backend="tpu"`` program (platform "tpu", or "cpu" in interpret mode):
+  ``mlir.lower_fun`` of the tpu backend's jitted whole call, the ``pallas_call``
+  inlined in the caller's program;
 * batching (``jax.vmap``): the same call of ``lw.vmap(program, in_axes=<the
   batched axes>)``: one more level of the same fused nest, not a loop of calls;
 * JVP: the primal call, plus ``lanewise_linear`` for the tangents.
@@ -30,6 +33,7 @@ from jax.interpreters import ad, batching, mlir
 
 from ..bridge import derive
 from ..bridge.signature import Op
+from ..errors import LanewiseError
 from .ops import trace
 
 call_p = Primitive("lanewise_call")
@@ -60,7 +64,14 @@ def _impl(*leaves, op: Op):
 
 
 def _lower(ctx, *leaves, op: Op):
+    if not op.on_tpu and "cpu" not in ctx.module_context.platforms:
+        raise LanewiseError(f"lw.jax.op({op.name}) runs its program on lanewise's CPU backend, which XLA calls "
+                            f"on the CPU only; this computation is for {', '.join(ctx.module_context.platforms)}: "
+                            "give the lw.vmap program backend='tpu'")
     traced = trace(op, _types(ctx.avals_in))
+    if op.on_tpu:  # its whole call, the pallas_call inlined: traced and lowered (Mosaic's
+        with jax.enable_x64(False):  # rules included) under the chip's 32-bit rules
+            return mlir.lower_fun(traced.run, multiple_results=True)(ctx, *leaves)
     if hasattr(traced, "run"):  # a reduction: the custom call, then JAX's combine of its partials
         return mlir.lower_fun(traced.run, multiple_results=True)(ctx, *leaves)
     return jax.ffi.ffi_lowering(traced.target)(ctx, *leaves, plan=traced.plan)
@@ -73,8 +84,28 @@ def _axes(dims) -> tuple:
 
 def _batch(leaves, dims, op: Op):
     axes = _axes(dims)
-    outs = call_p.bind(*leaves, op=derive.batched(op, axes))
+    if derive.reduced(op) and op.on_tpu:
+        outs = _batch_tpu_reduction(leaves, axes, op)
+    else:
+        outs = call_p.bind(*leaves, op=derive.batched(op, axes))
     return outs, [0] * len(outs)
+
+
+def _batch_tpu_reduction(leaves, axes, op: Op) -> list:
+    """``jax.vmap`` of a tpu ``lw.reduce`` op (which folds every mapped axis in its
+    kernel, none kept): the ``lw.vmap`` op batched, one more level of its kernel, then
+    each batch's values reduced by jax.numpy (they are stored: batch x lanes).  Each
+    result has the dtype the unbatched op gives (a count of bools, argmin's int32)."""
+    one = _types([jax.core.ShapedArray(x.shape if a is None else x.shape[:a] + x.shape[a + 1:], x.dtype)
+                  for x, a in zip(leaves, axes, strict=True)])
+    values = call_p.bind(*leaves, op=derive.batched(derive.mapped(op), axes))
+    return [v.astype(o.dtype) for v, o in zip(_fold_batches(values, op), trace(op, one).out, strict=True)]
+
+
+def _fold_batches(values, op: Op) -> list:
+    """Each of ``values`` (batch first, then the lanes) reduced per batch as ``op`` reduces."""
+    fold = getattr(jax.numpy, op.program.op)
+    return [fold(v.reshape(v.shape[0], -1), axis=1) for v in values]
 
 
 def _jvp(primals, tangents, op: Op):
@@ -132,7 +163,12 @@ def _linear_jvp(primals, tangents, lin):
 def _linear_batch(leaves, dims, lin):
     n = len(leaves) - len(lin.diff)
     leaves, dims = _align_tangents(list(leaves), list(dims), lin.diff, n)
-    outs = linear_p.bind(*leaves, lin=derive.Linear(derive.batched(lin.op, _axes(dims[:n])), lin.active))
+    op = lin.op
+    if derive.reduced(op) and op.on_tpu:  # as _batch_tpu_reduction: the lanes' tangents, folded per batch
+        inner = derive.Linear(derive.batched(derive.mapped(op), _axes(dims[:n])), lin.active)
+        outs = _fold_batches(linear_p.bind(*leaves, lin=inner), op)
+    else:
+        outs = linear_p.bind(*leaves, lin=derive.Linear(derive.batched(op, _axes(dims[:n])), lin.active))
     return outs, [0] * len(outs)
 
 
@@ -189,13 +225,14 @@ def _spread(op: Op, types, cts) -> list:
 
 call_p.def_impl(_impl)
 call_p.def_abstract_eval(_abstract)
-mlir.register_lowering(call_p, _lower, platform="cpu")
+for _platform in ("cpu", "tpu"):  # on "tpu": backend="tpu" programs (a CPU one is refused, saying so)
+    mlir.register_lowering(call_p, _lower, platform=_platform)
+    mlir.register_lowering(linear_p, _linear_lower, platform=_platform)
 batching.primitive_batchers[call_p] = _batch
 ad.primitive_jvps[call_p] = _jvp
 
 linear_p.def_impl(_linear_impl)
 linear_p.def_abstract_eval(_linear_abstract)
-mlir.register_lowering(linear_p, _linear_lower, platform="cpu")
 batching.primitive_batchers[linear_p] = _linear_batch
 ad.primitive_transposes[linear_p] = _linear_transpose
 ad.primitive_jvps[linear_p] = _linear_jvp

@@ -106,7 +106,7 @@ class Executable:
             raise BackendError(f"the tpu backend runs fewer than 2**31 lanes per call; this call has {where.lanes}")
         spreads = self.spreads(call, where)
         fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
-                                  where.tile, self.unroll, where.plane, fold, keep)
+                                  where.tile, self.unroll, where.plane, fold, keep, _tuple_params(call))
         values = self.carried(call, call.values, where, spreads)
         if made is None and self.loops:
             key = (where, tuple(v.shape for v in values))
@@ -236,6 +236,15 @@ class Executable:
         with jax.enable_x64(False):
             where, fn, values = self.prepared(call)
             return fn.text(where, *values)
+
+
+def _tuple_params(call: Call) -> tuple | None:
+    """The pytree structure of each lane parameter when one takes a tuple (the kernel gets
+    one value per leaf and regroups them), else None."""
+    params = call.signature.params
+    if all(p.tree.num_leaves == 1 and p.tree.is_leaf() for p in params) or any(p.keyword for p in params):
+        return None
+    return tuple(p.tree for p in params)
 
 
 def _scalar_dtype(leaf) -> np.dtype:

@@ -248,7 +248,7 @@ def _store_folded(ref, value, op: str, lanes_ref, ids, valid, keep: str | None =
 @functools.lru_cache(maxsize=256)
 def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool, count_iterations: bool = False,
              tile: tuple = TILE, unroll: int = 1, plane: bool = False, fold: str | None = None,
-             keep: str | None = None):
+             keep: str | None = None, params: tuple | None = None):
     """The jitted function of ``lane`` over arguments of ``dtypes`` carried as
     ``spreads`` (:func:`carried`; ``bools``: which are bools travelling as int32):
     ``f(where, *carried) -> (results, structure, iterations)``; its results have
@@ -259,10 +259,11 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     (rows, cols) of the lane grid; else the lane count).  ``fold``: an op of
     :data:`FOLDS` (``lw.reduce``): each tile writes its register of partials and the
     results are the lanes' reductions, 0-d (bools as bools); with ``keep`` (a plane's
-    ``"rows"`` or ``"cols"``), one per row (column) of the plane, its other side reduced."""
+    ``"rows"`` or ``"cols"``), one per row (column) of the plane, its other side reduced.
+    ``params``: the lane's tuple parameters (:func:`.lower.lower`), None when each is one leaf."""
     shape = tuple(tile)
     block = folded_block(shape, keep) if fold else shape
-    tile_fn = lower(lane, count_iterations, unroll)
+    tile_fn = lower(lane, count_iterations, unroll, params)
     structure = {}
 
     def valid_of(lanes_ref, ids):

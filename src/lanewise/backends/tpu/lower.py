@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optree
 from jax import lax
 
 from ... import primitives
@@ -114,11 +115,13 @@ def has_loops(lane) -> bool:
                for f in module.functions() for n in walk(f.body))
 
 
-def lower(lane, count_iterations: bool = False, unroll: int = 1):
+def lower(lane, count_iterations: bool = False, unroll: int = 1, params: tuple | None = None):
     """The tile function of ``lane``: ``tile(valid, *args) -> (results, structure, iterations)``.
 
     ``valid``: the tile's real lanes (padding lanes are never active in a loop);
-    ``args``: one value per lane parameter; ``results``: the tuple of result leaves
+    ``args``: one value per lane parameter, or with ``params`` (the pytree structure
+    of each positional parameter) one per argument leaf, regrouped into the
+    parameters' tuples; ``results``: the tuple of result leaves
     (a lane returning one value gives a 1-tuple); ``structure``: their JAX tree;
     ``iterations``: with ``count_iterations``, how many loop iterations the tile ran
     (an int32 scalar, summed over its loops), else None.  ``unroll``: loop
@@ -132,6 +135,11 @@ def lower(lane, count_iterations: bool = False, unroll: int = 1):
     def tile(valid, *args, sinks=None):
         lowering = _Lowering(functions, valid, count_iterations, max(1, int(unroll)), options)
         lowering.sinks = sinks  # the kernel's row outputs, where scans write their stacked ys (rows.Stacked)
+        if params is not None:
+            leaves, args = list(args), []
+            for tree in params:
+                args.append(optree.tree_unflatten(tree, leaves[:tree.num_leaves]))
+                del leaves[:tree.num_leaves]
         result = lowering.call(module.entry, list(args), valid, module.entry.loc)
         leaves, tree = jax.tree.flatten(result)
         if any(isinstance(v, _rows.Row) for v in leaves):
