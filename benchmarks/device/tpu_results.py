@@ -4,7 +4,8 @@
 
 RUN_DIR holds tpu_w2.json and tpu_ops.json (tpu_all.sh) and, if present, tpu_w1.json (tpu_w1.py:
 W1 per block size, W5, Newton at the defaults), tpu_w3.json (W3 per size, tile and unroll),
-tpu_mc.json (MC per tool) and tpu_w1_probe.json (W1's pieces, hand-written, against XLA).
+tpu_mc.json (MC per tool), tpu_w1_probe.json (W1's pieces, hand-written, against XLA) and
+w1_interleaved.json (tpu_w1_interleaved.py: W1's XLA, lanewise and whole-call times in turn).
 
 Rows in the layout of benchmarks/quote.py's ``_rows``: ``W2`` and ``newton`` with the median
 seconds of each setting (``lanewise-tpu-ROWSxCOLS-uUNROLL``, ``lanewise-tpu-flat``, ``lanewise-cpu``,
@@ -104,6 +105,14 @@ def probe_rows(records: list) -> list:
     return [{"workload": "W1-pieces", "size": f"{records[0]['n']}x{records[0]['n']}, float32", "median_s": times}]
 
 
+def interleaved_rows(record: dict) -> list:
+    """tpu_w1_interleaved.py: W1's XLA, lanewise call and jitted whole call timed in turn."""
+    med = record["median_s"]
+    return [{"workload": "W1-interleaved", "size": f"{record['n']}x{record['n']}, float32",
+             "median_s": {"jax-vmap": med["xla"], "lanewise-tpu": med["lanewise"],
+                          "lanewise-tpu-whole-call": med["whole"]}}]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("run")
@@ -132,7 +141,8 @@ def main():
                                 strict=True):
                 row["median_s"].update({f"{k}-before": v for k, v in old["median_s"].items()
                                         if "block" not in k})
-    for name, make in (("tpu_w3.json", w3_rows), ("tpu_mc.json", mc_rows), ("tpu_w1_probe.json", probe_rows)):
+    for name, make in (("tpu_w3.json", w3_rows), ("tpu_mc.json", mc_rows), ("tpu_w1_probe.json", probe_rows),
+                       ("w1_interleaved.json", interleaved_rows)):
         if (run / name).exists():
             rows += make(json.loads((run / name).read_text()))
     rows += [{"workload": f"op {r['op']}", **{k: math.ceil(v) if k.startswith("max_ulps") else v
