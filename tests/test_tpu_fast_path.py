@@ -130,3 +130,14 @@ def test_repeated_reductions_skip_binding(binds):
     x, y = data(100, 7)  # another length: bound again, its own result
     np.testing.assert_allclose(float(s(x, y)), want(x, y).sum(dtype=np.float64), rtol=1e-5)
     assert binds[0] == 2
+
+
+def test_whole_calls_kept_are_bounded(monkeypatch):
+    """A new length per call compiles a new whole call; the executable keeps the newest few."""
+    monkeypatch.setattr(tpu, "MAX_WHOLES", 3)
+    f = lw.vmap(lane, backend="tpu")
+    for n in range(10, 16):
+        x, y = data(n, n)
+        np.testing.assert_allclose(np.asarray(f(x, y)), want(x, y), rtol=RTOL, atol=1e-6)
+    (exe,) = f._executables.values()
+    assert len(exe._wholes) == 3

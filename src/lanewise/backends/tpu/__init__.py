@@ -32,6 +32,8 @@ from ...plan.program import bind_keeping
 from .. import host
 
 NAME = "tpu"
+#: Jitted whole calls kept per executable (per argument shapes; the oldest dropped first).
+MAX_WHOLES = 64
 SCAN = "reference"
 
 
@@ -143,6 +145,8 @@ class Executable:
         key = (call.signature, tuple(np.shape(v) for v in call.values), tuple(call.sizes), fold, sharded.key(call))
         found = self._wholes.get(key)
         if found is None:
+            if len(self._wholes) >= MAX_WHOLES:  # a new length per call must not pile up compiled calls
+                self._wholes.pop(next(iter(self._wholes)))
             found = self._wholes[key] = self._whole(call, fold)
             if config.debug:  # the kernel as JAX traced it, with the call around it (LANEWISE_DEBUG=1)
                 import jax
