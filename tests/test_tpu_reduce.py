@@ -226,7 +226,8 @@ def counted(x):
 
 
 @pytest.mark.parametrize("op", ["sum", "prod", "min", "max", "any", "all", lw.Monoid(first_nonzero, 0.0),
-                                lw.Monoid(last_nonzero, 0.0)], ids=str)
+                                lw.Monoid(last_nonzero, 0.0)],
+                         ids=lambda op: op if isinstance(op, str) else f"Monoid-{op.combine.__name__}")
 def test_segments_match_the_reference(op):
     """Six segments, the last two empty (the op's identity), over a partial tile of lanes."""
     x = np.random.default_rng(3).random(300).astype(np.float32)
