@@ -7,7 +7,6 @@ between two separate timing loops does not enter the ratios: lanewise's call aga
 own jitted whole call is what lanewise's Python around the kernel costs.
 """
 import json
-import math
 import os
 import time
 
@@ -16,17 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import lanewise as lw
+from benchmarks.device.tpu_w1 import jax_w1, w1
 from lanewise.backends import tpu
-
-
-def w1(x, y):
-    r = x * x + y * y
-    return math.cos(r) / (1.0 + r)
-
-
-def jax_w1(x, y):
-    r = x * x + y * y
-    return jnp.cos(r) / (1.0 + r)
 
 
 def main(n=6000, rounds=60):
