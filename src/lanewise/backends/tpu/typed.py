@@ -36,7 +36,10 @@ def typed(program, call, types) -> tuple:
 
     for leaf, (_, dtype) in zip(call.signature.leaves, types, strict=True):
         check_dtype(leaf.name, dtype)
-    with jax.enable_x64(False):
+    # JAX asks for the types inside its own tracing (abstract evaluation, where JAX
+    # >= 0.12 sets no trace at all) or under a user's jit: the stand-ins' jnp steps
+    # are evaluated eagerly, never staged into the caller's program
+    with jax.enable_x64(False), jax.core.eval_context():
         exe = program.executable(tpu, call)
         if getattr(program, "_lw_reduce_spec", False):
             whole, mapped = exe.exe.whole(call, (exe.op, exe.axis))
