@@ -178,13 +178,15 @@ class Executable:
 
         return jax.jit(pipeline), program
 
-    def pipeline(self, call: Call, fold: tuple | None, folds: str | None, lanes=None, keep: str | None = None):
+    def pipeline(self, call: Call, fold: tuple | None, folds: str | None, lanes=None, keep: str | None = None,
+                 placed: bool = True):
         """``call``'s kernel with its arguments' layout around it, as a function of the
         argument leaves (traced in a caller's jit) to the reductions of ``folds`` (the
         op the kernel folds, over every lane or keeping the side ``keep`` of the plane)
-        or, without, the lanes' results placed by ``out_axes``; the program of the
-        results (the map's, whose tree a reduction keeps) and the map's.  ``lanes``: of
-        the layout, the lanes the kernel computes (a device's share, :mod:`.sharded`)."""
+        or, without, the lanes' results placed by ``out_axes`` (``placed=False``: in level
+        order, as :mod:`.stored` reduces them); the program of the results (the map's,
+        whose tree a reduction keeps) and the map's.  ``lanes``: of the layout, the lanes
+        the kernel computes (a device's share, :mod:`.sharded`)."""
         import jax
 
         from ...plan import reduction
@@ -204,8 +206,8 @@ class Executable:
             if folds:  # a side of the plane kept: its results where out_axes puts the kept levels
                 return [reduction.place(spec, o, r, sizes, xp=jax.numpy) if keep else r
                         for r, o in zip(results, mapped.outputs, strict=True)]
-            return [_place(self.kernel.from_tiles(r, where, sizes), o)
-                    for r, o in zip(results, mapped.outputs, strict=True)]
+            return [_place(self.kernel.from_tiles(r, where, sizes), o) if placed else
+                    self.kernel.from_tiles(r, where, sizes) for r, o in zip(results, mapped.outputs, strict=True)]
 
         return run, mapped, mapped
 

@@ -18,9 +18,12 @@ placed by ``out_axes`` on each device and come back as one ``jax.Array`` with a
 ``lw.reduce`` folds each device's lanes in its kernel, gathers the devices' partials
 (one number each) and finishes them (``mean``: the sum over all lanes, then one
 division).  The reductions that are not folded in the kernel (``argmin``/``argmax``, a
-``lw.Monoid``, ``axis=`` keeping levels, ``segments=``) run on one device, as does a call
-whose outermost level has fewer than two indices, or whose result is not mapped along it
-(``out_axes=None`` there).
+``lw.Monoid``, ``axis=`` keeping levels, ``segments=``: :mod:`.stored`) reduce the map's
+values split the same way, their padding cut off, in the same jitted call: XLA's SPMD
+partitioner reduces each device's share where it lies and combines the shares with
+collectives, so the result is the one-device program's (the lowest index of ties, a
+Monoid's lane order).  A call whose outermost level has fewer than two indices runs on
+one device, as does a map whose result is not mapped along it (``out_axes=None`` there).
 
 Example:
     >>> import numpy as np, lanewise as lw
@@ -31,7 +34,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -74,36 +77,88 @@ def whole(exe, call, fold: tuple | None):
     """``exe``'s jitted whole call of ``call`` (:meth:`Executable.whole`) split over the
     devices, and its program; None where the call runs on one device."""
     chosen = devices(call)
-    if len(chosen) < SPLIT_FROM or (fold and not _folded_whole(exe, fold)):
+    if len(chosen) < SPLIT_FROM:
         return None
-    count, size = len(chosen), call.sizes[0]
-    share = -(-size // count)
+    if fold and not _folded_whole(exe, fold):
+        return _reduced_after(exe, call, fold, chosen)
     op = fold[0] if fold else None
     # a mean is the devices' sums over the lanes' count: each device's own mean would round twice
     folds = ("sum" if op == "mean" else op) if fold else None
-    run, program, mapped = exe.pipeline(_share(call, share), fold, folds,
-                                        lanes=lambda where: _lanes(where, size, share))
-    dims = [_outer_dim(o) for o in mapped.outputs]
-    if not folds and None in dims:  # an output unmapped at the outer level is no device's share
+    split = _Split.of(exe, call, chosen, fold, folds)
+    if not folds and None in split.dims:  # an output unmapped at the outer level is no device's share
         return None
-    split, mesh, specs = _split(run, call, chosen, dims, folds)
-    pad = share * count - size
+    size = call.sizes[0]
 
     def pipeline(*given):
-        results = split(*(_padded(v, leaf, pad) for v, leaf in zip(given, call.signature.leaves, strict=True)))
+        results = split(call, given)
         if folds:
             return [_finished(exe.kernel, op, folds, r, call.sizes) for r in results]
-        return [_cut(r, k, size) for r, k in zip(results, dims, strict=True)]
+        return [_cut(r, k, size) for r, k in zip(results, split.dims, strict=True)]
 
-    import jax
+    return split.placing(pipeline), split.program
 
-    return _placing(jax.jit(pipeline), mesh, specs, pad), program
+
+def _reduced_after(exe, call, fold: tuple, chosen: list):
+    """The reductions not folded in the kernel (:func:`.stored.reducing`) of the map's
+    values computed split over ``chosen``: each device's share in level order (the outer
+    level first, so split along axis 0 whatever ``out_axes`` says), the padding cut off
+    before any reduction sees it, then the reduction traced into the same jitted call on
+    the split values: XLA's SPMD partitioner reduces each device's share where it lies
+    and inserts the collectives that combine them (its results are the unsplit
+    program's: a Monoid's fold keeps lane order, argmin/argmax the lowest of ties)."""
+    from . import _place, stored
+
+    split = _Split.of(exe, call, chosen, fold, None, placed=False)
+    size = call.sizes[0]
+
+    def lanes(given):
+        return [_cut(r, 0, size) for r in split(call, given)]
+
+    return stored.reducing(call, fold, split.program, lanes, _place, jit=split.placing)
+
+
+@dataclass(frozen=True)
+class _Split:
+    """A call's kernel under ``jax.shard_map`` (:func:`_split`): ``run`` of the padded
+    arguments gives each result split along its axis ``dims`` (or folded, one partial per
+    device); ``program`` the results'."""
+
+    run: object
+    mesh: object
+    specs: tuple
+    pad: int
+    dims: list
+    program: object
+
+    @classmethod
+    def of(cls, exe, call, chosen: list, fold: tuple | None, folds: str | None, placed: bool = True):
+        """``call`` split over ``chosen``: :meth:`Executable.pipeline` of one share, of
+        ``fold`` folding ``folds`` in the kernel (None: the map's values, ``placed`` by
+        ``out_axes`` or in level order)."""
+        count, size = len(chosen), call.sizes[0]
+        share = -(-size // count)
+        run, program, mapped = exe.pipeline(_share(call, share), fold, folds, placed=placed,
+                                            lanes=lambda where: _lanes(where, size, share))
+        dims = [_outer_dim(o) if placed else 0 for o in mapped.outputs]
+        split, mesh, specs = _split(run, call, chosen, dims, folds)
+        return cls(split, mesh, specs, share * count - size, dims, program)
+
+    def __call__(self, call, given: tuple) -> list:
+        """The devices' results from ``call``'s argument leaves ``given`` (traced)."""
+        padded = (_padded(v, leaf, self.pad) for v, leaf in zip(given, call.signature.leaves, strict=True))
+        return self.run(*padded)
+
+    def placing(self, pipeline):
+        """``pipeline`` jitted, its arguments moved onto the mesh (:func:`_placing`)."""
+        import jax
+
+        return _placing(jax.jit(pipeline), self.mesh, self.specs, self.pad)
 
 
 def _folded_whole(exe, fold: tuple) -> bool:
     """A reduction every device folds in its kernel: an op of :data:`.kernel.FOLDS` over
     every lane.  The others (argmin/argmax, a ``lw.Monoid``, ``axis=`` keeping levels,
-    ``segments=``) reduce the map's values after the kernel, on one device."""
+    ``segments=``) reduce the map's values after the kernel (:func:`_reduced_after`)."""
     op, axis = fold
     return isinstance(op, str) and op in exe.kernel.FOLDS and axis is None
 

@@ -84,10 +84,6 @@ def whole(exe, call, fold: tuple, where, fn, mapped, place):
     """The jitted whole call of ``lw.reduce(..., *fold)`` of ``call`` (``fn``: the map's
     kernel for ``where``; ``mapped``: its program; ``place(values, leaf)``: lane values
     where ``out_axes`` puts them) and the program its results unflatten by."""
-    op, axis = fold
-    monoid = op if isinstance(op, Monoid) else None
-    combine = _Combiner(monoid) if monoid else None
-    spec = reduction.reduce_spec(op, axis, mapped, combine.result_type if combine else None)
     sizes = tuple(call.sizes)
     spreads = exe.spreads(call, where)
 
@@ -95,8 +91,21 @@ def whole(exe, call, fold: tuple, where, fn, mapped, place):
         results, _ = fn.inline(where, *exe.carried(call, given, where, spreads))
         return [exe.kernel.from_tiles(r, where, sizes) for r in results]
 
+    return reducing(call, fold, mapped, lanes, place)
+
+
+def reducing(call, fold: tuple, mapped, lanes, place, jit=jax.jit):
+    """:func:`whole` from ``lanes``: a function of ``call``'s argument leaves (traced) to
+    the map's values in level order (``call.sizes``, then a lane's own axes), computed
+    on one device or split over several (:mod:`.sharded`); ``jit`` makes the call of
+    the traced reduction (``jax.jit``, or jit with the arguments moved onto a mesh)."""
+    op, axis = fold
+    monoid = op if isinstance(op, Monoid) else None
+    combine = _Combiner(monoid) if monoid else None
+    spec = reduction.reduce_spec(op, axis, mapped, combine.result_type if combine else None)
+    sizes = tuple(call.sizes)
     if spec.segmented:
-        return _segmented(lanes, op, axis.count, spec, combine, call), _Single()
+        return _segmented(lanes, op, axis.count, spec, combine, call, jit), _Single()
 
     def pipeline(*given):
         out = []
@@ -106,7 +115,7 @@ def whole(exe, call, fold: tuple, where, fn, mapped, place):
             out.append(reduce_leaf(op, place(value, leaf), axes, combine, _narrow(acc)))
         return out
 
-    return jax.jit(pipeline), mapped
+    return jit(pipeline), mapped
 
 
 def reduce_leaf(op, values, axes: tuple, combine=None, acc=None):
@@ -171,7 +180,7 @@ def _narrow(dtype) -> np.dtype:
         dtype.kind, dtype) if dtype.itemsize == 8 else dtype
 
 
-def _segmented(lanes, op, count: int, spec, combine, call):
+def _segmented(lanes, op, count: int, spec, combine, call, jit):
     """The segment reduction's function: the jitted call, then the check that every lane's
     segment lies in [0, count) (a LaneIndexError naming the first lane outside, as the
     reference's), from the first such lane's index the call returns."""
@@ -192,7 +201,7 @@ def _segmented(lanes, op, count: int, spec, combine, call):
             out = _segment_op(op, ids, values, count)
         return out, first, segment[jnp.maximum(first, 0)] if segment.shape[0] else first
 
-    jitted = jax.jit(pipeline)
+    jitted = jit(pipeline)
 
     def checked(*given):
         out, first, segment = jitted(*given)
