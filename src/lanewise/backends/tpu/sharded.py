@@ -106,13 +106,19 @@ def _reduced_after(exe, call, fold: tuple, chosen: list):
     the split values: XLA's SPMD partitioner reduces each device's share where it lies
     and inserts the collectives that combine them (its results are the unsplit
     program's: a Monoid's fold keeps lane order, argmin/argmax the lowest of ties)."""
+    import jax
+    from jax.sharding import NamedSharding
+
     from . import _place, stored
 
     split = _Split.of(exe, call, chosen, fold, None, placed=False)
-    size = call.sizes[0]
+    size, along = call.sizes[0], NamedSharding(split.mesh, _spec(0))
 
     def lanes(given):
-        return [_cut(r, 0, size) for r in split(call, given)]
+        # split once cut too (unevenly: XLA pads each share and masks the padding out of
+        # every reduction itself), said rather than left to XLA's sharding propagation,
+        # which could gather every lane's value onto each device
+        return [jax.lax.with_sharding_constraint(_cut(r, 0, size), along) for r in split(call, given)]
 
     return stored.reducing(call, fold, split.program, lanes, _place, jit=split.placing)
 
