@@ -192,6 +192,9 @@ def test_rows_and_a_scan_per_lane():
     np.testing.assert_allclose(np.asarray(got), lw.vmap(smoothed, in_axes=1, backend="python")(prices),
                                rtol=RTOL, atol=2e-6)
     assert got.sharding.spec == PartitionSpec("lanes")
+    series = {b: lw.vmap(lambda p: lw.scan(decay, 0.0, p)[1], in_axes=1, backend=b) for b in ("tpu", "python")}
+    for op in ["sum", "max", "argmax"]:  # per-lane arrays: reduced after the kernel, the kernel folds no array
+        assert_same_32(lw.reduce(series["tpu"], op)(prices), lw.reduce(series["python"], op)(prices))
 
 
 @several

@@ -166,8 +166,7 @@ class Executable:
         keep = None
         if fold:
             where, fn, values = self.prepared(call)
-            shapes, tree = fn.types(where, *values)
-            mapped = host.program(call, _result_type(tree, shapes, 2))  # a tile's shapes
+            mapped = self.mapped(call, where, fn, values)
             keep = stored.folded_side(fold[0], _reduction_spec(call, mapped, fold), where, self.kernel.FOLDS)
             if keep is False:  # the map's values, reduced after the kernel
                 return stored.whole(self, call, fold, where, fn, mapped, _place)
@@ -192,8 +191,7 @@ class Executable:
         from ...plan import reduction
 
         where, fn, values = self.prepared(call)
-        shapes, tree = fn.types(where, *values)
-        mapped = host.program(call, _result_type(tree, shapes, 2))  # a tile's shapes
+        mapped = self.mapped(call, where, fn, values)
         spec = _reduction_spec(call, mapped, fold) if fold else None  # refuses sums int32 would wrap
         if folds:
             where, fn, values = self.prepared(call, fold=folds, keep=keep)  # folded in the kernel
@@ -210,6 +208,12 @@ class Executable:
                     self.kernel.from_tiles(r, where, sizes) for r, o in zip(results, mapped.outputs, strict=True)]
 
         return run, mapped, mapped
+
+    def mapped(self, call: Call, where, fn, values):
+        """``call``'s program, its result types those of its kernel ``fn`` traced for
+        ``where`` and ``values`` (:meth:`prepared`; a tile's shapes)."""
+        shapes, tree = fn.types(where, *values)
+        return host.program(call, _result_type(tree, shapes, 2))
 
     def layout(self, call: Call, made: tuple = ()):
         """Where ``call``'s lanes sit: tiles of ``self.tile``, fewer rows where row blocks

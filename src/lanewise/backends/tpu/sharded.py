@@ -79,7 +79,7 @@ def whole(exe, call, fold: tuple | None):
     chosen = devices(call)
     if len(chosen) < SPLIT_FROM:
         return None
-    if fold and not _folded_whole(exe, fold):
+    if fold and not _folded_whole(exe, call, fold):
         return _reduced_after(exe, call, fold, chosen)
     op = fold[0] if fold else None
     # a mean is the devices' sums over the lanes' count: each device's own mean would round twice
@@ -161,12 +161,19 @@ class _Split:
         return _placing(jax.jit(pipeline), self.mesh, self.specs, self.pad)
 
 
-def _folded_whole(exe, fold: tuple) -> bool:
+def _folded_whole(exe, call, fold: tuple) -> bool:
     """A reduction every device folds in its kernel: an op of :data:`.kernel.FOLDS` over
-    every lane.  The others (argmin/argmax, a ``lw.Monoid``, ``axis=`` keeping levels,
-    ``segments=``) reduce the map's values after the kernel (:func:`_reduced_after`)."""
+    every lane of scalar lanes.  The others (argmin/argmax, a ``lw.Monoid``, ``axis=``
+    keeping levels, ``segments=``, per-lane arrays, which the kernel does not fold on one
+    device either: :func:`.stored.folded_side`) reduce the map's values after the kernel
+    (:func:`_reduced_after`)."""
+    from ...plan import reduction
+
     op, axis = fold
-    return isinstance(op, str) and op in exe.kernel.FOLDS and axis is None
+    if not (isinstance(op, str) and op in exe.kernel.FOLDS and axis is None):
+        return False
+    share = local(call)
+    return not reduction.reduce_spec(op, axis, exe.mapped(share, *exe.prepared(share))).arrays
 
 
 def _placing(jitted, mesh, specs: tuple, pad: int):
