@@ -18,11 +18,11 @@ placed by ``out_axes`` on each device and come back as one ``jax.Array`` with a
 ``lw.reduce`` folds each device's lanes in its kernel, gathers the devices' partials
 (one number each) and finishes them (``mean``: the sum over all lanes, then one
 division).  The reductions that are not folded in the kernel (``argmin``/``argmax``, a
-``lw.Monoid``, ``axis=`` keeping levels, ``segments=``: :mod:`.stored`) reduce the map's
-values split the same way, their padding cut off, in the same jitted call: XLA's SPMD
-partitioner reduces each device's share where it lies and combines the shares with
-collectives, so the result is the one-device program's (the lowest index of ties, a
-Monoid's lane order).  A call whose outermost level has fewer than two indices runs on
+``lw.Monoid``, ``axis=`` keeping levels, ``segments=``, per-lane arrays: :mod:`.stored`)
+reduce the map's values split the same way, their padding cut off, in the same jitted
+call: XLA's SPMD partitioner reduces each device's share where it lies and combines
+the shares with collectives, so the result is the one-device program's (the lowest
+index of ties, a Monoid's lane order).  A call whose outermost level has fewer than two indices runs on
 one device, as does a map whose result is not mapped along it (``out_axes=None`` there).
 
 Example:
