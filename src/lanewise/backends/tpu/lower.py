@@ -198,6 +198,10 @@ def _select(mask, new, old):
     if isinstance(new, _rows.Stacked) or isinstance(old, _rows.Stacked):
         raise LaneCompileError("a scan's stacked ys chosen by a branch or a return on the tpu backend: "
                                "return them from the lane's top level")
+    if new is None:  # jnp.where cannot hold None: say so (a lane rebuilt from bytecode meets it first)
+        raise LaneCompileError("a local holds None on one path and a value on another; the tpu backend needs "
+                               "one value per local (a lane with no source file unpacks lw.scan's ys of None "
+                               "into a local this way: define the lane in a file)")
     if isinstance(new, tuple) or isinstance(old, tuple):
         if not (isinstance(new, tuple) and isinstance(old, tuple) and len(new) == len(old)):
             raise LaneCompileError("a local holds a tuple on one path and another value on another; "
@@ -363,12 +367,12 @@ class _Lowering:
         elif s.kind != "while":
             raise refuse("a for loop over anything but range() or a row", s.loc)
         stored = {n for node in walk(s.body) if isinstance(node, ir.Assign) for n in ir.target_names(node.target)}
-        if st.function.source == "bytecode":
-            # a lane rebuilt from bytecode is one `while True` over its basic blocks: a
+        if st.function.blocks:
+            # a lane rebuilt from bytecode (or its derivative) is one `while True` over its basic blocks: a
             # local assigned in one block and read in a later one crosses iterations,
             # first assigned inside the loop; the bytecode assigns before every read, so
             # it enters the loop as a placeholder whose type the body settles
-            st.env.update(_placeholders(s.body, stored - st.env.keys()))
+            st.env.update(_placeholders(s.body, stored - st.env.keys(), self.functions))
         names = sorted(n for n in stored | ({s.target.name} if s.kind == "range" else set()) if n in st.env)
         frame = st.frame
         entry = st.live
@@ -442,7 +446,7 @@ class _Lowering:
         carry = self.settle(body, carry, s.loc)
         # a lane rebuilt from bytecode is one loop over all its basic blocks: unrolled, the
         # kernel would hold every block `unroll` times (minutes of compile, no faster loop)
-        unroll = 1 if st.function.source == "bytecode" else self.unroll
+        unroll = 1 if st.function.blocks else self.unroll
         if s.kind == "range" and all(isinstance(b, int) for b in (start, stop)):
             unroll = max(1, min(unroll, len(range(start, stop, step))))  # no round past a known end
         trips = None
@@ -766,21 +770,54 @@ def _negative_int_power(op: str, args: list, loc: ir.Loc) -> None:
                             f"float(n) ** {exponent}")
 
 
-def _placeholders(body, names) -> dict:
+def _placeholders(body, names, functions) -> dict:
     """The placeholder each of ``names`` enters a bytecode lane's loop with: False, or a
     tuple of placeholders where the body assigns it a tuple (a lane returning ``a, b`` builds
-    the tuple in one block and returns it from a local), so that the local keeps one
-    structure on every path."""
+    the tuple in one block and returns it from a local; a derivative gets ``(p, t)`` from a
+    helper's derivative), so that the local keeps one structure on every path.
+    ``functions``: the helpers by name, whose returns give a call's structure."""
+    values = _first_values(body)
+    return {n: _shape(ir.Var(n), values, functions, set()) for n in sorted(names)}
+
+
+def _item(shape, path):
+    """The structure at ``path`` inside ``shape`` (False where it is not a tuple that deep)."""
+    for k in path:
+        if not (isinstance(shape, tuple) and k < len(shape)):
+            return False
+        shape = shape[k]
+    return shape
+
+
+def _first_values(stmts) -> dict:
+    """The value each local is first assigned in ``stmts``, as (value, path): the local is
+    ``value``'s item at ``path`` (``a, b = pair`` binds ``b`` to ``(pair, (1,))``)."""
     values = {}
-    for node in walk(body):
-        if isinstance(node, ir.Assign) and isinstance(node.target, ir.Var):
-            values.setdefault(node.target.name, node.value)
 
-    def shape(value, seen):
-        if isinstance(value, ir.Prim) and value.op == "tuple":
-            return tuple(shape(a, seen) for a in value.args)
-        if isinstance(value, ir.Var) and value.name in values and value.name not in seen:
-            return shape(values[value.name], seen | {value.name})
-        return False
+    def bind(target, value, path):
+        if isinstance(target, ir.Var):
+            values.setdefault(target.name, (value, path))
+        elif isinstance(target, ir.Unpack) and target.star is None:
+            for k, item in enumerate(target.items):
+                bind(item, value, (*path, k))
 
-    return {n: shape(values[n], {n}) if n in values else False for n in sorted(names)}
+    for node in walk(stmts):
+        if isinstance(node, ir.Assign):
+            bind(node.target, node.value, ())
+    return values
+
+
+def _shape(value, values, functions, seen):
+    """``value``'s tuple structure (False at each leaf), following locals through ``values``
+    and helper calls to their first returned value (``seen``: what is followed already)."""
+    if isinstance(value, ir.Prim) and value.op == "tuple":
+        return tuple(_shape(a, values, functions, seen) for a in value.args)
+    if isinstance(value, ir.Var) and value.name in values and value.name not in seen:
+        first, path = values[value.name]
+        return _item(_shape(first, values, functions, seen | {value.name}), path)
+    helper = functions.get(value.op[5:]) if isinstance(value, ir.Prim) and value.op.startswith("call:") else None
+    if helper is not None and value.op not in seen:
+        returned = next((n.value for n in walk(helper.body) if isinstance(n, ir.Exit) and n.kind == "return"
+                         and n.value is not None), None)
+        return _shape(returned, _first_values(helper.body), functions, seen | {value.op})
+    return False
