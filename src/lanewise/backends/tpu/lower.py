@@ -52,7 +52,7 @@ from ...lane.ir.passes.walk import walk
 from . import autodiff as lanes_autodiff
 from . import random as lanes_random
 from . import rows as _rows
-from .lines import user_line
+from ...autodiff.lines import user_line
 from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering
 from .ops import where as lanes_where
 
