@@ -143,3 +143,18 @@ def test_a_pasted_lanes_scan_of_ys_none_is_refused_clearly():
     dispatch loop, which a tile cannot hold: a lanewise error, not JAX's TypeError."""
     with pytest.raises(lw.LaneCompileError, match="holds None on one path"):
         lw.vmap(lw.grad(PASTED["scanned"]), backend="tpu")(X.astype(np.float32), PRICES.astype(np.float32))
+
+
+def mixed(x):
+    if x > 0.0:
+        y = (x, x)
+    else:
+        y = x
+    return x + 1.0
+
+
+def test_a_local_of_two_structures_is_refused_naming_the_line():
+    line = inspect.getsourcelines(mixed)[1] + 1  # the if whose two paths disagree
+    with pytest.raises(lw.LaneCompileError, match=rf"holds a tuple on one path .*\(mixed, .*{__name__.split('.')[-1]}"
+                                                  rf"\.py:{line}\)"):
+        lw.vmap(mixed, backend="tpu")(X.astype(np.float32))

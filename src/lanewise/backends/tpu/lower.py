@@ -191,21 +191,25 @@ class _Loop:
     continued: object = None
 
 
+class _Unplaced(LaneCompileError):
+    """A :func:`_select` error, before :meth:`Lowering.stmt` adds the statement's line."""
+
+
 def _select(mask, new, old):
     """``new`` in the lanes of ``mask``, ``old`` elsewhere (tuples item by item)."""
     if old is None or new is old:
         return new
     if isinstance(new, _rows.Stacked) or isinstance(old, _rows.Stacked):
-        raise LaneCompileError("a scan's stacked ys chosen by a branch or a return on the tpu backend: "
-                               "return them from the lane's top level")
+        raise _Unplaced("a scan's stacked ys chosen by a branch or a return on the tpu backend: "
+                        "return them from the lane's top level")
     if new is None:  # jnp.where cannot hold None: say so (a lane rebuilt from bytecode meets it first)
-        raise LaneCompileError("a local holds None on one path and a value on another; the tpu backend needs "
-                               "one value per local (a lane with no source file unpacks lw.scan's ys of None "
-                               "into a local this way: define the lane in a file)")
+        raise _Unplaced("a local holds None on one path and a value on another; the tpu backend needs "
+                        "one value per local (a lane with no source file unpacks lw.scan's ys of None "
+                        "into a local this way: define the lane in a file)")
     if isinstance(new, tuple) or isinstance(old, tuple):
         if not (isinstance(new, tuple) and isinstance(old, tuple) and len(new) == len(old)):
-            raise LaneCompileError("a local holds a tuple on one path and another value on another; "
-                                   "the tpu backend needs one structure per local")
+            raise _Unplaced("a local holds a tuple on one path and another value on another; "
+                            "the tpu backend needs one structure per local")
         return tuple(_select(mask, n, o) for n, o in zip(new, old, strict=True))
     return lanes_where(mask, new, old)
 
@@ -275,7 +279,10 @@ class _Lowering:
 
     def stmt(self, s, st: _State) -> None:
         outer, self.at = self.at, s.loc
-        self.statement(s, st)
+        try:
+            self.statement(s, st)
+        except _Unplaced as e:  # _select knows no line: the innermost statement names it
+            raise LaneCompileError(f"{e} ({self.place(st)})") from None
         self.at = outer
 
     def place(self, st: _State) -> str:
