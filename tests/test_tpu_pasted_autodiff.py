@@ -149,7 +149,7 @@ def mixed(x):
     if x > 0.0:
         y = (x, x)
     else:
-        y = x
+        y = x  # noqa: F841 - the two structures are the point
     return x + 1.0
 
 
