@@ -138,11 +138,26 @@ def test_a_pasted_loop_lanes_derivative_matches_the_python_backend(name, how):
         np.testing.assert_allclose(want, finite_difference(f, X), rtol=1e-5, atol=1e-5)
 
 
-def test_a_pasted_lanes_scan_of_ys_none_is_refused_clearly():
-    """Rebuilt from bytecode, ``c, _ = lw.scan(...)`` keeps ys of None in a local of the
-    dispatch loop, which a tile cannot hold: a lanewise error, not JAX's TypeError."""
-    with pytest.raises(lw.LaneCompileError, match="holds None on one path"):
-        lw.vmap(lw.grad(PASTED["scanned"]), backend="tpu")(X.astype(np.float32), PRICES.astype(np.float32))
+def test_a_pasted_lanes_scan_runs_and_its_derivative_is_refused_clearly():
+    """Rebuilt from bytecode, ``c, _ = lw.scan(step, ...)`` with a step returning
+    ``(carry, None)`` keeps that None in locals of the dispatch loop: the placeholders take
+    it from the step (it crashed in jnp.where).  Its derivative's step returns ys of
+    tangents (zeros), stacked ys that a scan inside the dispatch loop cannot keep:
+    refused with the line."""
+    x, prices = X.astype(np.float32), PRICES.astype(np.float32)
+    got = lw.vmap(PASTED["scanned"], backend="tpu")(x, prices)
+    np.testing.assert_allclose(np.asarray(got, np.float64), lw.vmap(PASTED["scanned"], backend="python")(X, PRICES),
+                               rtol=TOL, atol=TOL)
+    with pytest.raises(lw.LaneCompileError, match=r"stacked ys .*\(<pasted>:\d+\)"):
+        lw.vmap(lw.grad(PASTED["scanned"]), backend="tpu")(x, prices)
+
+
+def test_a_pasted_local_first_none_then_a_value_is_refused_naming_it():
+    namespace: dict = {}
+    exec(compile("def best(x):\n    b = None\n    for i in range(3):\n        b = x * i\n    return b\n",
+                 "<pasted>", "exec"), namespace)
+    with pytest.raises(lw.LaneCompileError, match=r"b holds None or a tuple on one path .*\(<pasted>:1\)"):
+        lw.vmap(namespace["best"], backend="tpu")(X.astype(np.float32))
 
 
 def mixed(x):
