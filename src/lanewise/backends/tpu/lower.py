@@ -45,6 +45,7 @@ import optree
 from jax import lax
 
 from ... import primitives
+from ...autodiff.lines import user_line
 from ...errors import LaneCompileError, LaneTypeError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
@@ -52,9 +53,9 @@ from ...lane.ir.passes.walk import walk
 from . import autodiff as lanes_autodiff
 from . import random as lanes_random
 from . import rows as _rows
-from ...autodiff.lines import user_line
 from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering
 from .ops import where as lanes_where
+from .placeholders import placeholders
 
 #: IR operator names -> the ``operator`` primitive whose TPU rule computes them.
 _OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "truediv", "floordiv": "floordiv",
@@ -378,7 +379,7 @@ class _Lowering:
             # local assigned in one block and read in a later one crosses iterations,
             # first assigned inside the loop; the bytecode assigns before every read, so
             # it enters the loop as a placeholder whose type the body settles
-            st.env.update(_placeholders(s.body, stored - st.env.keys(), self.functions,
+            st.env.update(placeholders(s.body, stored - st.env.keys(), self.functions,
                                         lambda e: self.python_object(e, st, "lw.scan's step function", s.loc)))
         names = sorted(n for n in stored | ({s.target.name} if s.kind == "range" else set()) if n in st.env)
         frame = st.frame
@@ -785,157 +786,3 @@ def _same_structure(carry: dict, out: dict, loc: ir.Loc) -> None:
         if jax.tree.structure(carry[name]) != jax.tree.structure(out[name]):
             raise LaneCompileError(f"{name} holds None or a tuple on one path through this loop and another "
                                    f"value on another; the tpu backend needs one structure per local ({where(loc)})")
-
-
-def _placeholders(body, names, functions, step) -> dict:
-    """The placeholder each of ``names`` enters a bytecode lane's loop with: False, or a
-    tuple of placeholders where the body assigns it a tuple (a lane returning ``a, b`` builds
-    the tuple in one block and returns it from a local; a derivative gets ``(p, t)`` from a
-    helper's derivative), so that the local keeps one structure on every path.
-    ``functions``: the helpers by name, whose returns give a call's structure; ``step``:
-    the Python function an ``lw.scan``'s first argument names."""
-    values = _first_values(body)
-    return {n: _shape(ir.Var(n), values, (functions, step), set()) for n in sorted(names)}
-
-
-def _item(shape, path):
-    """The structure at ``path`` inside ``shape`` (False where it is not a tuple that deep)."""
-    for k in path:
-        if not (isinstance(shape, tuple) and k < len(shape)):
-            return False
-        shape = shape[k]
-    return shape
-
-
-def _first_values(stmts) -> dict:
-    """The value each local is first assigned in ``stmts``, as (value, path): the local is
-    ``value``'s item at ``path`` (``a, b = pair`` binds ``b`` to ``(pair, (1,))``)."""
-    values = {}
-
-    def bind(target, value, path):
-        if isinstance(target, ir.Var):
-            values.setdefault(target.name, (value, path))
-        elif isinstance(target, ir.Unpack) and target.star is None:
-            for k, item in enumerate(target.items):
-                bind(item, value, (*path, k))
-
-    for node in walk(stmts):
-        if isinstance(node, ir.Assign):
-            bind(node.target, node.value, ())
-    return values
-
-
-def _shape(value, values, known, seen):
-    """``value``'s tuple structure (False at each leaf), following locals through ``values``,
-    literal indexes, helper calls to their first returned value and ``lw.scan`` to its
-    carry and ys (``known``: the helpers and the scan step's resolver; ``seen``: what is
-    followed already)."""
-    if isinstance(value, ir.Prim) and value.op == "tuple":
-        return tuple(_shape(a, values, known, seen) for a in value.args)
-    if isinstance(value, ir.Const) and value.value is None:
-        return None  # (carry, None): the None a rebuilt step returns, held in a local first
-    if isinstance(value, ir.Var) and value.name in values and value.name not in seen:
-        first, path = values[value.name]
-        return _item(_shape(first, values, known, seen | {value.name}), path)
-    if not isinstance(value, ir.Prim) or value.op in seen:
-        return False
-    if value.op == "getitem" and isinstance(value.args[1], ir.Const) and type(value.args[1].value) is int:
-        return _item(_shape(value.args[0], values, known, seen), (value.args[1].value,))
-    if value.op == "lw.scan" and len(value.args) >= 2 and not value.keywords:
-        step = known[1](value.args[0])
-        return _shape(value.args[1], values, known, seen), False if step is None else _scan_ys(step)
-    helper = known[0].get(value.op[5:]) if value.op.startswith("call:") else None
-    if helper is None:
-        return False
-    return _shape(_returned(helper), _first_values(helper.body), known, seen | {value.op})
-
-
-def _returned(function: ir.Function):
-    """The value ``function`` first returns (None when it returns none)."""
-    return next((n.value for n in walk(function.body) if isinstance(n, ir.Exit) and n.kind == "return"
-                 and n.value is not None), None)
-
-
-def _scan_ys(step) -> object:
-    """The placeholder of an ``lw.scan``'s ys: its structure where it is all None (a step
-    returning ``(carry, None)``, or a derived step's ``(None, None)``: no ys, which a tile
-    cannot hold), else False (stacked ys are not kept in a local)."""
-    module = build_with_functions(step)[0]
-    known = ({f.name: f for f in module.functions()}, lambda e: None)
-    ys = _item(_shape(_returned(module.entry), _first_values(module.entry.body), known, set()), (1,))
-    return ys if jax.tree.leaves(ys, is_leaf=lambda v: v is False) == [] else False
-
-
-def _item(shape, path):
-    """The structure at ``path`` inside ``shape`` (False where it is not a tuple that deep)."""
-    for k in path:
-        if not (isinstance(shape, tuple) and k < len(shape)):
-            return False
-        shape = shape[k]
-    return shape
-
-
-def _first_values(stmts) -> dict:
-    """The value each local is first assigned in ``stmts``, as (value, path): the local is
-    ``value``'s item at ``path`` (``a, b = pair`` binds ``b`` to ``(pair, (1,))``)."""
-    values = {}
-
-    def bind(target, value, path):
-        if isinstance(target, ir.Var):
-            values.setdefault(target.name, (value, path))
-        elif isinstance(target, ir.Unpack) and target.star is None:
-            for k, item in enumerate(target.items):
-                bind(item, value, (*path, k))
-
-    for node in walk(stmts):
-        if isinstance(node, ir.Assign):
-            bind(node.target, node.value, ())
-    return values
-
-
-def _shape(value, values, known, seen):
-    """``value``'s tuple structure (False at each leaf), following locals through ``values``,
-    literal indexes, helper calls to their first returned value and ``lw.scan`` to its
-    carry and ys (``known``: the helpers and the scan step's resolver; ``seen``: what is
-    followed already)."""
-    if isinstance(value, ir.Prim) and value.op == "tuple":
-        return tuple(_shape(a, values, known, seen) for a in value.args)
-    if isinstance(value, ir.Const) and value.value is None:
-        return None  # (carry, None): the None a rebuilt step returns, held in a local first
-    if isinstance(value, ir.Var) and value.name in values and value.name not in seen:
-        first, path = values[value.name]
-        return _item(_shape(first, values, known, seen | {value.name}), path)
-    if not isinstance(value, ir.Prim) or value.op in seen:
-        return False
-    if value.op == "getitem" and isinstance(value.args[1], ir.Const) and type(value.args[1].value) is int:
-        return _item(_shape(value.args[0], values, known, seen), (value.args[1].value,))
-    if value.op == "lw.scan" and len(value.args) >= 2 and not value.keywords:
-        step = known[1](value.args[0])
-        return _shape(value.args[1], values, known, seen), False if step is None else _scan_ys(step)
-    helper = known[0].get(value.op[5:]) if value.op.startswith("call:") else None
-    if helper is None:
-        return False
-    return _shape(_returned(helper), _first_values(helper.body), known, seen | {value.op})
-
-
-def _returned(function: ir.Function):
-    """The value ``function`` first returns (None when it returns none)."""
-    return next((n.value for n in walk(function.body) if isinstance(n, ir.Exit) and n.kind == "return"
-                 and n.value is not None), None)
-
-
-def _scan_ys(step) -> object:
-    """The placeholder of an ``lw.scan``'s ys: None where its step returns ``(carry, None)``
-    (no ys; a tile cannot hold None), else False (stacked ys are not kept in a local)."""
-    entry = build_with_functions(step)[0].entry
-    values = _first_values(entry.body)
-    returned = _returned(entry)
-    while isinstance(returned, ir.Var) and returned.name in values and not values[returned.name][1]:
-        returned = values[returned.name][0]  # a rebuilt step returns a local
-    if isinstance(returned, ir.Prim) and returned.op == "tuple" and len(returned.args) == 2:
-        ys = returned.args[1]
-        while isinstance(ys, ir.Var) and ys.name in values and not values[ys.name][1]:
-            ys = values[ys.name][0]
-        if isinstance(ys, ir.Const) and ys.value is None:
-            return None
-    return False
