@@ -707,6 +707,9 @@ class Emitter(InPlace):
         # Not "lw.grad(...)": lanewise's error summary looks for its own "lw.x: " messages.
         made.__qualname__ = f"{self.plan.transform.removeprefix('lw.')}({self.fn.__qualname__})"
         made._lw_origin = getattr(self.fn, "_lw_origin", self.fn)  # errors name the user's def, not ours
+        # a lane rebuilt from bytecode is a block dispatch loop whose locals are first
+        # assigned inside it, and so is its derivative: the tpu backend must know (lower.py)
+        made._lw_blocks = self.ir.blocks
         return made
 
     def _body(self) -> None:

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import linecache
 import traceback
 import weakref
 from dataclasses import dataclass
@@ -319,6 +320,14 @@ def _raised_at(error: Exception, lane) -> str:
     if not frames:
         return function_location(lane)
     last = frames[-1]
+    if last.filename.startswith("<lanewise"):  # a derivative's generated code: the user's line behind it
+        from ..autodiff.lines import user_line
+        from ..lane.ir import nodes as ir
+
+        at = user_line(ir.Loc(last.filename, last.lineno, 0))
+        path, number = at.rsplit(":", 1)
+        text = linecache.getline(path, int(number)).strip()
+        return at + (f": {text}" if text else "")
     return f"{last.filename}:{last.lineno}" + (f": {last.line.strip()}" if last.line else "")
 
 

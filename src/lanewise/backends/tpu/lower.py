@@ -45,6 +45,7 @@ import optree
 from jax import lax
 
 from ... import primitives
+from ...autodiff.lines import user_line
 from ...errors import LaneCompileError, LaneTypeError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
@@ -52,9 +53,9 @@ from ...lane.ir.passes.walk import walk
 from . import autodiff as lanes_autodiff
 from . import random as lanes_random
 from . import rows as _rows
-from .lines import user_line
 from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering
 from .ops import where as lanes_where
+from .placeholders import placeholders
 
 #: IR operator names -> the ``operator`` primitive whose TPU rule computes them.
 _OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "truediv", "floordiv": "floordiv",
@@ -191,17 +192,24 @@ class _Loop:
     continued: object = None
 
 
+class _Unplaced(LaneCompileError):
+    """A :func:`_select` error, before :meth:`Lowering.stmt` adds the statement's line."""
+
+
 def _select(mask, new, old):
     """``new`` in the lanes of ``mask``, ``old`` elsewhere (tuples item by item)."""
     if old is None or new is old:
         return new
     if isinstance(new, _rows.Stacked) or isinstance(old, _rows.Stacked):
-        raise LaneCompileError("a scan's stacked ys chosen by a branch or a return on the tpu backend: "
-                               "return them from the lane's top level")
+        raise _Unplaced("a scan's stacked ys chosen by a branch or a return on the tpu backend: "
+                        "return them from the lane's top level")
+    if new is None:  # jnp.where cannot hold None: say so (a lane rebuilt from bytecode meets it first)
+        raise _Unplaced("a local holds None on one path and a value on another; the tpu backend needs "
+                        "one structure per local")
     if isinstance(new, tuple) or isinstance(old, tuple):
         if not (isinstance(new, tuple) and isinstance(old, tuple) and len(new) == len(old)):
-            raise LaneCompileError("a local holds a tuple on one path and another value on another; "
-                                   "the tpu backend needs one structure per local")
+            raise _Unplaced("a local holds a tuple on one path and another value on another; "
+                            "the tpu backend needs one structure per local")
         return tuple(_select(mask, n, o) for n, o in zip(new, old, strict=True))
     return lanes_where(mask, new, old)
 
@@ -271,7 +279,10 @@ class _Lowering:
 
     def stmt(self, s, st: _State) -> None:
         outer, self.at = self.at, s.loc
-        self.statement(s, st)
+        try:
+            self.statement(s, st)
+        except _Unplaced as e:  # _select knows no line: the innermost statement names it
+            raise LaneCompileError(f"{e} ({self.place(st)})") from None
         self.at = outer
 
     def place(self, st: _State) -> str:
@@ -363,12 +374,13 @@ class _Lowering:
         elif s.kind != "while":
             raise refuse("a for loop over anything but range() or a row", s.loc)
         stored = {n for node in walk(s.body) if isinstance(node, ir.Assign) for n in ir.target_names(node.target)}
-        if st.function.source == "bytecode":
-            # a lane rebuilt from bytecode is one `while True` over its basic blocks: a
+        if st.function.blocks:
+            # a lane rebuilt from bytecode (or its derivative) is one `while True` over its basic blocks: a
             # local assigned in one block and read in a later one crosses iterations,
             # first assigned inside the loop; the bytecode assigns before every read, so
             # it enters the loop as a placeholder whose type the body settles
-            st.env.update(_placeholders(s.body, stored - st.env.keys()))
+            st.env.update(placeholders(s.body, stored - st.env.keys(), self.functions,
+                                        lambda e: self.python_object(e, st, "lw.scan's step function", s.loc)))
         names = sorted(n for n in stored | ({s.target.name} if s.kind == "range" else set()) if n in st.env)
         frame = st.frame
         entry = st.live
@@ -442,7 +454,7 @@ class _Lowering:
         carry = self.settle(body, carry, s.loc)
         # a lane rebuilt from bytecode is one loop over all its basic blocks: unrolled, the
         # kernel would hold every block `unroll` times (minutes of compile, no faster loop)
-        unroll = 1 if st.function.source == "bytecode" else self.unroll
+        unroll = 1 if st.function.blocks else self.unroll
         if s.kind == "range" and all(isinstance(b, int) for b in (start, stop)):
             unroll = max(1, min(unroll, len(range(start, stop, step))))  # no round past a known end
         trips = None
@@ -524,6 +536,7 @@ class _Lowering:
             carry["k"] = count
         for _ in range(4 + len(carry["vars"])):  # a type moves along a chain of copies one round at a time
             out = jax.eval_shape(body, carry)
+            _same_structure(carry["vars"], out["vars"], loc)
             if carry["result"] is None and out["result"] is not None:
                 carry["result"] = jax.tree.map(lambda o: jnp.zeros(self.shape, o.dtype), out["result"])
                 if "returned" in carry:  # a counted loop keeps no returned mask
@@ -766,21 +779,10 @@ def _negative_int_power(op: str, args: list, loc: ir.Loc) -> None:
                             f"float(n) ** {exponent}")
 
 
-def _placeholders(body, names) -> dict:
-    """The placeholder each of ``names`` enters a bytecode lane's loop with: False, or a
-    tuple of placeholders where the body assigns it a tuple (a lane returning ``a, b`` builds
-    the tuple in one block and returns it from a local), so that the local keeps one
-    structure on every path."""
-    values = {}
-    for node in walk(body):
-        if isinstance(node, ir.Assign) and isinstance(node.target, ir.Var):
-            values.setdefault(node.target.name, node.value)
-
-    def shape(value, seen):
-        if isinstance(value, ir.Prim) and value.op == "tuple":
-            return tuple(shape(a, seen) for a in value.args)
-        if isinstance(value, ir.Var) and value.name in values and value.name not in seen:
-            return shape(values[value.name], seen | {value.name})
-        return False
-
-    return {n: shape(values[n], {n}) if n in values else False for n in sorted(names)}
+def _same_structure(carry: dict, out: dict, loc: ir.Loc) -> None:
+    """Refuse a loop whose locals leave an iteration in another structure than they entered
+    it (None, or a tuple, on one path and a value on another: a tile holds one structure)."""
+    for name in carry:
+        if jax.tree.structure(carry[name]) != jax.tree.structure(out[name]):
+            raise LaneCompileError(f"{name} holds None or a tuple on one path through this loop and another "
+                                   f"value on another; the tpu backend needs one structure per local ({where(loc)})")

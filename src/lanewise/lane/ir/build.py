@@ -277,7 +277,9 @@ def _function(fn, name: str, names: dict, called: list, reads: list) -> ir.Funct
     offset = fn.__code__.co_firstlineno - def_line(tree)
     builder = _Builder(fn, fn.__code__.co_filename, offset, names, called, reads)
     made = builder.function(tree, name)
-    return replace(made, source=source, origin=weakref.ref(fn))
+    # a derivative of a rebuilt lane is generated text, but keeps the rebuilt lane's dispatch loop
+    blocks = source == "bytecode" or getattr(fn, "_lw_blocks", False)
+    return replace(made, source=source, blocks=blocks, origin=weakref.ref(fn))
 
 
 def _code_params(code) -> tuple:
