@@ -122,6 +122,8 @@ def test_float64_arguments_choose_the_cpu_saying_why(tpu):
         got = jax.jit(op)(x, A)
         assert got.dtype == jnp.float64
         np.testing.assert_allclose(got, wave_jax(x, A), rtol=1e-12)
+        # a Python scalar given to an op the cpu runs keeps its 64 bits (never narrowed for the tpu)
+        np.testing.assert_allclose(op(x, 0.1), wave_jax(x, 0.1), rtol=1e-13)
 
 
 def test_a_lane_the_tpu_cannot_lower_chooses_the_cpu_naming_the_construct(tpu):

@@ -99,11 +99,10 @@ def op(program: Mapped) -> Callable:
             raise TypeError(f"lw.jax.op({program.__name__}) takes positional arguments only, got "
                             f"{sorted(kwargs)}")
         leaves, tree = pytree.flatten(tuple(args))
-        chip = backend == "tpu" or (backend == auto.AUTO and auto.default_is_tpu())
-        leaves = [_as_jax(x, chip) for x in leaves]
         if backend == auto.AUTO:
-            found = _chosen(program, ops, tree, leaves)
+            found, leaves = _chosen(program, ops, tree, leaves)
         else:
+            leaves = [_as_jax(x, backend == "tpu") for x in leaves]
             found = ops.get(tree)
             if found is None:
                 found = ops[tree] = Op(program, tree, program.__name__)
@@ -115,12 +114,15 @@ def op(program: Mapped) -> Callable:
     return call
 
 
-def _chosen(program, ops: dict, tree, leaves) -> Op:
-    """The op of a ``backend="auto"`` program for these leaves' types: on the tpu backend
-    where a TPU is in use and the call qualifies (32-bit, its lane lowers), else on the
-    cpu backend; chosen once per argument structure and types (and whether JAX's
-    default device is a TPU).  The choice fixes the op's result types (its abstract
-    evaluation), its derivatives' and batched forms'."""
+def _chosen(program, ops: dict, tree, given: list) -> tuple:
+    """``(op, leaves)``: the op of a ``backend="auto"`` program for the ``given`` leaves'
+    types, on the tpu backend where a TPU is in use and the call qualifies (32-bit, its
+    lane lowers), else on the cpu backend, and the leaves as JAX values for it (a
+    Python scalar 32-bit for the tpu, as ``jax.numpy`` makes it for the cpu: never
+    narrowed for a call the cpu runs).  Chosen once per argument structure and types
+    (and whether JAX's default device is a TPU).  The choice fixes the op's result
+    types (its abstract evaluation), its derivatives' and batched forms'."""
+    leaves = [_as_jax(x, auto.default_is_tpu()) for x in given]
     types = tuple((tuple(x.shape), str(x.dtype)) for x in leaves)
     key = (tree, types, auto.state())
     found = ops.get(key)
@@ -130,7 +132,7 @@ def _chosen(program, ops: dict, tree, leaves) -> Op:
         choice = auto.choose_typed(leaves, lambda: probe.infer(*types))
         probe.auto = choice  # typed (and kept) for the tpu; a refused one cached nothing
         found = ops[key] = probe if choice.name == "tpu" else Op(program, tree, name, choice)
-    return found
+    return found, leaves if found.on_tpu else [_as_jax(x) for x in given]
 
 
 def _as_jax(x, chip: bool = False):
