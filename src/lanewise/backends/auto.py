@@ -109,8 +109,7 @@ def choose(owner, mapped, args: tuple, kwargs: dict, get, out=None):
     cpu = get("cpu")
     why = _tpu_in_use(args, kwargs)
     if why is None:
-        why = "JAX's default device is not a TPU" if "jax" in sys.modules else "JAX is not imported: no TPU in use"
-        return cpu, cpu.bind_call(mapped, args, kwargs), Choice("cpu", why)
+        return cpu, cpu.bind_call(mapped, args, kwargs), _no_tpu()
     if out is not None:
         return cpu, cpu.bind_call(mapped, args, kwargs), Choice(
             "cpu", "out= fills the caller's arrays; the tpu backend returns new jax.Arrays")
@@ -136,6 +135,57 @@ def _qualify(owner, tpu, call, why: str) -> Choice:
         tpu.trace(owner.executable(tpu, call), call)
     except REFUSALS as e:
         owner._executables.pop((tpu.NAME, call.signature), None)  # never run: not kept
-        reason = " ".join(str(e).split())
-        return Choice("cpu", f"{why}, but the tpu backend cannot run this call: {reason}")
+        return _refused(why, e)
+    return _qualified(why)
+
+
+def choose_typed(args: tuple, qualify) -> Choice:
+    """The choice for a call typed without data (``lw.jax.op``'s, at trace time):
+    ``qualify()`` types it on the tpu backend, raising one of :data:`REFUSALS` where
+    the call does not qualify.  ``args``: the call's leaves (a JAX array on a TPU
+    puts the TPU in use).
+
+    Example:
+        >>> choose_typed((), lambda: None).name in ("cpu", "tpu")
+        True
+    """
+    why = _tpu_in_use(args, {})
+    if why is None:
+        return _no_tpu()
+    try:
+        qualify()
+    except REFUSALS as e:
+        return _refused(why, e)
+    return _qualified(why)
+
+
+def _no_tpu() -> Choice:
+    return Choice("cpu", "JAX's default device is not a TPU" if "jax" in sys.modules else
+                  "JAX is not imported: no TPU in use")
+
+
+def _refused(why: str, error: Exception) -> Choice:
+    reason = " ".join(str(error).split())
+    return Choice("cpu", f"{why}, but the tpu backend cannot run this call: {reason}")
+
+
+def _qualified(why: str) -> Choice:
     return Choice("tpu", f"{why}; the call's arguments are 32-bit and its lane lowers to a Pallas kernel")
+
+
+def on_backend(program, name: str):
+    """A copy of ``program`` (``lw.vmap``, nested, or ``lw.reduce`` of one) whose
+    outermost level, which runs the nest, asks for backend ``name``: what a framework
+    op of a ``backend="auto"`` program runs where it has one choice (``lw.torch.op``:
+    the cpu backend).
+
+    Example:
+        >>> import lanewise as lw
+        >>> on_backend(lw.vmap(abs, backend="auto"), "cpu").backend
+        'cpu'
+    """
+    from ..api import Mapped
+
+    if getattr(program, "_lw_reduce_spec", False):
+        return type(program)(on_backend(program.fun, name), program.op, program.axis)
+    return Mapped(program.fun, program.in_axes, program.out_axes, program.axis_size, name, program.progress)

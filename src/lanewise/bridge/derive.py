@@ -59,7 +59,7 @@ def mapped(op: Op) -> Op:
     if not reduced(op):
         return op
     if "mapped" not in op.derived:
-        op.derived["mapped"] = Op(op.program.fun, op.in_tree, op.name)
+        op.derived["mapped"] = op.like(op.program.fun, op.in_tree, op.name)
     return op.derived["mapped"]
 
 
@@ -77,7 +77,7 @@ def batched(op: Op, axes: tuple) -> Op:
             program = reduce(vmap(red.fun, in_axes=in_axes, out_axes=0), red.op, axis=Outer(red.axis))
         else:  # the outermost level's backend runs the nest: the op's, kept
             program = vmap(op.program, in_axes=in_axes, out_axes=0, backend=op.program.backend)
-        op.derived[key] = Op(program, op.in_tree, op.name)
+        op.derived[key] = op.like(program, op.in_tree, op.name)
     return op.derived[key]
 
 
@@ -178,7 +178,7 @@ def tangent_program(op: Op, active: tuple) -> Op:
             raise NotImplementedError(f"lw.jax.op({op.name}): only sum and mean reductions are differentiated, "
                                       f"not {op.program.op!r}")
         program = reduce(program, op.program.op, axis=op.program.axis)
-    return Op(program, _args_and(op, [object()] * len(active)), f"tangents of {op.name}")
+    return op.like(program, _args_and(op, [object()] * len(active)), f"tangents of {op.name}")
 
 
 def _args_and(op: Op, extra: list):
@@ -291,7 +291,7 @@ def _mapped_like(op: Op, fun, out_axes, structure, reduce_lanes: bool) -> Op:
     if reduce_lanes:
         program = reduce(program, "sum")
     out_value = pytree.unflatten(structure.tree, [object()] * len(structure.ranks))
-    return Op(program, _args_and(op, [out_value]), f"cotangents of {op.name}")
+    return op.like(program, _args_and(op, [out_value]), f"cotangents of {op.name}")
 
 
 def _dot_lane(op: Op, structure):

@@ -48,9 +48,17 @@ class Op:
     """A lanewise program as a function of flat argument leaves.  Hashed by identity
     (a JAX primitive parameter); what bridges derive from it is kept in ``derived``."""
 
-    def __init__(self, program: Mapped, in_tree, name: str):
+    def __init__(self, program: Mapped, in_tree, name: str, auto=None):
         self.program, self.in_tree, self.name = program, in_tree, name
+        # backend="auto"'s choice (lanewise.backends.auto.Choice) for a ``backend="auto"``
+        # program's op: the backend it runs on, and why; None: the program's own backend
+        self.auto = auto
         self.derived: dict = {}
+
+    def like(self, program, in_tree, name: str) -> "Op":
+        """An op derived from this one (batched, its tangents, its cotangents): on the
+        same backend, ``backend="auto"``'s choice kept (a derivative runs where its op runs)."""
+        return Op(program, in_tree, name, self.auto)
 
     @classmethod
     def of(cls, program, args: tuple, name: str | None = None) -> "Op":
@@ -64,7 +72,10 @@ class Op:
 
     @property
     def on_tpu(self) -> bool:
-        """Whether the program runs on the tpu backend (its outermost ``backend=``)."""
+        """Whether the program runs on the tpu backend (its outermost ``backend=``, or
+        ``backend="auto"``'s choice)."""
+        if self.auto is not None:
+            return self.auto.name == "tpu"
         program = self.program.fun if getattr(self.program, "_lw_reduce_spec", False) else self.program
         return program.backend == "tpu"
 

@@ -4,7 +4,8 @@
 trace.  Inside ``jax.jit`` it is one XLA FFI custom call on the CPU: XLA calls
 a compiled handler (a Numba ``cfunc``) that runs the program's compiled,
 multithreaded kernel on XLA's buffers, with no Python and no GIL on the way.
-A ``backend="tpu"`` program is the tpu backend's Pallas kernel, inlined.
+A ``backend="tpu"`` program is the tpu backend's Pallas kernel, inlined; a
+``backend="auto"`` program is either, as ``backend="auto"`` chooses.
 ``jax.vmap`` adds a level to the same fused nest; ``jax.jvp``/``jax.grad`` use
 lanewise's own derivatives of the lane (docs/jax.md).
 
@@ -33,6 +34,7 @@ from typing import Callable
 from .. import pytree
 from ..api import Mapped
 from ..reducing import Reduced
+from ..backends import auto
 from ..errors import LanewiseError
 from . import primitives
 from ..bridge.signature import Op
@@ -58,7 +60,14 @@ def op(program: Mapped) -> Callable:
         map-reduce (nothing mapped is stored), is batched by ``jax.vmap`` (the
         reduction keeps the new level) and differentiated over any axes (min,
         max and prod through the lanes' values, as JAX differentiates them);
-        segmented or ``lw.Monoid`` reductions are refused.
+        segmented or ``lw.Monoid`` reductions are refused.  ``"auto"``: the tpu
+        backend where a TPU is in use (JAX's default device, or an argument on
+        one) and the call qualifies (32-bit arguments, a lane that lowers), else
+        the cpu backend; chosen when the op is traced, per argument types, and
+        kept by its ``jax.vmap``, ``jax.jvp`` and ``jax.grad`` forms.  Lowered for
+        the other platform (``jax.jit(..., device=...)``, ``jax.export``), it runs
+        on the other backend where that gives the same result types, and is
+        refused, saying why, where it does not.
 
     Returns:
       A function of the program's positional arguments (JAX arrays, NumPy arrays
@@ -79,11 +88,10 @@ def op(program: Mapped) -> Callable:
     if not isinstance(program, (Mapped, Reduced)):
         raise TypeError(f"lw.jax.op takes a program made by lw.vmap or lw.reduce, got {type(program).__name__}")
     backend = program.fun.backend if isinstance(program, Reduced) else program.backend
-    if backend not in (None, "cpu", "tpu"):
+    if backend not in (None, "cpu", "tpu", auto.AUTO):
         raise LanewiseError(f"lw.jax.op runs programs on lanewise's CPU or tpu backend; {program!r} asks for "
                             f"backend={backend!r}")
     ops: dict = {}
-    chip = backend == "tpu"
 
     @functools.wraps(program)
     def call(*args, **kwargs):
@@ -91,16 +99,40 @@ def op(program: Mapped) -> Callable:
             raise TypeError(f"lw.jax.op({program.__name__}) takes positional arguments only, got "
                             f"{sorted(kwargs)}")
         leaves, tree = pytree.flatten(tuple(args))
-        leaves = [_as_jax(x, chip) for x in leaves]
-        found = ops.get(tree)
-        if found is None:
-            found = ops[tree] = Op(program, tree, program.__name__)
+        if backend == auto.AUTO:
+            found, leaves = _chosen(program, ops, tree, leaves)
+        else:
+            leaves = [_as_jax(x, backend == "tpu") for x in leaves]
+            found = ops.get(tree)
+            if found is None:
+                found = ops[tree] = Op(program, tree, program.__name__)
         outs = primitives.bind(found, leaves)
         traced = trace(found, tuple((tuple(x.shape), x.dtype) for x in leaves))
         return pytree.unflatten(traced.out_tree, outs)
 
     call._lw_program = program
     return call
+
+
+def _chosen(program, ops: dict, tree, given: list) -> tuple:
+    """``(op, leaves)``: the op of a ``backend="auto"`` program for the ``given`` leaves'
+    types, on the tpu backend where a TPU is in use and the call qualifies (32-bit, its
+    lane lowers), else on the cpu backend, and the leaves as JAX values for it (a
+    Python scalar 32-bit for the tpu, as ``jax.numpy`` makes it for the cpu: never
+    narrowed for a call the cpu runs).  Chosen once per argument structure and types
+    (and whether JAX's default device is a TPU).  The choice fixes the op's result
+    types (its abstract evaluation), its derivatives' and batched forms'."""
+    leaves = [_as_jax(x, auto.default_is_tpu()) for x in given]
+    types = tuple((tuple(x.shape), str(x.dtype)) for x in leaves)
+    key = (tree, types, auto.state())
+    found = ops.get(key)
+    if found is None:
+        name = program.__name__
+        probe = Op(program, tree, name, auto.Choice("tpu", "qualifying"))
+        choice = auto.choose_typed(leaves, lambda: probe.infer(*types))
+        probe.auto = choice  # typed (and kept) for the tpu; a refused one cached nothing
+        found = ops[key] = probe if choice.name == "tpu" else Op(program, tree, name, choice)
+    return found, leaves if found.on_tpu else [_as_jax(x) for x in given]
 
 
 def _as_jax(x, chip: bool = False):

@@ -7,7 +7,9 @@ call).  Its rules:
 * lowering (CPU): ``jax.ffi.ffi_lowering`` of the Op's handler, with its plan;
   for a ``backend="tpu"`` program (platform "tpu", or "cpu" in interpret mode):
   ``mlir.lower_fun`` of the tpu backend's jitted whole call, the ``pallas_call``
-  inlined in the caller's program;
+  inlined in the caller's program; a ``backend="auto"`` program's op lowers on the
+  backend chosen when it was traced, or, where that one does not lower for the
+  platform, on the other one if its result types are the same (:func:`_for_platform`);
 * batching (``jax.vmap``): the same call of ``lw.vmap(program, in_axes=<the
   batched axes>)``: one more level of the same fused nest, not a loop of calls;
 * JVP: the primal call, plus ``lanewise_linear`` for the tangents.
@@ -30,9 +32,12 @@ import math
 import jax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
+import numpy as np
 
+from ..backends import auto
 from ..bridge import derive
 from ..bridge.signature import Op
+from ..config import config
 from ..errors import LanewiseError
 from .ops import trace
 
@@ -64,6 +69,7 @@ def _impl(*leaves, op: Op):
 
 
 def _lower(ctx, *leaves, op: Op):
+    op = _for_platform(op, ctx)
     if not op.on_tpu and "cpu" not in ctx.module_context.platforms:
         raise LanewiseError(f"lw.jax.op({op.name}) runs its program on lanewise's CPU backend, which XLA calls "
                             f"on the CPU only; this computation is for {', '.join(ctx.module_context.platforms)}: "
@@ -75,6 +81,47 @@ def _lower(ctx, *leaves, op: Op):
     if hasattr(traced, "run"):  # a reduction: the custom call, then JAX's combine of its partials
         return mlir.lower_fun(traced.run, multiple_results=True)(ctx, *leaves)
     return jax.ffi.ffi_lowering(traced.target)(ctx, *leaves, plan=traced.plan)
+
+
+def _runs_on(op: Op, platforms) -> bool:
+    """Whether ``op``'s backend lowers for ``platforms``: the tpu's Pallas kernel on a
+    TPU (or interpreted on the CPU), the cpu backend's custom call on the CPU."""
+    if op.on_tpu:
+        return "tpu" in platforms or ("cpu" in platforms and config.tpu_interpret)
+    return "cpu" in platforms
+
+
+def _for_platform(op: Op, ctx) -> Op:
+    """The op lowered for ``ctx``'s platforms: ``op``, unless ``backend="auto"`` chose
+    (when the op was traced) a backend that does not lower there; then the same
+    program on the other backend, provided its result types are those JAX already
+    holds (the abstract evaluation's, from the choice): else a clear refusal."""
+    platforms = ctx.module_context.platforms
+    if op.auto is None or _runs_on(op, platforms):
+        return op
+    other = "cpu" if op.on_tpu else "tpu"
+    where = ", ".join(platforms)
+    twin = op.derived.get("twin")
+    if twin is None:
+        twin = op.derived["twin"] = Op(op.program, op.in_tree, op.name, auto.Choice(
+            other, f"chose {op.auto.name} when traced ({op.auto.why}); lowered for {where}"))
+    head = (f"lw.jax.op({op.name}): backend='auto' typed this op for the {op.auto.name} backend when it was "
+            f"traced ({op.auto.why}), and this computation is lowered for {where}")
+    types = _types(ctx.avals_in)
+    try:
+        theirs = [(o.shape, np.dtype(o.dtype)) for o in trace(twin, types).out]
+    except auto.REFUSALS as e:
+        raise LanewiseError(f"{head}, where the {other} backend cannot run it: {' '.join(str(e).split())}") from e
+    ours = [(o.shape, np.dtype(o.dtype)) for o in trace(op, types).out]
+    if theirs != ours:
+        raise LanewiseError(f"{head}, where the {other} backend's results would be {_named(theirs)}, not "
+                            f"{_named(ours)}; trace the op where it runs, or give the lw.vmap program "
+                            f"backend={other!r}")
+    return twin
+
+
+def _named(types) -> str:
+    return ", ".join(f"{dtype}{list(shape)}" for shape, dtype in types)
 
 
 def _axes(dims) -> tuple:

@@ -35,6 +35,7 @@ from typing import Callable
 import torch
 
 from ..api import Mapped
+from ..backends import auto
 from ..reducing import Reduced
 from ..bridge import derive
 from ..bridge.signature import Op
@@ -50,7 +51,8 @@ def op(program: Mapped) -> Callable:
 
     Args:
       program: the lanewise program.  It runs on lanewise's CPU backend (its
-        ``backend=`` must be None or ``"cpu"``).  A ``lw.reduce`` operator runs the
+        ``backend=`` must be None, ``"cpu"`` or ``"auto"``: PyTorch tensors are
+        never on a TPU, so ``"auto"`` always chooses the cpu backend here).  A ``lw.reduce`` operator runs the
         fused map-reduce (nothing mapped is stored); ``torch.func.vmap`` keeps the
         new level; its gradient is fused for a sum or mean over every lane, and
         otherwise PyTorch's rule for the reduction of the lanes' values (which are
@@ -84,9 +86,11 @@ def op(program: Mapped) -> Callable:
     if not isinstance(program, (Mapped, Reduced)):
         raise TypeError(f"lw.torch.op takes a program made by lw.vmap or lw.reduce, got {type(program).__name__}")
     backend = program.fun.backend if isinstance(program, Reduced) else program.backend
-    if backend not in (None, "cpu"):
+    if backend not in (None, "cpu", auto.AUTO):
         raise LanewiseError(f"lw.torch.op runs programs on lanewise's CPU backend; {program!r} asks for "
                             f"backend={backend!r}")
+    if backend == auto.AUTO:  # torch tensors are never on a TPU: auto's choice is the cpu backend, always
+        program = auto.on_backend(program, "cpu")
     if isinstance(program, Reduced) and derive.refused_by_ops(program):
         raise LanewiseError(f"lw.torch.op({program.__name__}): segmented and lw.Monoid reductions are not "
                             "operators yet; make the operator of the lw.vmap program and reduce in PyTorch")
