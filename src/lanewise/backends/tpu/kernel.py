@@ -248,7 +248,7 @@ def _store_folded(ref, value, op: str, lanes_ref, ids, valid, keep: str | None =
 @functools.lru_cache(maxsize=256)
 def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool, count_iterations: bool = False,
              tile: tuple = TILE, unroll: int = 1, plane: bool = False, fold: str | None = None,
-             keep: str | None = None, params: tuple | None = None):
+             keep: str | None = None, params: tuple | None = None, windows: tuple | None = None):
     """The jitted function of ``lane`` over arguments of ``dtypes`` carried as
     ``spreads`` (:func:`carried`; ``bools``: which are bools travelling as int32):
     ``f(where, *carried) -> (results, structure, iterations)``; its results have
@@ -260,11 +260,15 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     :data:`FOLDS` (``lw.reduce``): each tile writes its register of partials and the
     results are the lanes' reductions, 0-d (bools as bools); with ``keep`` (a plane's
     ``"rows"`` or ``"cols"``), one per row (column) of the plane, its other side reduced.
-    ``params``: the lane's tuple parameters (:func:`.lower.lower`), None when each is one leaf."""
+    ``params``: the lane's tuple parameters (:func:`.lower.lower`), None when each is one leaf.
+    ``windows``: per argument, the planes of a streamed row's VMEM window (:func:`.rows.windows`),
+    None for one that travels whole (the default for every argument)."""
     shape = tuple(tile)
     block = folded_block(shape, keep) if fold else shape
     tile_fn = lower(lane, count_iterations, unroll, params)
     structure = {}
+    windows = windows or (None,) * len(dtypes)
+    streamed = [k for k, w in enumerate(windows) if w]  # each has 3 scratch refs (rows.scratch)
 
     def valid_of(lanes_ref, ids):
         """The tile's real lanes (not the padding or the overhang past the plane's edges);
@@ -277,10 +281,14 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         return rows * shape[1] + cols < lanes_ref[0]
 
     def kernel(lanes_ref, *refs):
+        refs, scratch = refs[:len(refs) - 3 * len(streamed)], refs[len(refs) - 3 * len(streamed):]
         ins, outs = refs[:len(dtypes)], refs[len(dtypes):]
         ids = (pl.program_id(0), pl.program_id(1))
         valid = valid_of(lanes_ref, ids)
         args = [_read(r, how, b, shape) for r, how, b in zip(ins, spreads, bools, strict=True)]
+        for n, k in enumerate(streamed):
+            args[k] = _rows.Streamed(ins[k], bools[k], shape, *scratch[3 * n:3 * n + 3],
+                                     (ids[0] * shape[0], ids[1] * shape[1]))
         sinks = {k: outs[j] for j, k in structure["rows"].items()}  # scans write their stacked ys there
         results, _tree, iterations = tile_fn(valid, *args, sinks=sinks)
         values = list(results) + ([iterations] if count_iterations else [])
@@ -320,6 +328,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
 
     def run(lanes, grid, array, *values):
         lengths = lengths_of(values)
+        values = [_rows.padded(v, shape, grid) if w else v for v, w in zip(values, windows, strict=True)]
         shapes = traced(lengths)
         kinds = [s.dtype for s in shapes]
         if fold in _TRUTH:  # any and all ask whether a value is nonzero, whatever its dtype
@@ -334,8 +343,10 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
                        for k, n in zip(stored, planes, strict=True)],
             grid=grid,
             in_specs=[pl.BlockSpec(memory_space=_smem())] + [
-                _rows.spec(how, shape, n, _smem()) if how in _rows.ROWS else _spec(how, shape)
-                for how, n in zip(spreads, lengths, strict=True)],
+                _rows.spec(how, shape, n, _smem(), w) if how in _rows.ROWS else _spec(how, shape)
+                for how, n, w in zip(spreads, lengths, windows, strict=True)],
+            scratch_shapes=[s for v, w in zip(values, windows, strict=True) if w
+                            for s in _rows.scratch(w, shape, v.dtype)],
             out_specs=[spec if n is None else _rows.spec("rows", shape, n, None) for n in planes],
             interpret=interpret,
             **_rows.compiler_params(spreads + ("rows",) * any(planes), interpret),

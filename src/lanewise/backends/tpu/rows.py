@@ -43,6 +43,9 @@ ONE_HOT = 64
 #: of which a kernel gets 16 MiB unless it asks for more (``vmem_limit_bytes``).
 BUDGET = 64 * 2**20
 VMEM_LIMIT = 100 * 2**20
+#: The planes of a streamed row's VMEM window: one DMA from HBM per this many steps of a
+#: sequential read (:class:`Streamed`).
+WINDOW = 512
 #: The most numbers a table holds (scalar memory is small).
 TABLE = 4096
 
@@ -94,17 +97,38 @@ def _planes(arr, shape: tuple, sizes: tuple, where, as_tiles):
     return jax.vmap(lambda plane: as_tiles(plane, where))(jnp.moveaxis(arr, -1, 0))
 
 
-def fit_tile(tile: tuple, lengths, itemsize: int = 4) -> tuple:
-    """``tile`` with as many of its rows as keep the row blocks (``lengths`` planes each,
-    double-buffered) within :data:`BUDGET`; at least one (8, 128) register row.  Rows too
-    long for that are refused (a BackendError): the rows are not streamed through VMEM."""
+def windows(lengths, made=()) -> tuple:
+    """The planes of each row's VMEM window (:class:`Streamed`), None for a row that travels
+    whole: every row travels whole when all of them (and the ``made`` row results) fit
+    :data:`BUDGET` at the smallest tile, else each row longer than :data:`WINDOW` streams.
+
+    Example:
+        >>> windows([100, 200_000]), windows([100, 200_000, 900])
+        ((None, 512), (None, 512, 512))
+    """
+    if sum(lengths) + sum(made) <= _most():
+        return (None,) * len(lengths)
+    return tuple(WINDOW if n > WINDOW else None for n in lengths)
+
+
+def _most(itemsize: int = 4) -> int:
+    """The most planes a lane's rows may hold in VMEM (double-buffered, at one register row)."""
+    return BUDGET // (2 * 8 * 128 * itemsize)
+
+
+def fit_tile(tile: tuple, lengths, itemsize: int = 4, made=()) -> tuple:
+    """``tile`` with as many of its rows as keep the row blocks (``lengths`` planes per argument
+    row, :func:`windows` of them for a streamed one, and ``made`` per row result, each
+    double-buffered) within :data:`BUDGET`; at least one (8, 128) register row.  Row results
+    too long for that are refused (a BackendError): they are not streamed out of VMEM."""
     rows, cols = tile
-    planes = sum(lengths)
-    most = BUDGET // (2 * 8 * 128 * itemsize)
+    planes = sum(w or n for n, w in zip(lengths, windows(lengths, made), strict=True)) + sum(made)
+    most = _most(itemsize)
     if planes > most:
-        raise BackendError(f"the tpu backend holds a lane's rows in VMEM: at most {most} values per lane in all "
-                           f"its rows, and these have {planes}; scan over chunks of the rows (carrying the state "
-                           "from one call to the next), or use the cpu backend")
+        raise BackendError(f"the tpu backend holds a lane's row results (a scan's stacked ys) in VMEM: at most "
+                           f"{most} values per lane in all, with the windows of streamed rows, and these have "
+                           f"{planes}; scan over chunks of the rows (carrying the state from one call to the "
+                           "next), return fewer ys, or use the cpu backend")
     while rows > 8 and 2 * planes * rows * cols * itemsize > BUDGET:
         rows //= 2
     rows = max(8, rows - rows % 8)
@@ -113,12 +137,29 @@ def fit_tile(tile: tuple, lengths, itemsize: int = 4) -> tuple:
     return rows, cols
 
 
-def spec(how: str, tile: tuple, length: int, smem):
-    """The BlockSpec of a row argument: every plane of the tile's lanes, or the table whole
-    in ``smem`` (scalar memory)."""
+def spec(how: str, tile: tuple, length: int, smem, window: int | None = None):
+    """The BlockSpec of a row argument: every plane of the tile's lanes, the table whole
+    in ``smem`` (scalar memory), or with a ``window`` the rows left in HBM (:class:`Streamed`)."""
     if how == "table":
         return pl.BlockSpec(memory_space=smem)
+    if window:
+        return pl.BlockSpec(memory_space=pl.ANY)
     return pl.BlockSpec((length,) + tuple(tile), lambda i, j, *_: (0, i, j))
+
+
+def scratch(window: int, tile: tuple, dtype) -> list:
+    """The kernel's scratch of a streamed row: its VMEM window of ``window`` planes, the
+    chunk it holds (scalar memory) and the DMA's semaphore (:class:`Streamed`)."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    return [pltpu.VMEM((window,) + tuple(tile), dtype), pltpu.SMEM((1,), jnp.int32), pltpu.SemaphoreType.DMA(())]
+
+
+def padded(array, tile: tuple, grid: tuple):
+    """A streamed row's (T, rows, cols) array padded to whole tiles: a DMA copies whole
+    tiles, where a block of a plane's edge tile may hang over the array."""
+    pad = [(0, 0)] + [(0, g * t - n) for g, t, n in zip(grid, tile, array.shape[1:], strict=True)]
+    return jnp.pad(array, pad) if any(after for _, after in pad) else array
 
 
 class Row:
@@ -132,6 +173,39 @@ class Row:
     def plane(self, t):
         """Every lane's value at index ``t`` (an int or an int32 scalar, in range)."""
         value = jnp.full(self.shape, self.data[t], self.data.dtype) if self.shared else self.data[t]
+        return value != 0 if self.boolean else value
+
+
+class Streamed(Row):
+    """A row left in HBM (``data``: the whole (T, *array) ref), read through a VMEM
+    ``window`` of its planes for the tile's lanes: ``plane(t)`` copies (one DMA) the chunk
+    of ``t`` into the window unless it holds it already (``held``, in scalar memory), so
+    any order of reads is right and a sequential one costs a DMA per window.  The last
+    chunk starts early enough to end at the row's end.  ``at``: the tile's offsets in the
+    array (its program ids times the tile)."""
+
+    def __init__(self, data, boolean: bool, shape: tuple, window, held, semaphore, at: tuple):
+        super().__init__(data, False, boolean, shape)
+        self.window, self.held, self.semaphore, self.at = window, held, semaphore, at
+        held[0] = jnp.int32(-1)  # each grid step starts with no chunk held
+
+    def plane(self, t):
+        from jax.experimental.pallas import tpu as pltpu
+
+        size = self.window.shape[0]
+        chunk = lax.div(jnp.asarray(t, jnp.int32), jnp.int32(size))  # t >= 0: no floor's sign fix (Mosaic)
+        start = jnp.minimum(chunk * size, self.length - size)
+
+        @pl.when(self.held[0] != chunk)
+        def _fetch():
+            source = self.data.at[pl.ds(start, size), pl.ds(self.at[0], self.shape[0]),
+                                  pl.ds(self.at[1], self.shape[1])]
+            copy = pltpu.make_async_copy(source, self.window, self.semaphore)
+            copy.start()
+            copy.wait()
+            self.held[0] = chunk
+
+        value = self.window[t - start]
         return value != 0 if self.boolean else value
 
 
