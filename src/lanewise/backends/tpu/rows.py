@@ -4,8 +4,13 @@ A lane parameter whose argument gives each lane a 1-D row (``lw.vmap(lane)(price
 with prices of shape (series, T)) travels as a ``rows`` argument: an array of shape
 (T, *plane), one plane of the lanes' (rows, cols) tile layout per index of the row, so
 that the kernel's block of it is (T, tile_rows, tile_cols) and ``p[t]`` is one tile
-read from VMEM.  An unmapped 1-D array (a coefficient table, a key) travels as a
-``table`` in scalar memory: ``k[i]`` is one number broadcast over the tile.
+read from VMEM.  Rows too long for VMEM (more than :func:`fit_tile`'s limit per lane in
+all) stream instead (:func:`windows`): each longer than :data:`WINDOW` stays in HBM and
+the kernel reads it through a VMEM window of that many planes of the tile's lanes
+(:class:`Streamed`), one DMA per chunk the reads move into.  A scan's stacked ys are not
+streamed out: they must fit VMEM with the windows.  An unmapped 1-D array (a coefficient
+table, a key) travels as a ``table`` in scalar memory: ``k[i]`` is one number broadcast
+over the tile.
 
 In the lane (:class:`Row` values of :mod:`.lower`): ``p[i]`` with an integer literal
 or an index that is the same for every lane of the tile (a range loop's counter, and
