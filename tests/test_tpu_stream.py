@@ -39,18 +39,29 @@ def prices(series=SERIES, steps=STEPS, seed=3):
 def windows(lane, *args):
     """The windows of ``lane``'s arguments as a vmap over axis 0 would stream them."""
     call = tpu.bind_call(lw.vmap(lane), tuple(args), {})
-    return tpu.build(call).windows(call)
+    return tpu.build(call).windows(call)[0]
 
 
-def streamed(monkeypatch, lane, *args, vmap=lw.vmap, expect=None):
+def drains(lane, *args):
+    """The windows of ``lane``'s row results (a scan's stacked ys) as a vmap over axis 0 would stream them."""
+    call = tpu.bind_call(lw.vmap(lane), tuple(args), {})
+    executable = tpu.build(call)
+    where, fn, values = executable.prepared(call)
+    return executable.windows(call, tuple(s.shape[0] for s in fn.types(where, *values)[0] if s.ndim == 3))[1]
+
+
+def streamed(monkeypatch, lane, *args, vmap=lw.vmap, expect=None, drained=None):
     """``lane``'s results with its rows streamed: bitwise those with the rows whole, and
-    matching the reference; ``expect``: the windows the arguments must stream with."""
+    matching the reference; ``expect``: the windows the arguments must stream with,
+    ``drained``: those of the row results."""
     whole = vmap(lane, backend="tpu")(*args)
     with monkeypatch.context() as m:
         m.setattr(rows, "BUDGET", MOST * 2 * 8 * 128 * 4)
         m.setattr(rows, "WINDOW", WINDOW)
         if expect is not None:
             assert windows(lane, *args) == expect
+        if drained is not None:
+            assert drains(lane, *args) == drained
         got = vmap(lane, backend="tpu")(*args)
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(whole), strict=True):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
@@ -156,19 +167,36 @@ def test_a_default_budget_streams_rows_longer_than_vmem_holds():
 
 def ema(level, x):
     level = 0.5 * level + 0.5 * x
-    return level, level
+    return level, (level, x > level)
 
 
 def emas(p):
-    return lw.scan(ema, p[0], p)[1]
+    return lw.scan(ema, p[0], p)
 
 
-def test_stacked_ys_longer_than_vmem_holds_are_refused_with_the_limit(monkeypatch):
+def backwards_ys(p):
+    return lw.scan(ema, p[-1], p, reverse=True)[1]
+
+
+def test_stacked_ys_stream_out_forwards_and_backwards(monkeypatch):
+    p = prices()
+    got = streamed(monkeypatch, emas, p, expect=(WINDOW,), drained=(WINDOW, WINDOW))
+    assert got[1][0].shape == (SERIES, STEPS) and got[1][1].dtype == np.bool_
+    streamed(monkeypatch, backwards_ys, p)
+    cube = prices(series=2 * 130).reshape(2, 130, STEPS)  # edge tiles: the streamed results are padded too
+    streamed(monkeypatch, backwards_ys, cube, vmap=lambda f, backend: lw.vmap(lw.vmap(f), backend=backend))
+
+
+def test_too_many_long_rows_are_refused_with_the_limit(monkeypatch):
     monkeypatch.setattr(rows, "BUDGET", MOST * 2 * 8 * 128 * 4)
     monkeypatch.setattr(rows, "WINDOW", WINDOW)
-    with pytest.raises(lw.BackendError, match=f"row results .* at most {MOST} values per lane in all, with the "
-                                              f"windows of streamed rows, and these have {WINDOW + STEPS}"):
-        lw.vmap(emas, backend="tpu")(prices())
+
+    def many(a, b, c, d, e):
+        return a[0] + b[0] + c[0] + d[0] + e[0]
+
+    with pytest.raises(lw.BackendError, match=f"longer than {WINDOW} values through a window of {WINDOW}: at most "
+                                              f"{MOST} values per lane in all, and these rows need {5 * WINDOW}"):
+        lw.vmap(many, backend="tpu")(*[prices()] * 5)
 
 
 def test_a_streamed_kernel_passes_the_mosaic_lowering_rules(monkeypatch):
@@ -177,6 +205,6 @@ def test_a_streamed_kernel_passes_the_mosaic_lowering_rules(monkeypatch):
     monkeypatch.setattr(rows, "BUDGET", MOST * 2 * 8 * 128 * 4)
     monkeypatch.setattr(rows, "WINDOW", WINDOW)
     monkeypatch.setattr(tpu, "_interpret", lambda: False)
-    for lane, args in [(w3, (prices(),)), (early, (prices(), prices()[:, 0].copy()))]:
+    for lane, args in [(w3, (prices(),)), (early, (prices(), prices()[:, 0].copy())), (backwards_ys, (prices(),))]:
         call = tpu.bind_call(lw.vmap(lane), args, {})
         assert tpu.build(call).lowered(call).count("tpu_custom_call") == 1

@@ -109,7 +109,7 @@ class Executable:
         spreads = self.spreads(call, where)
         fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
                                   where.tile, self.unroll, where.plane, fold, keep, _tuple_params(call),
-                                  self.windows(call, made or ()))
+                                  *self.windows(call, made or ()))
         values = self.carried(call, call.values, where, spreads)
         if made is None and self.loops:
             key = (where, tuple(v.shape for v in values))
@@ -227,11 +227,13 @@ class Executable:
                                                              strict=True) if how == "rows"]
 
     def windows(self, call: Call, made: tuple = ()) -> tuple:
-        """Per argument, the planes of its VMEM window where it streams (:func:`.rows.windows`), else None."""
+        """The planes of the VMEM window (:func:`.rows.windows`) of each argument (None where it
+        does not stream) and of each row result (``made``, their lengths)."""
         from . import rows
 
-        streams = iter(rows.windows(self.lengths(call), made))
-        return tuple(next(streams) if how == "rows" else None for how in self.rows)
+        given, results = rows.windows(self.lengths(call), made)
+        streams = iter(given)
+        return tuple(next(streams) if how == "rows" else None for how in self.rows), results
 
     def _run(self, call: Call, count_iterations: bool):
         where, fn, values = self.prepared(call, count_iterations)

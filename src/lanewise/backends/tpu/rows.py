@@ -103,17 +103,22 @@ def _planes(arr, shape: tuple, sizes: tuple, where, as_tiles):
 
 
 def windows(lengths, made=()) -> tuple:
-    """The planes of each row's VMEM window (:class:`Streamed`), None for a row that travels
-    whole: every row travels whole when all of them (and the ``made`` row results) fit
-    :data:`BUDGET` at the smallest tile, else each row longer than :data:`WINDOW` streams.
+    """The planes of the VMEM window of each argument row (``lengths``) and each row result
+    (``made``), None for one that stays whole in VMEM: all stay whole when they fit
+    :data:`BUDGET` at the smallest tile, else each longer than :data:`WINDOW` streams
+    (:class:`Streamed`, :class:`Drain`).
 
     Example:
-        >>> windows([100, 200_000]), windows([100, 200_000, 900])
-        ((None, 512), (None, 512, 512))
+        >>> windows([100, 200_000]), windows([100, 9000], made=[100])
+        (((None, 512), ()), ((None, 512), (None,)))
     """
     if sum(lengths) + sum(made) <= _most():
-        return (None,) * len(lengths)
-    return tuple(WINDOW if n > WINDOW else None for n in lengths)
+        return (None,) * len(lengths), (None,) * len(made)
+    return tuple(_window(n) for n in lengths), tuple(_window(n) for n in made)
+
+
+def _window(length: int) -> int | None:
+    return WINDOW if length > WINDOW else None
 
 
 def _most(itemsize: int = 4) -> int:
@@ -123,17 +128,17 @@ def _most(itemsize: int = 4) -> int:
 
 def fit_tile(tile: tuple, lengths, itemsize: int = 4, made=()) -> tuple:
     """``tile`` with as many of its rows as keep the row blocks (``lengths`` planes per argument
-    row, :func:`windows` of them for a streamed one, and ``made`` per row result, each
-    double-buffered) within :data:`BUDGET`; at least one (8, 128) register row.  Row results
-    too long for that are refused (a BackendError): they are not streamed out of VMEM."""
+    row and ``made`` per row result, or the :func:`windows` of those that stream, each
+    double-buffered) within :data:`BUDGET`; at least one (8, 128) register row.  Refused (a
+    BackendError) where even the windows do not fit: too many long rows."""
     rows, cols = tile
-    planes = sum(w or n for n, w in zip(lengths, windows(lengths, made), strict=True)) + sum(made)
+    given, results = windows(lengths, made)
+    planes = sum(w or n for n, w in zip(list(lengths) + list(made), given + results, strict=True))
     most = _most(itemsize)
     if planes > most:
-        raise BackendError(f"the tpu backend holds a lane's row results (a scan's stacked ys) in VMEM: at most "
-                           f"{most} values per lane in all, with the windows of streamed rows, and these have "
-                           f"{planes}; scan over chunks of the rows (carrying the state from one call to the "
-                           "next), return fewer ys, or use the cpu backend")
+        raise BackendError(f"the tpu backend holds a lane's rows in VMEM, each row longer than {WINDOW} values "
+                           f"through a window of {WINDOW}: at most {most} values per lane in all, and these rows "
+                           f"need {planes}; pass fewer rows (stack short ones into one), or use the cpu backend")
     while rows > 8 and 2 * planes * rows * cols * itemsize > BUDGET:
         rows //= 2
     rows = max(8, rows - rows % 8)
@@ -212,6 +217,51 @@ class Streamed(Row):
 
         value = self.window[t - start]
         return value != 0 if self.boolean else value
+
+
+class Drain:
+    """A row result (a scan's stacked ys) left in HBM (``data``: its (chunks * W, *array)
+    ref, whole windows long), written through a VMEM ``window`` of W planes: storing
+    plane ``t`` first copies the window out (one DMA) to the chunk it holds (``held``),
+    if another, and :meth:`flush` copies out the last one.  Right for a scan, which
+    writes each plane once, chunk after chunk (forwards or backwards); the planes past
+    the row's end are dropped by the caller.  ``at``: the tile's offsets in the array."""
+
+    def __init__(self, data, window, held, semaphore, at: tuple):
+        self.data, self.window, self.held, self.semaphore, self.at = data, window, held, semaphore, at
+        self.dtype, self.shape = data.dtype, (data.shape[0],) + tuple(window.shape[1:])
+        held[0] = jnp.int32(-1)  # each grid step starts with no chunk held
+
+    def __setitem__(self, t, value):
+        size = self.window.shape[0]
+        chunk = lax.div(jnp.asarray(t, jnp.int32), jnp.int32(size))
+
+        @pl.when(self.held[0] != chunk)
+        def _switch():
+            self.flush()
+            self.held[0] = chunk
+
+        self.window[t - chunk * size] = value
+
+    def flush(self):
+        """Copy the window out to the chunk it holds (none: nothing to copy)."""
+        from jax.experimental.pallas import tpu as pltpu
+
+        held, size = self.held[0], self.window.shape[0]
+
+        @pl.when(held >= 0)
+        def _copy():
+            target = self.data.at[pl.ds(held * size, size), pl.ds(self.at[0], self.shape[1]),
+                                  pl.ds(self.at[1], self.shape[2])]
+            copy = pltpu.make_async_copy(self.window, target, self.semaphore)
+            copy.start()
+            copy.wait()
+
+
+def drained(length: int, window: int, tile: tuple, grid: tuple) -> tuple:
+    """The shape of a streamed row result in HBM: whole windows of planes of whole tiles
+    (the caller keeps its first ``length`` planes of the array's lanes)."""
+    return (-(-length // window) * window, grid[0] * tile[0], grid[1] * tile[1])
 
 
 def row_argument(arg, how: str, boolean: bool, shape: tuple):
