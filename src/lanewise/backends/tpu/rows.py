@@ -7,8 +7,9 @@ that the kernel's block of it is (T, tile_rows, tile_cols) and ``p[t]`` is one t
 read from VMEM.  Rows too long for VMEM (more than :func:`fit_tile`'s limit per lane in
 all) stream instead (:func:`windows`): each longer than :data:`WINDOW` stays in HBM and
 the kernel reads it through a VMEM window of that many planes of the tile's lanes
-(:class:`Streamed`), one DMA per chunk the reads move into.  A scan's stacked ys are not
-streamed out: they must fit VMEM with the windows.  An unmapped 1-D array (a coefficient
+(:class:`Streamed`), one DMA per chunk the reads move into; a scan's stacked ys that long
+are written through such a window and copied out a chunk at a time (:class:`Drain`).
+An unmapped 1-D array (a coefficient
 table, a key) travels as a ``table`` in scalar memory: ``k[i]`` is one number broadcast
 over the tile.
 
