@@ -292,8 +292,8 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         valid = valid_of(lanes_ref, ids)
         args = [_read(r, how, b, shape) for r, how, b in zip(ins, spreads, bools, strict=True)]
         for k in streamed:
-            args[k] = _rows.Streamed(ins[k], bools[k], shape, next(scratch), next(scratch), next(scratch), at)
-        drains = {j: _rows.Drain(outs[j], next(scratch), next(scratch), next(scratch), at) for j in drained}
+            args[k] = _rows.Streamed(bools[k], shape, _rows.Window(ins[k], *_take(scratch, 3), at))
+        drains = {j: _rows.Drain(_rows.Window(outs[j], *_take(scratch, 3), at)) for j in drained}
         # scans write their stacked ys into the row results (through a window where they stream)
         sinks = {k: drains.get(j, outs[j]) for j, k in structure["rows"].items()}
         results, _tree, iterations = tile_fn(valid, *args, sinks=sinks)
@@ -409,6 +409,11 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
 
     call.text, call.types, call.inline, call.lowered = text, types, inline, lowered
     return call
+
+
+def _take(items, count: int) -> list:
+    """The next ``count`` items of an iterator."""
+    return [next(items) for _ in range(count)]
 
 
 def _out_shape(array: tuple, length: int | None, window: int | None, tile: tuple, grid: tuple) -> tuple:

@@ -187,76 +187,89 @@ class Row:
         return value != 0 if self.boolean else value
 
 
-class Streamed(Row):
-    """A row left in HBM (``data``: the whole (T, *array) ref), read through a VMEM
-    ``window`` of its planes for the tile's lanes: ``plane(t)`` copies (one DMA) the chunk
-    of ``t`` into the window unless it holds it already (``held``, in scalar memory), so
-    any order of reads is right and a sequential one costs a DMA per window.  The last
-    chunk starts early enough to end at the row's end.  ``at``: the tile's offsets in the
-    array (its program ids times the tile)."""
+class Window:
+    """A VMEM ``window`` of a row's planes for the tile's lanes, over the row in HBM (``hbm``:
+    the whole (T, *array) ref): the scratch of :func:`scratch` -- the window, the chunk it
+    holds (``held``, in scalar memory; -1 for none, as each grid step starts) and the DMA's
+    semaphore.  ``at``: the tile's offsets in the array (its program ids times the tile)."""
 
-    def __init__(self, data, boolean: bool, shape: tuple, window, held, semaphore, at: tuple):
-        super().__init__(data, False, boolean, shape)
-        self.window, self.held, self.semaphore, self.at = window, held, semaphore, at
-        held[0] = jnp.int32(-1)  # each grid step starts with no chunk held
+    def __init__(self, hbm, window, held, semaphore, at: tuple):
+        self.hbm, self.window, self.held, self.semaphore, self.at = hbm, window, held, semaphore, at
+        self.size = int(window.shape[0])
+        held[0] = jnp.int32(-1)
 
-    def plane(self, t):
+    def chunk(self, t):
+        """The chunk of plane ``t`` (t >= 0: a division without floor's sign fix, which Mosaic lacks)."""
+        return lax.div(jnp.asarray(t, jnp.int32), jnp.int32(self.size))
+
+    def planes(self, start):
+        """The tile's lanes of the window's planes from ``start`` on, in HBM."""
+        rows, cols = self.window.shape[1:]
+        return self.hbm.at[pl.ds(start, self.size), pl.ds(self.at[0], rows), pl.ds(self.at[1], cols)]
+
+    def copy(self, source, target):
+        """One DMA, waited for."""
         from jax.experimental.pallas import tpu as pltpu
 
-        size = self.window.shape[0]
-        chunk = lax.div(jnp.asarray(t, jnp.int32), jnp.int32(size))  # t >= 0: no floor's sign fix (Mosaic)
-        start = jnp.minimum(chunk * size, self.length - size)
+        copy = pltpu.make_async_copy(source, target, self.semaphore)
+        copy.start()
+        copy.wait()
 
-        @pl.when(self.held[0] != chunk)
+
+class Streamed(Row):
+    """A row left in HBM, read through a :class:`Window`: ``plane(t)`` copies (one DMA) the
+    chunk of ``t`` into the window unless it holds it already, so any order of reads is
+    right and a sequential one costs a DMA per window.  The last chunk starts early enough
+    to end at the row's end."""
+
+    def __init__(self, boolean: bool, shape: tuple, window: Window):
+        super().__init__(window.hbm, False, boolean, shape)
+        self.through = window
+
+    def plane(self, t):
+        w = self.through
+        chunk = w.chunk(t)
+        start = jnp.minimum(chunk * w.size, self.length - w.size)
+
+        @pl.when(w.held[0] != chunk)
         def _fetch():
-            source = self.data.at[pl.ds(start, size), pl.ds(self.at[0], self.shape[0]),
-                                  pl.ds(self.at[1], self.shape[1])]
-            copy = pltpu.make_async_copy(source, self.window, self.semaphore)
-            copy.start()
-            copy.wait()
-            self.held[0] = chunk
+            w.copy(w.planes(start), w.window)
+            w.held[0] = chunk
 
-        value = self.window[t - start]
+        value = w.window[t - start]
         return value != 0 if self.boolean else value
 
 
 class Drain:
-    """A row result (a scan's stacked ys) left in HBM (``data``: its (chunks * W, *array)
-    ref, whole windows long), written through a VMEM ``window`` of W planes: storing
-    plane ``t`` first copies the window out (one DMA) to the chunk it holds (``held``),
-    if another, and :meth:`flush` copies out the last one.  Right for a scan, which
-    writes each plane once, chunk after chunk (forwards or backwards); the planes past
-    the row's end are dropped by the caller.  ``at``: the tile's offsets in the array."""
+    """A row result (a scan's stacked ys) left in HBM (its array whole windows long),
+    written through a :class:`Window`: storing plane ``t`` first copies the window out
+    (one DMA) to the chunk it holds, if another, and :meth:`flush` copies out the last
+    one.  Right for a scan, which writes each plane once, chunk after chunk (forwards or
+    backwards); the planes past the row's end are dropped by the caller."""
 
-    def __init__(self, data, window, held, semaphore, at: tuple):
-        self.data, self.window, self.held, self.semaphore, self.at = data, window, held, semaphore, at
-        self.dtype, self.shape = data.dtype, (data.shape[0],) + tuple(window.shape[1:])
-        held[0] = jnp.int32(-1)  # each grid step starts with no chunk held
+    def __init__(self, window: Window):
+        self.through = window
+        self.dtype, self.shape = window.hbm.dtype, (window.hbm.shape[0],) + tuple(window.window.shape[1:])
 
     def __setitem__(self, t, value):
-        size = self.window.shape[0]
-        chunk = lax.div(jnp.asarray(t, jnp.int32), jnp.int32(size))
+        w = self.through
+        chunk = w.chunk(t)
 
-        @pl.when(self.held[0] != chunk)
+        @pl.when(w.held[0] != chunk)
         def _switch():
             self.flush()
-            self.held[0] = chunk
+            w.held[0] = chunk
 
-        self.window[t - chunk * size] = value
+        w.window[t - chunk * w.size] = value
 
     def flush(self):
         """Copy the window out to the chunk it holds (none: nothing to copy)."""
-        from jax.experimental.pallas import tpu as pltpu
-
-        held, size = self.held[0], self.window.shape[0]
+        w = self.through
+        held = w.held[0]
 
         @pl.when(held >= 0)
         def _copy():
-            target = self.data.at[pl.ds(held * size, size), pl.ds(self.at[0], self.shape[1]),
-                                  pl.ds(self.at[1], self.shape[2])]
-            copy = pltpu.make_async_copy(self.window, target, self.semaphore)
-            copy.start()
-            copy.wait()
+            w.copy(w.window, w.planes(held * w.size))
 
 
 def drained(length: int, window: int, tile: tuple, grid: tuple) -> tuple:
