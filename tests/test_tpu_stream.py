@@ -208,3 +208,13 @@ def test_a_streamed_kernel_passes_the_mosaic_lowering_rules(monkeypatch):
     for lane, args in [(w3, (prices(),)), (early, (prices(), prices()[:, 0].copy())), (backwards_ys, (prices(),))]:
         call = tpu.bind_call(lw.vmap(lane), args, {})
         assert tpu.build(call).lowered(call).count("tpu_custom_call") == 1
+
+
+def test_a_reduction_and_explain_of_a_map_over_streamed_rows(monkeypatch):
+    monkeypatch.setattr(rows, "BUDGET", MOST * 2 * 8 * 128 * 4)
+    monkeypatch.setattr(rows, "WINDOW", WINDOW)
+    p = prices()
+    f = lw.vmap(w3, backend="tpu")
+    total = lw.reduce(f, "sum")(p)
+    np.testing.assert_allclose(float(total), float(np.sum(reference(w3, p))), rtol=1e-4, atol=1e-4)
+    assert "dma_start" in str(lw.explain(f, p))
