@@ -218,3 +218,15 @@ def test_a_reduction_and_explain_of_a_map_over_streamed_rows(monkeypatch):
     total = lw.reduce(f, "sum")(p)
     np.testing.assert_allclose(float(total), float(np.sum(reference(w3, p))), rtol=1e-4, atol=1e-4)
     assert "dma_start" in str(lw.explain(f, p))
+
+
+def swings(rate, p):
+    s = 0.0
+    for i in range(len(p)):
+        s += np.sin(p[i] * rate)
+    return s
+
+
+def test_a_derivative_along_a_scalar_reads_a_streamed_row(monkeypatch):
+    rate = np.random.default_rng(7).uniform(0.5, 2.0, SERIES).astype(np.float32)
+    streamed(monkeypatch, lw.grad(swings), rate, prices(), expect=(None, WINDOW))
