@@ -9,9 +9,8 @@ all) stream instead (:func:`windows`): each longer than :data:`WINDOW` stays in 
 the kernel reads it through a VMEM window of that many planes of the tile's lanes
 (:class:`Streamed`), one DMA per chunk the reads move into; a scan's stacked ys that long
 are written through such a window and copied out a chunk at a time (:class:`Drain`).
-An unmapped 1-D array (a coefficient
-table, a key) travels as a ``table`` in scalar memory: ``k[i]`` is one number broadcast
-over the tile.
+An unmapped 1-D array (a coefficient table, a key) travels as a ``table`` in scalar
+memory: ``k[i]`` is one number broadcast over the tile.
 
 In the lane (:class:`Row` values of :mod:`.lower`): ``p[i]`` with an integer literal
 or an index that is the same for every lane of the tile (a range loop's counter, and
@@ -159,8 +158,8 @@ def spec(how: str, tile: tuple, length: int, smem, window: int | None = None):
 
 
 def scratch(window: int, tile: tuple, dtype) -> list:
-    """The kernel's scratch of a streamed row: its VMEM window of ``window`` planes, the
-    chunk it holds (scalar memory) and the DMA's semaphore (:class:`Streamed`)."""
+    """The kernel's scratch of a streamed row or row result: its VMEM window of ``window``
+    planes, the chunk it holds (scalar memory) and the DMA's semaphore (:class:`Window`)."""
     from jax.experimental.pallas import tpu as pltpu
 
     return [pltpu.VMEM((window,) + tuple(tile), dtype), pltpu.SMEM((1,), jnp.int32), pltpu.SemaphoreType.DMA(())]
