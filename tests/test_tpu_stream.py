@@ -145,6 +145,20 @@ def test_int_rows_stream_exactly(monkeypatch):
     streamed(monkeypatch, ints, k, expect=(WINDOW,))
 
 
+def flags(b):
+    count = 0
+    n = len(b)
+    for t in range(n):
+        if b[(3 * t) % n]:
+            count += t
+    return count
+
+
+def test_bool_rows_stream_as_int32_and_read_as_bools(monkeypatch):
+    b = np.random.default_rng(4).uniform(size=(SERIES, STEPS)) < 0.3
+    streamed(monkeypatch, flags, b, expect=(WINDOW,))
+
+
 def test_a_plane_of_lanes_streams_its_edge_tiles(monkeypatch):
     """A (2, 130) plane: the edge tiles hang over the plane's columns, which the streamed rows pad."""
     cube = prices(series=2 * 130).reshape(2, 130, STEPS)
