@@ -259,9 +259,13 @@ def test_reduce_and_explain_of_a_scan_over_rows():
     assert "p as rows" in str(lw.explain(f, p))
 
 
-def test_rows_longer_than_vmem_holds_are_refused_with_the_limit():
-    with pytest.raises(lw.BackendError, match="at most 8192 values per lane in all its rows, and these have 9000"):
-        on_tpu(w3, np.zeros((2, 9000), np.float32))
+def test_rows_too_many_for_their_windows_are_refused_with_the_limit():
+    """Rows longer than VMEM holds stream (test_tpu_stream.py), each through a window of 512."""
+    from lanewise.backends.tpu import rows
+
+    assert rows.fit_tile((32, 128), [9000] * 16) == (8, 128)
+    with pytest.raises(lw.BackendError, match="at most 8192 values per lane in all, and these rows need 8704"):
+        rows.fit_tile((32, 128), [9000] * 17)
 
 
 def scanned_peak(p):

@@ -108,7 +108,8 @@ class Executable:
             raise BackendError(f"the tpu backend runs fewer than 2**31 lanes per call; this call has {where.lanes}")
         spreads = self.spreads(call, where)
         fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
-                                  where.tile, self.unroll, where.plane, fold, keep, _tuple_params(call))
+                                  where.tile, self.unroll, where.plane, fold, keep, _tuple_params(call),
+                                  *self.windows(call, made or ()))
         values = self.carried(call, call.values, where, spreads)
         if made is None and self.loops:
             key = (where, tuple(v.shape for v in values))
@@ -220,9 +221,25 @@ class Executable:
         (of the arguments' rows and the ``made`` row results) need it."""
         from . import rows
 
-        lengths = [rows.length(leaf, v) for leaf, v, how in zip(call.signature.leaves, call.values, self.rows,
-                                                                strict=True) if how == "rows"] + list(made)
-        return self.kernel.layout(tuple(call.sizes), rows.fit_tile(self.tile, lengths) if lengths else self.tile)
+        lengths = self.lengths(call)
+        fits = rows.fit_tile(self.tile, lengths, made=made) if lengths or made else self.tile
+        return self.kernel.layout(tuple(call.sizes), fits)
+
+    def lengths(self, call: Call) -> list:
+        """The lengths of ``call``'s row arguments, in argument order."""
+        from . import rows
+
+        return [rows.length(leaf, v) for leaf, v, how in zip(call.signature.leaves, call.values, self.rows,
+                                                             strict=True) if how == "rows"]
+
+    def windows(self, call: Call, made: tuple = ()) -> tuple:
+        """The planes of the VMEM window (:func:`.rows.windows`) of each argument (None where it
+        does not stream) and of each row result (``made``, their lengths)."""
+        from . import rows
+
+        given, results = rows.windows(self.lengths(call), made)
+        streams = iter(given)
+        return tuple(next(streams) if how == "rows" else None for how in self.rows), results
 
     def _run(self, call: Call, count_iterations: bool):
         where, fn, values = self.prepared(call, count_iterations)

@@ -248,7 +248,8 @@ def _store_folded(ref, value, op: str, lanes_ref, ids, valid, keep: str | None =
 @functools.lru_cache(maxsize=256)
 def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool, count_iterations: bool = False,
              tile: tuple = TILE, unroll: int = 1, plane: bool = False, fold: str | None = None,
-             keep: str | None = None, params: tuple | None = None):
+             keep: str | None = None, params: tuple | None = None, windows: tuple | None = None,
+             drains: tuple = ()):
     """The jitted function of ``lane`` over arguments of ``dtypes`` carried as
     ``spreads`` (:func:`carried`; ``bools``: which are bools travelling as int32):
     ``f(where, *carried) -> (results, structure, iterations)``; its results have
@@ -260,11 +261,16 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     :data:`FOLDS` (``lw.reduce``): each tile writes its register of partials and the
     results are the lanes' reductions, 0-d (bools as bools); with ``keep`` (a plane's
     ``"rows"`` or ``"cols"``), one per row (column) of the plane, its other side reduced.
-    ``params``: the lane's tuple parameters (:func:`.lower.lower`), None when each is one leaf."""
+    ``params``: the lane's tuple parameters (:func:`.lower.lower`), None when each is one leaf.
+    ``windows``: per argument, the planes of a streamed row's VMEM window (:func:`.rows.windows`),
+    None for one that travels whole (the default for every argument); ``drains``: the same for
+    each row result (a scan's stacked ys, in result order), streamed out (:class:`.rows.Drain`)."""
     shape = tuple(tile)
     block = folded_block(shape, keep) if fold else shape
     tile_fn = lower(lane, count_iterations, unroll, params)
     structure = {}
+    windows = windows or (None,) * len(dtypes)
+    streamed = [k for k, w in enumerate(windows) if w]  # each has 3 scratch refs (rows.scratch)
 
     def valid_of(lanes_ref, ids):
         """The tile's real lanes (not the padding or the overhang past the plane's edges);
@@ -277,12 +283,22 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         return rows * shape[1] + cols < lanes_ref[0]
 
     def kernel(lanes_ref, *refs):
-        ins, outs = refs[:len(dtypes)], refs[len(dtypes):]
+        drained = [j for j, w in enumerate(structure["drains"]) if w]
+        count = 3 * (len(streamed) + len(drained))  # scratch refs: rows.scratch's three per stream
+        refs, scratch = refs[:len(refs) - count], iter(refs[len(refs) - count:])
+        ins, outs = refs[:len(dtypes)], list(refs[len(dtypes):])
         ids = (pl.program_id(0), pl.program_id(1))
+        at = (ids[0] * shape[0], ids[1] * shape[1])
         valid = valid_of(lanes_ref, ids)
         args = [_read(r, how, b, shape) for r, how, b in zip(ins, spreads, bools, strict=True)]
-        sinks = {k: outs[j] for j, k in structure["rows"].items()}  # scans write their stacked ys there
+        for k in streamed:
+            args[k] = _rows.Streamed(bools[k], shape, _rows.Window(ins[k], *_take(scratch, 3), at))
+        drains = {j: _rows.Drain(_rows.Window(outs[j], *_take(scratch, 3), at)) for j in drained}
+        # scans write their stacked ys into the row results (through a window where they stream)
+        sinks = {k: drains.get(j, outs[j]) for j, k in structure["rows"].items()}
         results, _tree, iterations = tile_fn(valid, *args, sinks=sinks)
+        for drain in drains.values():
+            drain.flush()
         values = list(results) + ([iterations] if count_iterations else [])
         for ref, value in zip(outs, values, strict=True):
             if isinstance(value, _rows.Stacked):
@@ -320,6 +336,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
 
     def run(lanes, grid, array, *values):
         lengths = lengths_of(values)
+        values = [_rows.padded(v, shape, grid) if w else v for v, w in zip(values, windows, strict=True)]
         shapes = traced(lengths)
         kinds = [s.dtype for s in shapes]
         if fold in _TRUTH:  # any and all ask whether a value is nonzero, whatever its dtype
@@ -328,18 +345,27 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         spec = pl.BlockSpec(block, lambda i, j, *_: (i, j))
         out_array = (grid[0] * block[0], grid[1] * block[1]) if fold else array
         planes = [s.shape[0] if s.ndim == 3 else None for s in shapes] + [None] * count_iterations
+        outlets = iter(drains)
+        structure["drains"] = [next(outlets, None) if n else None for n in planes]
         out = pl.pallas_call(
             kernel,
-            out_shape=[jax.ShapeDtypeStruct(out_array if n is None else (n,) + tuple(array), k)
-                       for k, n in zip(stored, planes, strict=True)],
+            out_shape=[jax.ShapeDtypeStruct(_out_shape(out_array, n, w, shape, grid), k)
+                       for k, n, w in zip(stored, planes, structure["drains"], strict=True)],
             grid=grid,
             in_specs=[pl.BlockSpec(memory_space=_smem())] + [
-                _rows.spec(how, shape, n, _smem()) if how in _rows.ROWS else _spec(how, shape)
-                for how, n in zip(spreads, lengths, strict=True)],
-            out_specs=[spec if n is None else _rows.spec("rows", shape, n, None) for n in planes],
+                _rows.spec(how, shape, n, _smem(), w) if how in _rows.ROWS else _spec(how, shape)
+                for how, n, w in zip(spreads, lengths, windows, strict=True)],
+            scratch_shapes=[s for v, w in zip(values, windows, strict=True) if w
+                            for s in _rows.scratch(w, shape, v.dtype)] +
+                           [s for k, w in zip(stored, structure["drains"], strict=True) if w
+                            for s in _rows.scratch(w, shape, k)],
+            out_specs=[spec if n is None else _rows.spec("rows", shape, n, None, w)
+                       for n, w in zip(planes, structure["drains"], strict=True)],
             interpret=interpret,
             **_rows.compiler_params(spreads + ("rows",) * any(planes), interpret),
         )(lanes, *values)
+        out = [o[:n, :array[0], :array[1]] if w else o for o, n, w in zip(out, planes, structure["drains"],
+                                                                           strict=True)]
         if fold:
             out = [_finish(o, fold, keep, lanes, array) for o in out]
         # a sum, mean or product of bools counts (NumPy's np.prod of bools is an int too)
@@ -383,6 +409,19 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
 
     call.text, call.types, call.inline, call.lowered = text, types, inline, lowered
     return call
+
+
+def _take(items, count: int) -> list:
+    """The next ``count`` items of an iterator."""
+    return [next(items) for _ in range(count)]
+
+
+def _out_shape(array: tuple, length: int | None, window: int | None, tile: tuple, grid: tuple) -> tuple:
+    """The shape of a result: ``array``, a row result's (length, *array), or a streamed row
+    result's whole windows of whole tiles (:func:`.rows.drained`)."""
+    if window:
+        return _rows.drained(length, window, tile, grid)
+    return array if length is None else (length,) + tuple(array)
 
 
 def _spec(how: str, tile: tuple):

@@ -4,8 +4,13 @@ A lane parameter whose argument gives each lane a 1-D row (``lw.vmap(lane)(price
 with prices of shape (series, T)) travels as a ``rows`` argument: an array of shape
 (T, *plane), one plane of the lanes' (rows, cols) tile layout per index of the row, so
 that the kernel's block of it is (T, tile_rows, tile_cols) and ``p[t]`` is one tile
-read from VMEM.  An unmapped 1-D array (a coefficient table, a key) travels as a
-``table`` in scalar memory: ``k[i]`` is one number broadcast over the tile.
+read from VMEM.  Rows too long for VMEM (more than :func:`fit_tile`'s limit per lane in
+all) stream instead (:func:`windows`): each longer than :data:`WINDOW` stays in HBM and
+the kernel reads it through a VMEM window of that many planes of the tile's lanes
+(:class:`Streamed`), one DMA per chunk the reads move into; a scan's stacked ys that long
+are written through such a window and copied out a chunk at a time (:class:`Drain`).
+An unmapped 1-D array (a coefficient table, a key) travels as a ``table`` in scalar
+memory: ``k[i]`` is one number broadcast over the tile.
 
 In the lane (:class:`Row` values of :mod:`.lower`): ``p[i]`` with an integer literal
 or an index that is the same for every lane of the tile (a range loop's counter, and
@@ -43,6 +48,9 @@ ONE_HOT = 64
 #: of which a kernel gets 16 MiB unless it asks for more (``vmem_limit_bytes``).
 BUDGET = 64 * 2**20
 VMEM_LIMIT = 100 * 2**20
+#: The planes of a streamed row's VMEM window: one DMA from HBM per this many steps of a
+#: sequential read (:class:`Streamed`).
+WINDOW = 512
 #: The most numbers a table holds (scalar memory is small).
 TABLE = 4096
 
@@ -94,17 +102,43 @@ def _planes(arr, shape: tuple, sizes: tuple, where, as_tiles):
     return jax.vmap(lambda plane: as_tiles(plane, where))(jnp.moveaxis(arr, -1, 0))
 
 
-def fit_tile(tile: tuple, lengths, itemsize: int = 4) -> tuple:
-    """``tile`` with as many of its rows as keep the row blocks (``lengths`` planes each,
-    double-buffered) within :data:`BUDGET`; at least one (8, 128) register row.  Rows too
-    long for that are refused (a BackendError): the rows are not streamed through VMEM."""
+def windows(lengths, made=()) -> tuple:
+    """The planes of the VMEM window of each argument row (``lengths``) and each row result
+    (``made``), None for one that stays whole in VMEM: all stay whole when they fit
+    :data:`BUDGET` at the smallest tile, else each longer than :data:`WINDOW` streams
+    (:class:`Streamed`, :class:`Drain`).
+
+    Example:
+        >>> windows([100, 200_000]), windows([100, 9000], made=[100])
+        (((None, 512), ()), ((None, 512), (None,)))
+    """
+    if sum(lengths) + sum(made) <= _most():
+        return (None,) * len(lengths), (None,) * len(made)
+    return tuple(_window(n) for n in lengths), tuple(_window(n) for n in made)
+
+
+def _window(length: int) -> int | None:
+    return WINDOW if length > WINDOW else None
+
+
+def _most(itemsize: int = 4) -> int:
+    """The most planes a lane's rows may hold in VMEM (double-buffered, at one register row)."""
+    return BUDGET // (2 * 8 * 128 * itemsize)
+
+
+def fit_tile(tile: tuple, lengths, itemsize: int = 4, made=()) -> tuple:
+    """``tile`` with as many of its rows as keep the row blocks (``lengths`` planes per argument
+    row and ``made`` per row result, or the :func:`windows` of those that stream, each
+    double-buffered) within :data:`BUDGET`; at least one (8, 128) register row.  Refused (a
+    BackendError) where even the windows do not fit: too many long rows."""
     rows, cols = tile
-    planes = sum(lengths)
-    most = BUDGET // (2 * 8 * 128 * itemsize)
+    given, results = windows(lengths, made)
+    planes = sum(w or n for n, w in zip(list(lengths) + list(made), given + results, strict=True))
+    most = _most(itemsize)
     if planes > most:
-        raise BackendError(f"the tpu backend holds a lane's rows in VMEM: at most {most} values per lane in all "
-                           f"its rows, and these have {planes}; scan over chunks of the rows (carrying the state "
-                           "from one call to the next), or use the cpu backend")
+        raise BackendError(f"the tpu backend holds a lane's rows in VMEM, each row longer than {WINDOW} values "
+                           f"through a window of {WINDOW}: at most {most} values per lane in all, and these rows "
+                           f"need {planes}; pass fewer rows (stack short ones into one), or use the cpu backend")
     while rows > 8 and 2 * planes * rows * cols * itemsize > BUDGET:
         rows //= 2
     rows = max(8, rows - rows % 8)
@@ -113,12 +147,29 @@ def fit_tile(tile: tuple, lengths, itemsize: int = 4) -> tuple:
     return rows, cols
 
 
-def spec(how: str, tile: tuple, length: int, smem):
-    """The BlockSpec of a row argument: every plane of the tile's lanes, or the table whole
-    in ``smem`` (scalar memory)."""
+def spec(how: str, tile: tuple, length: int, smem, window: int | None = None):
+    """The BlockSpec of a row argument: every plane of the tile's lanes, the table whole
+    in ``smem`` (scalar memory), or with a ``window`` the rows left in HBM (:class:`Streamed`)."""
     if how == "table":
         return pl.BlockSpec(memory_space=smem)
+    if window:
+        return pl.BlockSpec(memory_space=pl.ANY)
     return pl.BlockSpec((length,) + tuple(tile), lambda i, j, *_: (0, i, j))
+
+
+def scratch(window: int, tile: tuple, dtype) -> list:
+    """The kernel's scratch of a streamed row or row result: its VMEM window of ``window``
+    planes, the chunk it holds (scalar memory) and the DMA's semaphore (:class:`Window`)."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    return [pltpu.VMEM((window,) + tuple(tile), dtype), pltpu.SMEM((1,), jnp.int32), pltpu.SemaphoreType.DMA(())]
+
+
+def padded(array, tile: tuple, grid: tuple):
+    """A streamed row's (T, rows, cols) array padded to whole tiles: a DMA copies whole
+    tiles, where a block of a plane's edge tile may hang over the array."""
+    pad = [(0, 0)] + [(0, g * t - n) for g, t, n in zip(grid, tile, array.shape[1:], strict=True)]
+    return jnp.pad(array, pad) if any(after for _, after in pad) else array
 
 
 class Row:
@@ -133,6 +184,97 @@ class Row:
         """Every lane's value at index ``t`` (an int or an int32 scalar, in range)."""
         value = jnp.full(self.shape, self.data[t], self.data.dtype) if self.shared else self.data[t]
         return value != 0 if self.boolean else value
+
+
+class Window:
+    """A VMEM ``window`` of a row's planes for the tile's lanes, over the row in HBM (``hbm``:
+    the whole (T, *array) ref): the scratch of :func:`scratch` -- the window, the chunk it
+    holds (``held``, in scalar memory; -1 for none, as each grid step starts) and the DMA's
+    semaphore.  ``at``: the tile's offsets in the array (its program ids times the tile)."""
+
+    def __init__(self, hbm, window, held, semaphore, at: tuple):
+        self.hbm, self.window, self.held, self.semaphore, self.at = hbm, window, held, semaphore, at
+        self.size = int(window.shape[0])
+        held[0] = jnp.int32(-1)
+
+    def chunk(self, t):
+        """The chunk of plane ``t`` (t >= 0: a division without floor's sign fix, which Mosaic lacks)."""
+        return lax.div(jnp.asarray(t, jnp.int32), jnp.int32(self.size))
+
+    def planes(self, start):
+        """The tile's lanes of the window's planes from ``start`` on, in HBM."""
+        rows, cols = self.window.shape[1:]
+        return self.hbm.at[pl.ds(start, self.size), pl.ds(self.at[0], rows), pl.ds(self.at[1], cols)]
+
+    def copy(self, source, target):
+        """One DMA, waited for."""
+        from jax.experimental.pallas import tpu as pltpu
+
+        copy = pltpu.make_async_copy(source, target, self.semaphore)
+        copy.start()
+        copy.wait()
+
+
+class Streamed(Row):
+    """A row left in HBM, read through a :class:`Window`: ``plane(t)`` copies (one DMA) the
+    chunk of ``t`` into the window unless it holds it already, so any order of reads is
+    right and a sequential one costs a DMA per window.  The last chunk starts early enough
+    to end at the row's end."""
+
+    def __init__(self, boolean: bool, shape: tuple, window: Window):
+        super().__init__(window.hbm, False, boolean, shape)
+        self.through = window
+
+    def plane(self, t):
+        w = self.through
+        chunk = w.chunk(t)
+        start = jnp.minimum(chunk * w.size, self.length - w.size)
+
+        @pl.when(w.held[0] != chunk)
+        def _fetch():
+            w.copy(w.planes(start), w.window)
+            w.held[0] = chunk
+
+        value = w.window[t - start]
+        return value != 0 if self.boolean else value
+
+
+class Drain:
+    """A row result (a scan's stacked ys) left in HBM (its array whole windows long),
+    written through a :class:`Window`: storing plane ``t`` first copies the window out
+    (one DMA) to the chunk it holds, if another, and :meth:`flush` copies out the last
+    one.  Right for a scan, which writes each plane once, chunk after chunk (forwards or
+    backwards); the planes past the row's end are dropped by the caller."""
+
+    def __init__(self, window: Window):
+        self.through = window
+        self.dtype, self.shape = window.hbm.dtype, (window.hbm.shape[0],) + tuple(window.window.shape[1:])
+
+    def __setitem__(self, t, value):
+        w = self.through
+        chunk = w.chunk(t)
+
+        @pl.when(w.held[0] != chunk)
+        def _switch():
+            self.flush()
+            w.held[0] = chunk
+
+        w.window[t - chunk * w.size] = value
+
+    def flush(self):
+        """Copy the window out to the chunk it holds (none: nothing to copy)."""
+        w = self.through
+        held = w.held[0]
+
+        @pl.when(held >= 0)
+        def _copy():
+            w.copy(w.window, w.planes(held * w.size))
+
+
+def drained(length: int, window: int, tile: tuple, grid: tuple) -> tuple:
+    """The shape of a streamed row result in HBM: whole windows of planes of whole tiles
+    (the caller keeps its first ``length`` planes of the array's lanes)."""
+    return (-(-length // window) * window, grid[0] * tile[0], grid[1] * tile[1])
 
 
 def row_argument(arg, how: str, boolean: bool, shape: tuple):
