@@ -171,21 +171,3 @@ def _refused(why: str, error: Exception) -> Choice:
 
 def _qualified(why: str) -> Choice:
     return Choice("tpu", f"{why}; the call's arguments are 32-bit and its lane lowers to a Pallas kernel")
-
-
-def on_backend(program, name: str):
-    """A copy of ``program`` (``lw.vmap``, nested, or ``lw.reduce`` of one) whose
-    outermost level, which runs the nest, asks for backend ``name``: what a framework
-    op of a ``backend="auto"`` program runs where it has one choice (``lw.torch.op``:
-    the cpu backend).
-
-    Example:
-        >>> import lanewise as lw
-        >>> on_backend(lw.vmap(abs, backend="auto"), "cpu").backend
-        'cpu'
-    """
-    from ..api import Mapped
-
-    if getattr(program, "_lw_reduce_spec", False):
-        return type(program)(on_backend(program.fun, name), program.op, program.axis)
-    return Mapped(program.fun, program.in_axes, program.out_axes, program.axis_size, name, program.progress)

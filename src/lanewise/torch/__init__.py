@@ -90,7 +90,7 @@ def op(program: Mapped) -> Callable:
         raise LanewiseError(f"lw.torch.op runs programs on lanewise's CPU backend; {program!r} asks for "
                             f"backend={backend!r}")
     if backend == auto.AUTO:  # torch tensors are never on a TPU: auto's choice is the cpu backend, always
-        program = auto.on_backend(program, "cpu")
+        program = _on_cpu(program)
     if isinstance(program, Reduced) and derive.refused_by_ops(program):
         raise LanewiseError(f"lw.torch.op({program.__name__}): segmented and lw.Monoid reductions are not "
                             "operators yet; make the operator of the lw.vmap program and reduce in PyTorch")
@@ -187,3 +187,12 @@ def _tensor(value, k: int, names: list[str], program: str) -> torch.Tensor:
                             "and complex64/complex128 tensors")
     raise LaneTypeError(f"{what} is a complex tensor that requires grad; lanewise differentiates real floating "
                         "arguments only")
+
+
+def _on_cpu(program):
+    """A copy of ``program`` (``lw.vmap``, nested, or ``lw.reduce`` of one) whose outermost
+    level, which runs the nest, asks for the cpu backend: what an operator of a
+    ``backend="auto"`` program runs, torch tensors being never on a TPU."""
+    if isinstance(program, Reduced):
+        return type(program)(_on_cpu(program.fun), program.op, program.axis)
+    return Mapped(program.fun, program.in_axes, program.out_axes, program.axis_size, "cpu", program.progress)

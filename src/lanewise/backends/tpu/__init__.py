@@ -170,7 +170,7 @@ class Executable:
             mapped = self.mapped(call, where, fn, values)
             keep = stored.folded_side(fold[0], _reduction_spec(call, mapped, fold), where, self.kernel.FOLDS)
             if keep is False:  # the map's values, reduced after the kernel
-                return stored.whole(self, call, fold, where, fn, mapped, _place)
+                return stored.whole(self, call, fold, where, fn, mapped, self.kernel.place)
         run, program, _ = self.pipeline(call, fold, fold and fold[0], keep=keep)
 
         def pipeline(*given):
@@ -205,7 +205,7 @@ class Executable:
             if folds:  # a side of the plane kept: its results where out_axes puts the kept levels
                 return [reduction.place(spec, o, r, sizes, xp=jax.numpy) if keep else r
                         for r, o in zip(results, mapped.outputs, strict=True)]
-            return [_place(self.kernel.from_tiles(r, where, sizes), o) if placed else
+            return [self.kernel.place(self.kernel.from_tiles(r, where, sizes), o) if placed else
                     self.kernel.from_tiles(r, where, sizes) for r, o in zip(results, mapped.outputs, strict=True)]
 
         return run, mapped, mapped
@@ -387,20 +387,6 @@ def _result_type(tree, flat, levels: int):
         return ResultNode(tuple(map(node, value)), None) if isinstance(value, tuple) else value
 
     return node(jax.tree.unflatten(tree, [ResultLeaf(np.dtype(v.dtype), max(0, len(v.shape) - levels)) for v in flat]))
-
-
-def _place(values, out):
-    """Lane results (levels in order, then a row result's own axis) where ``out_axes`` puts
-    them (index 0 of an unmapped level): ``out`` the program's output leaf."""
-    import jax.numpy as jnp
-
-    level_dims = out.level_dims
-    keep = [lv for lv, d in enumerate(level_dims) if d is not None]
-    if len(keep) < len(level_dims):  # an unmapped level: no slice of the whole result (a copy)
-        values = values[tuple(slice(None) if d is not None else 0 for d in level_dims)]
-    dims = [level_dims[lv] for lv in keep] + list(out.lane_dims)
-    order = sorted(range(len(dims)), key=lambda k: dims[k])
-    return jnp.transpose(values, order) if order != sorted(order) else values
 
 
 def explain(exe, call: Call) -> list[str]:

@@ -450,3 +450,15 @@ def _smem():
     except ImportError:  # pragma: no cover - a jax without the TPU dialect
         return None
     return pltpu.SMEM
+
+
+def place(values, out):
+    """Lane results (levels in order, then a row result's own axis) where ``out_axes`` puts
+    them (index 0 of an unmapped level): ``out`` the program's output leaf."""
+    level_dims = out.level_dims
+    keep = [lv for lv, d in enumerate(level_dims) if d is not None]
+    if len(keep) < len(level_dims):  # an unmapped level: no slice of the whole result (a copy)
+        values = values[tuple(slice(None) if d is not None else 0 for d in level_dims)]
+    dims = [level_dims[lv] for lv in keep] + list(out.lane_dims)
+    order = sorted(range(len(dims)), key=lambda k: dims[k])
+    return jnp.transpose(values, order) if order != sorted(order) else values

@@ -109,7 +109,8 @@ def _reduced_after(exe, call, fold: tuple, chosen: list):
     import jax
     from jax.sharding import NamedSharding
 
-    from . import _place, stored
+    from . import stored
+    from .kernel import place
 
     split = _Split.of(exe, call, chosen, fold, None, placed=False)
     size, along = call.sizes[0], NamedSharding(split.mesh, _spec(0))
@@ -120,7 +121,7 @@ def _reduced_after(exe, call, fold: tuple, chosen: list):
         # which could gather every lane's value onto each device
         return [jax.lax.with_sharding_constraint(_cut(r, 0, size), along) for r in split(call, given)]
 
-    return stored.reducing(call, fold, split.program, lanes, _place, jit=split.placing)
+    return stored.reducing(call, fold, split.program, lanes, place, jit=split.placing)
 
 
 @dataclass(frozen=True)
@@ -259,7 +260,7 @@ def _lanes(where, size: int, share: int):
 
 
 def _outer_dim(out) -> int | None:
-    """The axis of a placed result (:func:`._place`) that the outermost level maps to."""
+    """The axis of a placed result (:func:`.kernel.place`) that the outermost level maps to."""
     level_dims = out.level_dims
     if not level_dims or level_dims[0] is None:
         return None
