@@ -48,6 +48,11 @@ def _tile(value: str) -> tuple:
     return int(rows), int(cols)
 
 
+def _strip(value: str) -> tuple | None:
+    """``LANEWISE_TPU_STRIP``: ``"16x512"`` -> (16, 512); ``"0"`` or ``"none"``: no strips."""
+    return None if value.strip().lower() in ("0", "none", "off", "") else _tile(value)
+
+
 def _devices(value: str) -> int | str:
     """``LANEWISE_TPU_DEVICES``: ``"all"`` or a positive count (the tpu backend checks it
     against the devices JAX has)."""
@@ -148,6 +153,15 @@ class Config:
     #: only saves grid steps (each costs a fraction of a microsecond), within the
     #: chip's vector memory.  Read when a kernel is built.
     tpu_block: tuple = field(default_factory=lambda: _tile(os.environ.get("LANEWISE_TPU_BLOCK", "256x1024")))
+    #: The lanes at a time, (rows, columns), that a grid step of a *long* lane without
+    #: loops computes its block in (``LANEWISE_TPU_STRIP``; ``0`` or None: the whole block
+    #: at once).  The chip computes one operation over the whole block before the next,
+    #: so each intermediate of a block of 256 registers goes through vector memory; a
+    #: strip of a few registers keeps a long chain of operations (a Philox draw per lane:
+    #: about 900) in registers, 2.1x faster on a TPU v5e, while a short lane (W1's cos and
+    #: division) runs 1.1x slower in strips: only a lane of at least ``kernel.LONG``
+    #: operations takes them (docs/tpu.md).  Read when a kernel is built.
+    tpu_strip: tuple | None = field(default_factory=lambda: _strip(os.environ.get("LANEWISE_TPU_STRIP", "16x512")))
     #: Loop iterations the tpu backend runs between two checks of "some lane of the tile
     #: is still active" (``LANEWISE_TPU_UNROLL``): the check is a reduction over the tile,
     #: dearer than an iteration of a small loop; iterations after the tile's lanes are

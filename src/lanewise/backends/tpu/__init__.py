@@ -84,6 +84,9 @@ class Executable:
         self.tile = kernel.check_tile(config.tpu_tile if self.loops else config.tpu_block,
                                       "tpu_tile" if self.loops else "tpu_block")
         self.unroll = max(1, int(config.tpu_unroll))
+        # a loop's lanes leave it tile by tile: only a loop-free lane's block is computed in strips
+        self.strip = None if self.loops or config.tpu_strip is None else \
+            kernel.check_tile(config.tpu_strip, "tpu_strip")
         self.made = {}  # the row results' lengths per layout and argument shapes (prepared)
         self.kernel = kernel
         self._wholes: dict = {}
@@ -109,7 +112,7 @@ class Executable:
         spreads = self.spreads(call, where)
         fn = self.kernel.compiled(call.lane, self.travel, self.bools, spreads, self.interpret, count_iterations,
                                   where.tile, self.unroll, where.plane, fold, keep, _tuple_params(call),
-                                  *self.windows(call, made or ()))
+                                  *self.windows(call, made or ()), strip=self.strip)
         values = self.carried(call, call.values, where, spreads)
         if made is None and self.loops:
             key = (where, tuple(v.shape for v in values))
@@ -389,6 +392,19 @@ def _result_type(tree, flat, levels: int):
     return node(jax.tree.unflatten(tree, [ResultLeaf(np.dtype(v.dtype), max(0, len(v.shape) - levels)) for v in flat]))
 
 
+def _strips(exe, call: Call) -> str:
+    """How a loop-free kernel computes each tile: in strips (a long lane) or whole."""
+    import jax
+
+    if exe.strip is None:
+        return ""
+    with jax.enable_x64(False):
+        where, fn, values = exe.prepared(call)
+        strip = fn.strip(where, *values)
+    return (f", each computed {strip[0]} x {strip[1]} lanes at a time (a long lane: lw.config.tpu_strip)"
+            if strip else "")
+
+
 def explain(exe, call: Call) -> list[str]:
     from . import sharded
 
@@ -400,7 +416,7 @@ def explain(exe, call: Call) -> list[str]:
     spreads = [f"{leaf.name} as {row or exe.kernel.spread(leaf.axes if leaf.is_array else None, where)}"
                for leaf, row in zip(call.signature.leaves, exe.rows, strict=True)]
     looping = (f"a loop leaves a tile when all of its lanes are done, checked every {exe.unroll} iteration(s)"
-               if exe.loops else "no loop: tiles of lw.config.tpu_block")
+               if exe.loops else "no loop: tiles of lw.config.tpu_block" + _strips(exe, call))
     return [f"schedule: one Pallas kernel over a {where.grid[0]} x {where.grid[1]} grid of ({rows}, {cols}) tiles; "
             f"{placed}; {looping}" + (" (interpret mode: on the CPU)" if exe.interpret else ""),
             "arguments carried: " + (", ".join(spreads) or "none") + " (scalar: one value; row/col: one per "

@@ -37,6 +37,11 @@ from .lower import lower
 
 #: Lanes per tile: (sublanes, lanes) of a TPU vector register.
 TILE = (8, 128)
+#: Operations (JAX equations, those of nested ones counted) from which a loop-free lane
+#: computes its block in strips of ``lw.config.tpu_strip`` lanes: on a TPU v5e, strips ran
+#: a lane of about 900 (a Philox draw) 2.1x faster than whole (256, 1024) blocks, and W1's
+#: lane of about 10 (a cos, a division) 1.1x slower (benchmarks/device/tpu_strips.py).
+LONG = 100
 #: Argument dtypes the chip computes, as they travel to it (bools as int32).
 _CARRIED = {"b": np.dtype(np.int32), "f4": np.dtype(np.float32), "f2": np.dtype(np.float32)}
 #: What to pass instead of a refused dtype.
@@ -249,7 +254,7 @@ def _store_folded(ref, value, op: str, lanes_ref, ids, valid, keep: str | None =
 def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool, count_iterations: bool = False,
              tile: tuple = TILE, unroll: int = 1, plane: bool = False, fold: str | None = None,
              keep: str | None = None, params: tuple | None = None, windows: tuple | None = None,
-             drains: tuple = ()):
+             drains: tuple = (), strip: tuple | None = None):
     """The jitted function of ``lane`` over arguments of ``dtypes`` carried as
     ``spreads`` (:func:`carried`; ``bools``: which are bools travelling as int32):
     ``f(where, *carried) -> (results, structure, iterations)``; its results have
@@ -264,7 +269,9 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     ``params``: the lane's tuple parameters (:func:`.lower.lower`), None when each is one leaf.
     ``windows``: per argument, the planes of a streamed row's VMEM window (:func:`.rows.windows`),
     None for one that travels whole (the default for every argument); ``drains``: the same for
-    each row result (a scan's stacked ys, in result order), streamed out (:class:`.rows.Drain`)."""
+    each row result (a scan's stacked ys, in result order), streamed out (:class:`.rows.Drain`).
+    ``strip``: ``lw.config.tpu_strip``, the lanes a grid step computes at a time when the lane is
+    long (:data:`LONG`) and has no loop, rows or iteration count (:func:`_in_strips`)."""
     shape = tuple(tile)
     block = folded_block(shape, keep) if fold else shape
     tile_fn = lower(lane, count_iterations, unroll, params)
@@ -282,7 +289,20 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             return (rows < lanes_ref[0]) & (cols < lanes_ref[1])
         return rows * shape[1] + cols < lanes_ref[0]
 
+    def valid_at(lanes_ref, ids, at: tuple, part: tuple):
+        """The real lanes of the ``part``-shaped piece of the tile at offset ``at`` in it."""
+        rows = ids[0] * shape[0] + at[0] + lax.broadcasted_iota(jnp.int32, part, 0)
+        cols = ids[1] * shape[1] + at[1] + lax.broadcasted_iota(jnp.int32, part, 1)
+        if plane:
+            return (rows < lanes_ref[0]) & (cols < lanes_ref[1])
+        return rows * shape[1] + cols < lanes_ref[0]
+
     def kernel(lanes_ref, *refs):
+        if structure["strip"]:
+            ids = (pl.program_id(0), pl.program_id(1))
+            ins, outs = refs[:len(dtypes)], refs[len(dtypes):]
+            return _in_strips(tile_fn, structure["strip"], shape, ins, outs, spreads, bools, fold, keep,
+                              lambda at, part: valid_at(lanes_ref, ids, at, part))
         drained = [j for j, w in enumerate(structure["drains"]) if w]
         count = 3 * (len(streamed) + len(drained))  # scratch refs: rows.scratch's three per stream
         refs, scratch = refs[:len(refs) - count], iter(refs[len(refs) - count:])
@@ -346,6 +366,8 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         out_array = (grid[0] * block[0], grid[1] * block[1]) if fold else array
         planes = [s.shape[0] if s.ndim == 3 else None for s in shapes] + [None] * count_iterations
         outlets = iter(drains)
+        structure["strip"] = _strip_of(strip, shape, spreads, windows, drains, count_iterations, planes,
+                                       lambda part: _operations(result_types, part, dtypes, bools))
         structure["drains"] = [next(outlets, None) if n else None for n in planes]
         out = pl.pallas_call(
             kernel,
@@ -407,8 +429,91 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         exported = jax.export.export(jitted, platforms=["tpu"])(lanes_of(where), where.grid, where.shape, *values)
         return exported.mlir_module()
 
-    call.text, call.types, call.inline, call.lowered = text, types, inline, lowered
+    def strip_of(where: Layout, *values):
+        """The strip the kernel computes its tiles in (None: whole), as a trace of it decides."""
+        text(where, *values)
+        return structure["strip"]
+
+    call.text, call.types, call.inline, call.lowered, call.strip = text, types, inline, lowered, strip_of
     return call
+
+
+def _strip_of(strip, tile: tuple, spreads: tuple, windows: tuple, drains: tuple, count_iterations: bool,
+              planes: list, operations) -> tuple | None:
+    """The strip a kernel computes its tiles in, or None (the whole tile at once): only a
+    tile larger than the strip and made of whole strips, of a lane with no rows, no row
+    results, no iteration count, and at least :data:`LONG` operations (``operations(part)``
+    counts them for a ``part``-shaped piece)."""
+    if not strip or any(tile[k] % strip[k] for k in (0, 1)) or tile[0] * tile[1] <= strip[0] * strip[1]:
+        return None
+    if any(how in _rows.ROWS for how in spreads) or any(windows) or any(drains) or any(planes) \
+            or count_iterations:
+        return None
+    return tuple(strip) if operations(tuple(strip)) >= LONG else None
+
+
+def _operations(result_types, part: tuple, dtypes: tuple, bools: tuple) -> int:
+    """The JAX equations of the lane's tile function on a ``part``-shaped piece, those
+    of nested jaxprs (a loop's or a branch's body) counted too."""
+    args = [jax.ShapeDtypeStruct(part, bool if b else d) for d, b in zip(dtypes, bools, strict=True)]
+    return _count(jax.make_jaxpr(result_types)(jax.ShapeDtypeStruct(part, bool), *args).jaxpr)
+
+
+def _count(jaxpr) -> int:
+    """Equations of ``jaxpr`` and of the jaxprs in its equations' parameters."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        total += 1
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    total += _count(inner)
+    return total
+
+
+def _in_strips(tile_fn, strip: tuple, tile: tuple, ins, outs, spreads: tuple, bools: tuple, fold, keep,
+               valid_at):
+    """A grid step's tile computed ``strip`` lanes at a time (a ``fori_loop`` over the
+    tile's strips): each strip reads its part of the argument blocks and writes its part
+    of the results, or folds its lanes into the partials (the result blocks, which start
+    at the fold's identity).  ``valid_at(at, part)``: the real lanes of the strip at
+    ``at``, masked in every fold (the cost of a select in a long lane)."""
+    across = tile[1] // strip[1]
+    if fold:
+        for ref in outs:
+            ref[...] = jnp.full(ref.shape, FOLDS[fold][0](ref.dtype), ref.dtype)
+
+    def step(k, carry):
+        # lax.div/rem (k >= 0): jnp's floor division lowers through sign, which Mosaic asks the chip about
+        at = (pl.multiple_of(lax.div(k, across) * strip[0], strip[0]),
+              pl.multiple_of(lax.rem(k, across) * strip[1], strip[1]))
+        rows, cols = pl.ds(at[0], strip[0]), pl.ds(at[1], strip[1])
+        valid = valid_at(at, strip)
+        args = [_read_part(r, how, b, strip, rows, cols) for r, how, b in zip(ins, spreads, bools, strict=True)]
+        results, _tree, _ = tile_fn(valid, *args, sinks={})
+        for ref, value in zip(outs, results, strict=True):
+            if fold in _TRUTH:
+                value = jnp.asarray(value) != 0
+            value = jnp.broadcast_to(jnp.asarray(value).astype(ref.dtype), strip)
+            if not fold:
+                ref[rows, cols] = value
+                continue
+            part = {"rows": (rows, slice(None)), "cols": (slice(None), cols)}.get(keep, (slice(None), slice(None)))
+            ref[part] = FOLDS[fold][1](ref[part], fold_tile(value, fold, valid, keep))
+        return carry
+
+    lax.fori_loop(0, (tile[0] // strip[0]) * across, step, 0)
+
+
+def _read_part(ref, how: str, is_bool: bool, part: tuple, rows, cols):
+    """An argument's values for the ``part``-shaped strip at ``rows``, ``cols`` of the tile."""
+    if how == "scalar":
+        value = jnp.full(part, ref[0], ref.dtype)
+    else:
+        value = jnp.broadcast_to(ref[{"row": (rows, slice(None)), "col": (slice(None), cols)}.get(how, (rows, cols))],
+                                 part)
+    return value != 0 if is_bool else value
 
 
 def _take(items, count: int) -> list:
