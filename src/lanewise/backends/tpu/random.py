@@ -79,13 +79,15 @@ def mulhilo(a, b):
 
     From 16-bit halves, each partial product below 2**32 and each partial sum too
     ((2**16 - 1)**2 + 2**16 - 1 < 2**32): only 32-bit multiplies, shifts and adds (the
-    chip has no 32x32 -> 64-bit multiply).  The halves of a constant fold at trace time."""
+    chip has no 32x32 -> 64-bit multiply).  The low word is the 32-bit product itself
+    (multiplication wraps modulo 2**32): two operations fewer than from the halves.  The
+    halves of a constant fold at trace time."""
     b = jnp.asarray(b, jnp.uint32) if isinstance(b, int) else b
     a_lo, a_hi, b_lo, b_hi = a & _MASK16, a >> _U(16), b & _MASK16, b >> _U(16)
     t = a_lo * b_lo
     u = a_hi * b_lo + (t >> _U(16))
     v = a_lo * b_hi + (u & _MASK16)
-    return a_hi * b_hi + (u >> _U(16)) + (v >> _U(16)), (v << _U(16)) | (t & _MASK16)
+    return a_hi * b_hi + (u >> _U(16)) + (v >> _U(16)), a * b
 
 
 def philox4x32(c0, c1, c2, c3, k0, k1):
