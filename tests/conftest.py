@@ -70,6 +70,23 @@ def restore_config():
         setattr(lw.config, k, v)
 
 
+@pytest.fixture
+def tpu(monkeypatch):
+    """backend="auto" sees a TPU as JAX's default device (its kernels still run where
+    ``lw.config.tpu_interpret`` says)."""
+    from lanewise.backends import auto
+
+    monkeypatch.setattr(auto, "default_is_tpu", lambda: True)
+
+
+@pytest.fixture
+def no_tpu(monkeypatch):
+    """backend="auto" sees no TPU."""
+    from lanewise.backends import auto
+
+    monkeypatch.setattr(auto, "default_is_tpu", lambda: False)
+
+
 # --------------------------------------------------------------------------- the fast tier
 
 #: Files whose tests take seconds to minutes each (subprocesses, the corpus on every

@@ -37,17 +37,6 @@ def interpret():
         yield
 
 
-@pytest.fixture
-def tpu(monkeypatch):
-    """JAX's default device is a TPU (as far as backend="auto" can tell)."""
-    monkeypatch.setattr(auto, "default_is_tpu", lambda: True)
-
-
-@pytest.fixture
-def no_tpu(monkeypatch):
-    monkeypatch.setattr(auto, "default_is_tpu", lambda: False)
-
-
 def wave(x, a):
     return math.sin(x) * a + x * x
 

@@ -32,17 +32,6 @@ def interpret():
         yield
 
 
-@pytest.fixture
-def tpu(monkeypatch):
-    """JAX's default device is a TPU (as far as backend="auto" can tell)."""
-    monkeypatch.setattr(auto, "default_is_tpu", lambda: True)
-
-
-@pytest.fixture
-def no_tpu(monkeypatch):
-    monkeypatch.setattr(auto, "default_is_tpu", lambda: False)
-
-
 def smooth(x):
     return x * x + 1.0 if x > 0.5 else 2.0 * x
 
