@@ -1,11 +1,16 @@
 """benchmarks/results/tpu.json from a device run of tpu_all.sh (its tpu_w2.json and tpu_ops.json).
 
     python -m benchmarks.device.tpu_results RUN_DIR [--date ISO] [--commit SHA]
+    python -m benchmarks.device.tpu_results RUN_DIR --update --date ISO --commit SHA --command CMD
 
 RUN_DIR holds tpu_w2.json and tpu_ops.json (tpu_all.sh) and, if present, tpu_w1.json (tpu_w1.py:
 W1 per block size, W5, Newton at the defaults), tpu_w3.json (W3 per size, tile and unroll),
 tpu_mc.json (MC per tool), tpu_w1_probe.json (W1's pieces, hand-written, against XLA) and
 w1_interleaved.json (tpu_w1_interleaved.py: W1's XLA, lanewise and whole-call times in turn).
+
+``--update`` merges a later, partial run (any of tpu_w1.json, tpu_w3.json, tpu_mc.json,
+tpu_strips.json) into the existing tpu.json: its rows replace those of the same workloads, and
+the command says which were measured when.
 
 Rows in the layout of benchmarks/quote.py's ``_rows``: ``W2`` and ``newton`` with the median
 seconds of each setting (``lanewise-tpu-ROWSxCOLS-uUNROLL``, ``lanewise-tpu-flat``, ``lanewise-cpu``,
@@ -14,6 +19,7 @@ seconds of each setting (``lanewise-tpu-ROWSxCOLS-uUNROLL``, ``lanewise-tpu-flat
 import argparse
 import math
 import json
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,6 +111,54 @@ def probe_rows(records: list) -> list:
     return [{"workload": "W1-pieces", "size": f"{records[0]['n']}x{records[0]['n']}, float32", "median_s": times}]
 
 
+def strips_rows(records: list) -> list:
+    """tpu_strips.py: hand-written kernels of W1, W5 and MC's lane, each block whole
+    (``pallas-whole``) or in strips (``pallas-strip-RxC``), beside XLA's fused W1 and W5."""
+    rows = {}
+    for r in records:
+        size = f"{r['n']} lanes" if "MC" in r["workload"] else f"{r['n']}x{r['n']}"
+        row = rows.setdefault(r["workload"], {"workload": f"strips-{r['workload']}", "median_s": {},
+                                              "size": f"{size}, float32, blocks of 256x1024"})
+        if "xla_s" in r:
+            row["median_s"]["xla"] = r["xla_s"]
+        name = "pallas-whole" if r["strip"] is None else f"pallas-strip-{r['strip'][0]}x{r['strip'][1]}"
+        row["median_s"][name] = r["pallas_s"]
+    return list(rows.values())
+
+
+def mc_strip_rows(text: str) -> list:
+    """tpu_all.sh's MC strip sweep (mc_strips.log: ``STRIP {tpu_mc.py's record}`` per line):
+    each lanewise form's seconds per ``LANEWISE_TPU_STRIP`` (0: whole blocks)."""
+    times, n = {}, None
+    for line in text.splitlines():  # the records may be cut short: their first fields are enough
+        strip, _, record = line.partition(" ")
+        tool, n, s = re.search(r'"tool": "([^"]+)", "n": (\d+), "s": ([0-9.e-]+)', record).groups()
+        times[f"{tool}-strip-{'whole' if strip == '0' else strip}"] = float(s)
+        n = int(n)
+    return [{"workload": "MC-strips", "size": f"{n:.0e} paths, float32", "median_s": times}] if times else []
+
+
+def update(run: Path, date: str, commit: str, command: str) -> dict:
+    """The existing tpu.json with ``run``'s rows in place of those of the same workloads."""
+    old = json.loads((ROOT / "benchmarks" / "results" / "tpu.json").read_text())
+    rows = {r["workload"]: r for r in old["rows"]}
+    new = []
+    if (run / "tpu_w1.json").exists():
+        newton = json.loads(json.dumps(rows["newton"]))
+        new += w1_rows(json.loads((run / "tpu_w1.json").read_text()), newton) + [newton]
+    for name, make in (("tpu_w3.json", w3_rows), ("tpu_mc.json", mc_rows), ("tpu_strips.json", strips_rows)):
+        if (run / name).exists():
+            new += make(json.loads((run / name).read_text()))
+    if (run / "mc_strips.log").exists():
+        new += mc_strip_rows((run / "mc_strips.log").read_text())
+    for r in new:  # an earlier run's times kept as NAME-before stay beside the new ones
+        before = {k: v for k, v in rows.get(r["workload"], {}).get("median_s", {}).items() if k.endswith("-before")}
+        rows[r["workload"]] = {**r, "median_s": {**before, **r["median_s"]}}
+    measured = ", ".join(r["workload"] for r in new)
+    return {**old, "date": date, "rows": list(rows.values()),
+            "command": f"{old['command']}; {measured} re-measured {date}: {command} (commit {commit})"}
+
+
 def interleaved_rows(record: dict) -> list:
     """tpu_w1_interleaved.py: W1's XLA, lanewise call and jitted whole call timed in turn."""
     med = record["median_s"]
@@ -123,8 +177,13 @@ def main():
                                   "RUN skipped them (SKIP_OPS=1)")
     ap.add_argument("--command", default="bash benchmarks/device/tpu_all.sh 1536",
                     help="the command that made RUN, as it was run")
+    ap.add_argument("--update", action="store_true", help="merge RUN's rows into the existing tpu.json")
     a = ap.parse_args()
     run = Path(a.run)
+    if a.update:
+        out = update(run, a.date, a.commit, a.command)
+        (ROOT / "benchmarks" / "results" / "tpu.json").write_text(json.dumps(out, indent=1) + "\n")
+        return
     w2 = json.loads((run / "tpu_w2.json").read_text())
     ops = json.loads((Path(a.ops or run) / "tpu_ops.json").read_text())
     # ulps as whole numbers (quote.py prints an int as a count)

@@ -158,8 +158,8 @@ class Config:
     #: at once).  The chip computes one operation over the whole block before the next,
     #: so each intermediate of a block of 256 registers goes through vector memory; a
     #: strip of a few registers keeps a long chain of operations (a Philox draw per lane:
-    #: about 900) in registers, 2.1x faster on a TPU v5e, while a short lane (W1's cos and
-    #: division) runs 1.1x slower in strips: only a lane of at least ``kernel.LONG``
+    #: about 1,000) in registers, 2.1x faster on a TPU v5e, while a short lane (W1's cos and
+    #: division) runs 1.3x slower in strips: only a lane of at least ``kernel.LONG``
     #: operations takes them (docs/tpu.md).  Read when a kernel is built.
     tpu_strip: tuple | None = field(default_factory=lambda: _strip(os.environ.get("LANEWISE_TPU_STRIP", "16x512")))
     #: Loop iterations the tpu backend runs between two checks of "some lane of the tile

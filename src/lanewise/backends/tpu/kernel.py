@@ -39,8 +39,8 @@ from .lower import lower
 TILE = (8, 128)
 #: Operations (JAX equations, those of nested ones counted) from which a loop-free lane
 #: computes its block in strips of ``lw.config.tpu_strip`` lanes: on a TPU v5e, strips ran
-#: a lane of about 900 (a Philox draw) 2.1x faster than whole (256, 1024) blocks, and W1's
-#: lane of about 10 (a cos, a division) 1.1x slower (benchmarks/device/tpu_strips.py).
+#: a lane of about 1,000 (a normal draw) 2.1x faster than whole (256, 1024) blocks, and W1's
+#: lane of about 10 (a cos, a division) 1.3x slower (benchmarks/device/tpu_strips.py, BENCHMARKS.md).
 LONG = 100
 #: Argument dtypes the chip computes, as they travel to it (bools as int32).
 _CARRIED = {"b": np.dtype(np.int32), "f4": np.dtype(np.float32), "f2": np.dtype(np.float32)}
