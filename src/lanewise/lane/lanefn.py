@@ -33,7 +33,7 @@ from numba.core.dispatcher import Dispatcher
 from ..config import config
 from ..dtypes import code_names
 from ..errors import LaneCompileError, function_location
-from . import pybuiltins, refusals, unsupported, versioning  # noqa: F401 - pybuiltins: float(bool) for lanes
+from . import kept_reads, pybuiltins, refusals, unsupported, versioning  # noqa: F401 - pybuiltins: float(bool) for lanes
 from .fingerprint import PINNED_MODULES, fingerprint, python_function
 from .ir import build
 from .ir import nodes as ir
@@ -47,6 +47,7 @@ from .source import source_text
 #: the lane :func:`indexes` (their own reads are in bounds by construction, and
 #: a checked kernel loop does not vectorise: W1 ran 5x slower).
 JIT_OPTIONS = dict(error_model="numpy", nogil=True, boundscheck=True)
+kept_reads.install()  # a read whose value is unused keeps its bounds check (Numba's DCE dropped it)
 
 _SUBSCRIPTS = frozenset({"BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR", "BINARY_SLICE", "STORE_SLICE"})
 
