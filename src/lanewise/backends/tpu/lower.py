@@ -133,9 +133,10 @@ def lower(lane, count_iterations: bool = False, unroll: int = 1, params: tuple |
     functions = {f.name: f for f in module.functions()}
     options = _lowering()
 
-    def tile(valid, *args, sinks=None):
+    def tile(valid, *args, sinks=None, checks=None):
         lowering = _Lowering(functions, valid, count_iterations, max(1, int(unroll)), options)
         lowering.sinks = sinks  # the kernel's row outputs, where scans write their stacked ys (rows.Stacked)
+        lowering.checks = checks  # where row reads out of range are told (.bounds), or None
         if params is not None:
             leaves, args = list(args), []
             for tree in params:
@@ -232,6 +233,7 @@ class _Lowering:
         self.counting = count_iterations
         self.iterations = jnp.int32(0) if count_iterations else None
         self.at = None  # the statement being lowered: where an error about one of its names points
+        self.checks = None  # where row reads out of range are told (.bounds), or None
 
     # ------------------------------------------------------------------ functions
 
@@ -703,7 +705,10 @@ class _Lowering:
             if st.uniform:  # in the live lanes a uniform local equals its scalar: read one plane
                 st = st.branch(st.live)
                 st.env.update(st.uniform)
-            return _rows.read(value, self.expr(index, st), where(p.loc))
+            at = where(p.loc)
+            checks = self.checks  # a live lane's index out of range: .bounds
+            check = None if checks is None else lambda i, n: checks.read(st.live, i, n, at)
+            return _rows.read(value, self.expr(index, st), at, check)
         raise refuse("indexing (only a tuple by a literal index is lowered)", p.loc)
 
 

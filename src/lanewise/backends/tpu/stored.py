@@ -88,7 +88,7 @@ def whole(exe, call, fold: tuple, where, fn, mapped, place):
     spreads = exe.spreads(call, where)
 
     def lanes(given):
-        results, _ = fn.inline(where, *exe.carried(call, given, where, spreads))
+        results, _, _record = fn.inline(where, *exe.carried(call, given, where, spreads))  # not checked
         return [exe.kernel.from_tiles(r, where, sizes) for r in results]
 
     return reducing(call, fold, mapped, lanes, place)
