@@ -312,13 +312,10 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     def kernel(lanes_ref, *refs):
         if structure["strip"]:
             ids = (pl.program_id(0), pl.program_id(1))
-            ins, outs = refs[:len(dtypes)], list(refs[len(dtypes):])
-            records = records_of(outs)
+            # no records: a lane with rows, the only reads checked (.bounds), is never in strips
+            ins, outs = refs[:len(dtypes)], refs[len(dtypes):]
             return _in_strips(tile_fn, structure["strip"], shape, ins, outs, spreads, bools, fold, keep,
-                              lambda at, part: valid_at(lanes_ref, ids, at, part),
-                              None if records is None else lambda at: _bounds.Records(
-                                  structure["sites"], records, (ids[0] * shape[0] + at[0],
-                                                                ids[1] * shape[1] + at[1])))
+                              lambda at, part: valid_at(lanes_ref, ids, at, part))
         drained = [j for j, w in enumerate(structure["drains"]) if w]
         count = 3 * (len(streamed) + len(drained))  # scratch refs: rows.scratch's three per stream
         refs, scratch = refs[:len(refs) - count], iter(refs[len(refs) - count:])
@@ -506,13 +503,12 @@ def _count(jaxpr) -> int:
 
 
 def _in_strips(tile_fn, strip: tuple, tile: tuple, ins, outs, spreads: tuple, bools: tuple, fold, keep,
-               valid_at, checks=None):
+               valid_at):
     """A grid step's tile computed ``strip`` lanes at a time (a ``fori_loop`` over the
     tile's strips): each strip reads its part of the argument blocks and writes its part
     of the results, or folds its lanes into the partials (the result blocks, which start
     at the fold's identity).  ``valid_at(at, part)``: the real lanes of the strip at
-    ``at``, masked in every fold (the cost of a select in a long lane).  ``checks(at)``: the
-    :class:`.bounds.Records` of the strip at ``at``, or None."""
+    ``at``, masked in every fold (the cost of a select in a long lane)."""
     across = tile[1] // strip[1]
     if fold:
         for ref in outs:
@@ -525,7 +521,7 @@ def _in_strips(tile_fn, strip: tuple, tile: tuple, ins, outs, spreads: tuple, bo
         rows, cols = pl.ds(at[0], strip[0]), pl.ds(at[1], strip[1])
         valid = valid_at(at, strip)
         args = [_read_part(r, how, b, strip, rows, cols) for r, how, b in zip(ins, spreads, bools, strict=True)]
-        results, _tree, _ = tile_fn(valid, *args, sinks={}, checks=None if checks is None else checks(at))
+        results, _tree, _ = tile_fn(valid, *args, sinks={})
         for ref, value in zip(outs, results, strict=True):
             if fold in _TRUTH:
                 value = jnp.asarray(value) != 0

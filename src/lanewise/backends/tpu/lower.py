@@ -629,8 +629,10 @@ class _Lowering:
         op = p.op
         if op == "tuple":
             return tuple(self.expr(a, st) for a in p.args)
-        if op == "ifexp":
-            cond, a, b = (self.expr(x, st) for x in p.args)
+        if op == "ifexp":  # each side read by the lanes Python evaluates it in (.bounds checks them)
+            cond = self.expr(p.args[0], st)
+            a = self.expr(p.args[1], self.narrowed(st, cond, True))
+            b = self.expr(p.args[2], self.narrowed(st, cond, False))
             return _select(_truth(cond), a, b)
         if op in ("and", "or"):
             return self.boolean(p, st)
@@ -687,12 +689,28 @@ class _Lowering:
         return value
 
     def boolean(self, p: ir.Prim, st: _State):
-        """``a and b`` / ``a or b``: Python's value (one operand or the other), lane by lane."""
-        values = [self.expr(a, st) for a in p.args]
+        """``a and b`` / ``a or b``: Python's value (one operand or the other), lane by lane;
+        each operand evaluated for the lanes Python evaluates it in."""
+        values, at = [], st
+        for a in p.args:
+            values.append(self.expr(a, at))
+            at = self.narrowed(at, values[-1], p.op == "and")
         out = values[-1]
         for v in reversed(values[:-1]):
             out = _select(_truth(v), out, v) if p.op == "and" else _select(_truth(v), v, out)
         return out
+
+    def narrowed(self, st: _State, cond, truth: bool) -> _State:
+        """``st`` for the lanes of its live ones where ``cond``'s truth is ``truth`` (those that
+        evaluate one side of ``if``-``else``, ``and``, ``or``): only where row reads are
+        checked (:mod:`.bounds`); the values are the same in every lane, only which lanes may
+        read out of range differs."""
+        if self.checks is None or isinstance(cond, tuple):
+            return st
+        if isinstance(cond, (bool, int, float)):
+            return st if bool(cond) == truth else st.branch(self.nobody)
+        taken = _truth(cond)
+        return st.branch(st.live & (taken if truth else jnp.logical_not(taken)))
 
     def getitem(self, p: ir.Prim, st: _State):
         base, index = p.args
