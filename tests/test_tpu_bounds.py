@@ -20,6 +20,7 @@ import lanewise as lw  # noqa: E402
 from lanewise import LaneIndexError  # noqa: E402
 from lanewise.backends import tpu  # noqa: E402
 from lanewise.backends.tpu import kernel  # noqa: E402
+from lanewise.backends.tpu import rows as rows_  # noqa: E402
 from test_tpu_backend import ON_CHIP, assert_match  # noqa: E402
 
 SERIES, STEPS = 2 * 1024 + 300, 6
@@ -147,6 +148,16 @@ def test_a_loop_free_lane_of_big_blocks_raises(monkeypatch):
     k[2300] = 6
     with lw.config.overridden(tpu_block=(16, 512), tpu_strip=(8, 128)):
         assert "lane i0=2300 of " in same_error(lookup, p, k)
+
+
+def test_a_streamed_row_read_out_of_range_raises(monkeypatch):
+    """A row too long for VMEM is read through a window (rows.Streamed): checked the same."""
+    monkeypatch.setattr(rows_, "BUDGET", 256 * 2 * 8 * 128 * 4)  # 256 planes fit whole
+    monkeypatch.setattr(rows_, "WINDOW", 64)
+    p = rows(1024 + 300, 300)
+    call = tpu.bind_call(lw.vmap(ahead), (p,), {})
+    assert tpu.build(call).windows(call)[0] == (64,)
+    assert "index 300 is out of bounds for axis 0 with size 300" in same_error(ahead, p)
 
 
 def test_a_reduction_of_such_a_lane_raises():
