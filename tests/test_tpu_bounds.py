@@ -196,3 +196,15 @@ def test_the_checked_reads_pass_the_mosaic_lowering_rules(lane, monkeypatch):
     call = tpu.bind_call(lw.vmap(lane, backend="tpu"), args, {})
     text = tpu.build(call).lowered(call)
     assert re.search(r"%\w+:2 = stablehlo.custom_call @tpu_custom_call", text)  # the result and the records
+
+
+@pytest.mark.parametrize("reduce", [dict(op="argmax"), dict(op="sum", axis=0)],
+                         ids=["argmax", "sum-keeping-a-level"])
+def test_a_reduction_of_the_map_s_values_raises(reduce):
+    """Reductions the kernel does not fold: the map's values reduced after it (stored.py;
+    keeping a level of lanes laid out flat, which no tile lines up with)."""
+    cube = rows(3 * 100).reshape(3, 100, STEPS)
+    program = lw.vmap(lw.vmap(ahead), backend="python")
+    want = python_error(lw.reduce(program, reduce["op"], axis=reduce.get("axis")), cube)
+    program = lw.vmap(lw.vmap(ahead), backend="tpu")
+    assert python_error(lw.reduce(program, reduce["op"], axis=reduce.get("axis")), cube) == want
