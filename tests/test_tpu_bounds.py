@@ -208,3 +208,11 @@ def test_a_reduction_of_the_map_s_values_raises(reduce):
     want = python_error(lw.reduce(program, reduce["op"], axis=reduce.get("axis")), cube)
     program = lw.vmap(lw.vmap(ahead), backend="tpu")
     assert python_error(lw.reduce(program, reduce["op"], axis=reduce.get("axis")), cube) == want
+
+
+def test_inside_a_callers_jit_nothing_is_raised():
+    """A traced record cannot be read: the read is clamped there, as docs/tpu.md says."""
+    p = rows()
+    got = jax.jit(lambda q: lw.vmap(ahead, backend="tpu")(q))(p)
+    clamped = [sum(float(row[min(i + 2, STEPS - 1)]) for i in range(STEPS)) for row in p[:3]]
+    np.testing.assert_allclose(np.asarray(got)[:3], clamped, rtol=1e-5)
