@@ -62,24 +62,35 @@ class Records(Sites):
 
     def read(self, live, index, length: int, at: str) -> None:
         """Record ``row[index]`` if a lane of ``live`` reads outside the row's ``length``
-        (``index`` a scalar, the same in every lane, or one per lane) and none is recorded."""
-        shape = live.shape
-        index = jnp.broadcast_to(jnp.asarray(index, jnp.int32), shape)
-        bad = live & ((index < -length) | (index >= length))
-        rows, cols = (lax.broadcasted_iota(jnp.int32, shape, k) for k in (0, 1))
-        flat = rows * shape[1] + cols
-        # the first bad lane by min-reductions (Mosaic lowers no argmax)
-        first = jnp.min(jnp.where(bad, flat, jnp.int32(shape[0] * shape[1])))
-        chosen = flat == first
-        values = (jnp.int32(self.id(at)), jnp.sum(jnp.where(chosen, index, 0)), jnp.int32(length),
-                  self.origin[0] + jnp.sum(jnp.where(chosen, rows, 0)),
-                  self.origin[1] + jnp.sum(jnp.where(chosen, cols, 0)))
+        (``index`` a scalar, the same in every lane, or one per lane) and none is recorded.
+        Only the test of the index runs on every read (for a scalar index, one scalar
+        comparison); the record is computed in the branch that writes it."""
+        site = self.id(at)
+        index = jnp.asarray(index, jnp.int32)
+        out = (index < -length) | (index >= length)
+        if index.ndim:
+            self.record(live & out, index, site, length)
+            return
+
+        @pl.when(out)
+        def _uniform():
+            self.record(live, jnp.broadcast_to(index, live.shape), site, length)
+
+    def record(self, bad, index, site: int, length: int) -> None:
+        """Write the record of the first lane of ``bad`` (reading ``index``), if any and if
+        none is written yet: min and sum reductions (Mosaic lowers no argmax) and selects."""
         ref = self.ref
 
         @pl.when(jnp.any(bad) & (jnp.max(ref[...]) == 0))
         def _record():
-            r = lax.broadcasted_iota(jnp.int32, BLOCK, 0)
-            c = lax.broadcasted_iota(jnp.int32, BLOCK, 1)
+            shape = bad.shape
+            rows, cols = (lax.broadcasted_iota(jnp.int32, shape, k) for k in (0, 1))
+            flat = rows * shape[1] + cols
+            chosen = flat == jnp.min(jnp.where(bad, flat, jnp.int32(shape[0] * shape[1])))
+            values = (jnp.int32(site), jnp.sum(jnp.where(chosen, index, 0)), jnp.int32(length),
+                      self.origin[0] + jnp.sum(jnp.where(chosen, rows, 0)),
+                      self.origin[1] + jnp.sum(jnp.where(chosen, cols, 0)))
+            r, c = (lax.broadcasted_iota(jnp.int32, BLOCK, k) for k in (0, 1))
             block = jnp.zeros(BLOCK, jnp.int32)
             for k, value in enumerate(values):
                 block = jnp.where((r == 0) & (c == k), value, block)
