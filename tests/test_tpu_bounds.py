@@ -101,6 +101,11 @@ def test_the_lane_of_a_plane_is_named_by_its_level_indices():
     k[2, 170] = 8
     message = same_error(pick, p, k, vmap=lambda f, **o: lw.vmap(lw.vmap(f), **o))
     assert "(lane i0=2, i1=170 of pick" in message
+    p = rows(16 * 300).reshape(16, 300, STEPS)  # two rows of tiles: the first bad lane in C order is named
+    k = np.zeros((16, 300), np.int32)
+    k[5, 10], k[2, 200] = 7, 9
+    message = same_error(pick, p, k, vmap=lambda f, **o: lw.vmap(lw.vmap(f), **o))
+    assert "index 9 is out of bounds for axis 0 with size 6 (lane i0=2, i1=200 of pick" in message
 
 
 def guarded(p):

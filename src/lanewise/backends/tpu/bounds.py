@@ -4,8 +4,8 @@ A lane's ``p[i]`` with an index computed at run time (a loop's counter, a lane's
 is checked as Python checks it: a *live* lane (not masked off by a branch, a return, a
 break or padding) whose index lies outside ``[-len(p), len(p))`` is recorded.  Each grid
 step has an (8, 128) int32 block of records, zeroed as it starts; the first bad read of
-a tile writes :data:`FIELDS` into its first row.  After the call the host reads the first
-tile's record (one device sync, only for lanes with such reads) and raises the
+a tile writes :data:`FIELDS` into its first row.  After the call the host reads the record
+of the lane first in C order (one device sync, only for lanes with such reads) and raises the
 ``LaneIndexError`` the python backend raises: the index, the row's size, a lane that
 failed and the user's ``file:line``.  Inside a caller's ``jax.jit`` (``lw.jax.op``) and
 in calls split over several devices nothing is raised: the read there is clamped.
@@ -97,11 +97,13 @@ class Records(Sites):
             ref[...] = block
 
 
-def first(records, grid: tuple):
-    """The first grid step's record (:data:`FIELDS`, all 0 for none) of the kernel's
-    ``records`` ((grid rows * 8, grid columns * 128)), in the jitted call."""
+def first(records, grid: tuple, shape: tuple):
+    """Of the kernel's ``records`` ((grid rows * 8, grid columns * 128)), the one of the
+    lane first in C order (:data:`FIELDS`, all 0 for none), in the jitted call; ``shape``:
+    the kernel's arrays' (the lanes' row-major numbering)."""
     tiles = records.reshape(grid[0], BLOCK[0], grid[1], BLOCK[1])[:, 0, :, :len(FIELDS)].reshape(-1, len(FIELDS))
-    return tiles[jnp.argmax(tiles[:, 0] > 0)]
+    lane = tiles[:, 3] * shape[1] + tiles[:, 4]
+    return tiles[jnp.argmin(jnp.where(tiles[:, 0] > 0, lane, jnp.iinfo(jnp.int32).max))]
 
 
 def check(record, sites: Sites, shape: tuple, sizes: tuple, lane) -> None:

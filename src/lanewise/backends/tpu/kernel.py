@@ -274,7 +274,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     ``strip``: ``lw.config.tpu_strip``, the lanes a grid step computes at a time when the lane is
     long (:data:`LONG`) and has no loop, rows or iteration count (:func:`_in_strips`).
     A lane that reads a row at an index computed at run time has one more result, a
-    block of :mod:`.bounds` records per grid step: ``f`` then gives the first tile's record
+    block of :mod:`.bounds` records per grid step: ``f`` then gives the first lane's record
     (:func:`.bounds.first`) after ``iterations``, else None."""
     shape = tuple(tile)
     block = folded_block(shape, keep) if fold else shape
@@ -405,7 +405,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             **_rows.compiler_params(spreads + ("rows",) * any(planes), interpret),
         )(lanes, *values)
         out = list(out)
-        record = _bounds.first(out.pop(), grid) if checked else None
+        record = _bounds.first(out.pop(), grid, array) if checked else None
         out = [o[:n, :array[0], :array[1]] if w else o for o, n, w in zip(out, planes, structure["drains"],
                                                                            strict=True)]
         if fold:
