@@ -192,14 +192,17 @@ def test_lanes_without_checked_reads_keep_their_kernel():
         assert fn.inline(where, *values)[2] is None
 
 
+@pytest.mark.parametrize("fold", [None, "sum"])
 @pytest.mark.parametrize("lane", [ahead, pick])
-def test_the_checked_reads_pass_the_mosaic_lowering_rules(lane, monkeypatch):
+def test_the_checked_reads_pass_the_mosaic_lowering_rules(lane, fold, monkeypatch):
     """The records (min/sum reductions, selects, a write under pl.when) lowered for a TPU
-    without one."""
+    without one, beside the map's results or a fold's partials."""
     monkeypatch.setattr(tpu, "_interpret", lambda: False)
     args = (rows(),) if lane is ahead else (rows(), np.zeros(SERIES, np.int32))
     call = tpu.bind_call(lw.vmap(lane, backend="tpu"), args, {})
-    text = tpu.build(call).lowered(call)
+    with jax.enable_x64(False):
+        where, fn, values = tpu.build(call).prepared(call, fold=fold)
+        text = fn.lowered(where, *values)
     assert re.search(r"%\w+:2 = stablehlo.custom_call @tpu_custom_call", text)  # the result and the records
 
 
