@@ -224,3 +224,13 @@ def test_inside_a_callers_jit_nothing_is_raised():
     got = jax.jit(lambda q: lw.vmap(ahead, backend="tpu")(q))(p)
     clamped = [sum(float(row[min(i + 2, STEPS - 1)]) for i in range(STEPS)) for row in p[:3]]
     np.testing.assert_allclose(np.asarray(got)[:3], clamped, rtol=1e-5)
+
+
+def binned(p):
+    return 0, ahead(p)
+
+
+def test_a_segment_reduction_of_such_a_lane_raises():
+    p = rows()
+    want = python_error(lw.reduce(lw.vmap(binned, backend="python"), "sum", segments=2), p)
+    assert python_error(lw.reduce(lw.vmap(binned, backend="tpu"), "sum", segments=2), p) == want
