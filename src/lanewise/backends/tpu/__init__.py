@@ -177,9 +177,19 @@ class Executable:
         run, program, _ = self.pipeline(call, fold, fold and fold[0], keep=keep)
 
         def pipeline(*given):
-            return run(given)
+            found = []  # the kernel's bounds record, if it checks row reads
+            out = run(given, found)
+            return out, (found[0] if found else None)
 
-        return jax.jit(pipeline), program
+        jitted = jax.jit(pipeline)
+
+        def checked(*given):
+            out, record = jitted(*given)
+            run.check(record)  # a row read out of range: its LaneIndexError (a traced record: none)
+            return out
+
+        checked.jitted = jitted  # what LANEWISE_DEBUG prints: the call as JAX traced it
+        return checked, program
 
     def pipeline(self, call: Call, fold: tuple | None, folds: str | None, lanes=None, keep: str | None = None,
                  placed: bool = True):
@@ -189,7 +199,9 @@ class Executable:
         or, without, the lanes' results placed by ``out_axes`` (``placed=False``: in level
         order, as :mod:`.stored` reduces them); the program of the results (the map's,
         whose tree a reduction keeps) and the map's.  ``lanes``: of the layout, the lanes
-        the kernel computes (a device's share, :mod:`.sharded`)."""
+        the kernel computes (a device's share, :mod:`.sharded`).  ``run(given, found)`` appends
+        to ``found`` the kernel's bounds record (:mod:`.bounds`), if it checks row reads,
+        which ``run.check(record)`` raises as the lane's LaneIndexError."""
         import jax
 
         from ...plan import reduction
@@ -202,15 +214,18 @@ class Executable:
         spreads = self.spreads(call, where)
         sizes = tuple(call.sizes)
 
-        def run(given):
-            results, _ = fn.inline(where, *self.carried(call, given, where, spreads),
-                                   lanes=None if lanes is None else lanes(where))
+        def run(given, found: list | None = None):
+            results, _, record = fn.inline(where, *self.carried(call, given, where, spreads),
+                                           lanes=None if lanes is None else lanes(where))
+            if found is not None and record is not None:
+                found.append(record)
             if folds:  # a side of the plane kept: its results where out_axes puts the kept levels
                 return [reduction.place(spec, o, r, sizes, xp=jax.numpy) if keep else r
                         for r, o in zip(results, mapped.outputs, strict=True)]
             return [self.kernel.place(self.kernel.from_tiles(r, where, sizes), o) if placed else
                     self.kernel.from_tiles(r, where, sizes) for r, o in zip(results, mapped.outputs, strict=True)]
 
+        run.check = lambda record: fn.check(record, where, sizes)
         return run, mapped, mapped
 
     def mapped(self, call: Call, where, fn, values):
@@ -246,7 +261,7 @@ class Executable:
 
     def _run(self, call: Call, count_iterations: bool):
         where, fn, values = self.prepared(call, count_iterations)
-        results, tree, iterations = fn(where, *values)
+        results, tree, iterations = fn(where, *values, sizes=tuple(call.sizes))
         return [self.kernel.from_tiles(r, where, tuple(call.sizes)) for r in results], tree, iterations
 
     def lowered(self, call: Call) -> str:

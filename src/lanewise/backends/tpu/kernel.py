@@ -32,6 +32,7 @@ from jax.experimental import pallas as pl
 
 from ...config import config
 from ...errors import BackendError, LaneTypeError
+from . import bounds as _bounds
 from . import rows as _rows
 from .lower import lower
 
@@ -271,11 +272,14 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     None for one that travels whole (the default for every argument); ``drains``: the same for
     each row result (a scan's stacked ys, in result order), streamed out (:class:`.rows.Drain`).
     ``strip``: ``lw.config.tpu_strip``, the lanes a grid step computes at a time when the lane is
-    long (:data:`LONG`) and has no loop, rows or iteration count (:func:`_in_strips`)."""
+    long (:data:`LONG`) and has no loop, rows or iteration count (:func:`_in_strips`).
+    A lane that reads a row at an index computed at run time has one more result, a
+    block of :mod:`.bounds` records per grid step: ``f`` then gives the first lane's record
+    (:func:`.bounds.first`) after ``iterations``, else None."""
     shape = tuple(tile)
     block = folded_block(shape, keep) if fold else shape
     tile_fn = lower(lane, count_iterations, unroll, params)
-    structure = {}
+    structure = {"sites": _bounds.Sites()}  # the checked row reads, met as the kernel is typed
     windows = windows or (None,) * len(dtypes)
     streamed = [k for k, w in enumerate(windows) if w]  # each has 3 scratch refs (rows.scratch)
 
@@ -297,9 +301,18 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             return (rows < lanes_ref[0]) & (cols < lanes_ref[1])
         return rows * shape[1] + cols < lanes_ref[0]
 
+    def records_of(outs: list):
+        """The grid step's block of bounds records (the last result, zeroed here), or None."""
+        if not structure["sites"].checked:
+            return None
+        ref = outs.pop()
+        ref[...] = jnp.zeros(ref.shape, ref.dtype)
+        return ref
+
     def kernel(lanes_ref, *refs):
         if structure["strip"]:
             ids = (pl.program_id(0), pl.program_id(1))
+            # no records: a lane with rows, the only reads checked (.bounds), is never in strips
             ins, outs = refs[:len(dtypes)], refs[len(dtypes):]
             return _in_strips(tile_fn, structure["strip"], shape, ins, outs, spreads, bools, fold, keep,
                               lambda at, part: valid_at(lanes_ref, ids, at, part))
@@ -309,6 +322,8 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         ins, outs = refs[:len(dtypes)], list(refs[len(dtypes):])
         ids = (pl.program_id(0), pl.program_id(1))
         at = (ids[0] * shape[0], ids[1] * shape[1])
+        records = records_of(outs)
+        checks = None if records is None else _bounds.Records(structure["sites"], records, at)
         valid = valid_of(lanes_ref, ids)
         args = [_read(r, how, b, shape) for r, how, b in zip(ins, spreads, bools, strict=True)]
         for k in streamed:
@@ -316,7 +331,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         drains = {j: _rows.Drain(_rows.Window(outs[j], *_take(scratch, 3), at)) for j in drained}
         # scans write their stacked ys into the row results (through a window where they stream)
         sinks = {k: drains.get(j, outs[j]) for j, k in structure["rows"].items()}
-        results, _tree, iterations = tile_fn(valid, *args, sinks=sinks)
+        results, _tree, iterations = tile_fn(valid, *args, sinks=sinks, checks=checks)
         for drain in drains.values():
             drain.flush()
         values = list(results) + ([iterations] if count_iterations else [])
@@ -334,7 +349,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
     def result_types(valid, *args):
         args = [_rows.row_argument(a, how, b, shape) if how in _rows.ROWS else a
                 for a, how, b in zip(args, spreads, bools, strict=True)]
-        results, tree, iterations = tile_fn(valid, *args)
+        results, tree, iterations = tile_fn(valid, *args, checks=structure["sites"])
         structure["tree"] = tree
         structure["rows"] = {j: r.index for j, r in enumerate(results) if isinstance(r, _rows.Stacked)}
         return [jnp.zeros((r.length,) + shape, r.dtype) if isinstance(r, _rows.Stacked) else r for r in results]
@@ -369,10 +384,12 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         structure["strip"] = _strip_of(strip, shape, spreads, windows, drains, count_iterations, planes,
                                        lambda part: _operations(result_types, part, dtypes, bools))
         structure["drains"] = [next(outlets, None) if n else None for n in planes]
+        checked = structure["sites"].checked
+        records = [jax.ShapeDtypeStruct((grid[0] * _bounds.BLOCK[0], grid[1] * _bounds.BLOCK[1]), jnp.int32)]
         out = pl.pallas_call(
             kernel,
             out_shape=[jax.ShapeDtypeStruct(_out_shape(out_array, n, w, shape, grid), k)
-                       for k, n, w in zip(stored, planes, structure["drains"], strict=True)],
+                       for k, n, w in zip(stored, planes, structure["drains"], strict=True)] + records * checked,
             grid=grid,
             in_specs=[pl.BlockSpec(memory_space=_smem())] + [
                 _rows.spec(how, shape, n, _smem(), w) if how in _rows.ROWS else _spec(how, shape)
@@ -382,10 +399,13 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
                            [s for k, w in zip(stored, structure["drains"], strict=True) if w
                             for s in _rows.scratch(w, shape, k)],
             out_specs=[spec if n is None else _rows.spec("rows", shape, n, None, w)
-                       for n, w in zip(planes, structure["drains"], strict=True)],
+                       for n, w in zip(planes, structure["drains"], strict=True)] +
+                      [pl.BlockSpec(_bounds.BLOCK, lambda i, j, *_: (i, j))] * checked,
             interpret=interpret,
             **_rows.compiler_params(spreads + ("rows",) * any(planes), interpret),
         )(lanes, *values)
+        out = list(out)
+        record = _bounds.first(out.pop(), grid, array) if checked else None
         out = [o[:n, :array[0], :array[1]] if w else o for o, n, w in zip(out, planes, structure["drains"],
                                                                            strict=True)]
         if fold:
@@ -394,7 +414,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         results = [o != 0 if k == jnp.bool_ and fold not in ("sum", "mean", "prod") else o
                    for o, k in zip(out, kinds + [None] * count_iterations, strict=True)]
         iterations = results.pop()[::shape[0], ::shape[1]].reshape(-1) if count_iterations else None
-        return results, iterations
+        return results, iterations, record
 
     jitted = jax.jit(run, static_argnums=(1, 2))
     printed = []
@@ -406,15 +426,24 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         """The kernel as JAX traces it: the Pallas call, its tile's masks and loops."""
         return str(jax.make_jaxpr(run, static_argnums=(1, 2))(lanes_of(where), where.grid, where.shape, *values))
 
-    def call(where: Layout, *values):
+    def call(where: Layout, *values, sizes: tuple | None = None):
+        """The lane's (results, tree, iterations) for ``where``'s lanes (``sizes``: per vmap
+        level, which a LaneIndexError of a row read out of range names; else the flat lanes)."""
         if config.debug and not printed:  # the kernel as JAX traced it, once (LANEWISE_DEBUG=1)
             printed.append(True)
             print(f"# ---- lanewise tpu kernel of {getattr(lane, '__qualname__', lane)}\n{text(where, *values)}")
-        results, iterations = jitted(lanes_of(where), where.grid, where.shape, *values)
+        results, iterations, record = jitted(lanes_of(where), where.grid, where.shape, *values)
+        check(record, where, sizes or (where.lanes,))
         return results, structure["tree"], iterations
 
+    def check(record, where: Layout, sizes: tuple) -> None:
+        """Raise the LaneIndexError of a row read out of range that ``record`` names
+        (:func:`.bounds.check`; None or traced: nothing)."""
+        _bounds.check(record, structure["sites"], where.shape, sizes, lane)
+
     def inline(where: Layout, *values, lanes=None):
-        """The kernel's (results, iterations) inside a caller's own trace (one jitted whole call).
+        """The kernel's (results, iterations, record) inside a caller's own trace (one jitted
+        whole call): ``record`` the first bounds record (:func:`check` raises it), or None.
         ``lanes``: the lanes it computes, as :func:`lanes_of` gives them, when fewer than
         ``where``'s (a device's share of a sharded call, traced: :mod:`.sharded`)."""
         return jitted(lanes_of(where) if lanes is None else lanes, where.grid, where.shape, *values)
@@ -435,6 +464,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         return structure["strip"]
 
     call.text, call.types, call.inline, call.lowered, call.strip = text, types, inline, lowered, strip_of
+    call.check = check
     return call
 
 

@@ -133,9 +133,10 @@ def lower(lane, count_iterations: bool = False, unroll: int = 1, params: tuple |
     functions = {f.name: f for f in module.functions()}
     options = _lowering()
 
-    def tile(valid, *args, sinks=None):
+    def tile(valid, *args, sinks=None, checks=None):
         lowering = _Lowering(functions, valid, count_iterations, max(1, int(unroll)), options)
         lowering.sinks = sinks  # the kernel's row outputs, where scans write their stacked ys (rows.Stacked)
+        lowering.checks = checks  # where row reads out of range are told (.bounds), or None
         if params is not None:
             leaves, args = list(args), []
             for tree in params:
@@ -232,6 +233,7 @@ class _Lowering:
         self.counting = count_iterations
         self.iterations = jnp.int32(0) if count_iterations else None
         self.at = None  # the statement being lowered: where an error about one of its names points
+        self.checks = None  # where row reads out of range are told (.bounds), or None
 
     # ------------------------------------------------------------------ functions
 
@@ -627,8 +629,10 @@ class _Lowering:
         op = p.op
         if op == "tuple":
             return tuple(self.expr(a, st) for a in p.args)
-        if op == "ifexp":
-            cond, a, b = (self.expr(x, st) for x in p.args)
+        if op == "ifexp":  # each side read by the lanes Python evaluates it in (.bounds checks them)
+            cond = self.expr(p.args[0], st)
+            a = self.expr(p.args[1], self.narrowed(st, cond, True))
+            b = self.expr(p.args[2], self.narrowed(st, cond, False))
             return _select(_truth(cond), a, b)
         if op in ("and", "or"):
             return self.boolean(p, st)
@@ -685,12 +689,28 @@ class _Lowering:
         return value
 
     def boolean(self, p: ir.Prim, st: _State):
-        """``a and b`` / ``a or b``: Python's value (one operand or the other), lane by lane."""
-        values = [self.expr(a, st) for a in p.args]
+        """``a and b`` / ``a or b``: Python's value (one operand or the other), lane by lane;
+        each operand evaluated for the lanes Python evaluates it in."""
+        values, at = [], st
+        for a in p.args:
+            values.append(self.expr(a, at))
+            at = self.narrowed(at, values[-1], p.op == "and")
         out = values[-1]
         for v in reversed(values[:-1]):
             out = _select(_truth(v), out, v) if p.op == "and" else _select(_truth(v), v, out)
         return out
+
+    def narrowed(self, st: _State, cond, truth: bool) -> _State:
+        """``st`` for the lanes of its live ones where ``cond``'s truth is ``truth`` (those that
+        evaluate one side of ``if``-``else``, ``and``, ``or``): only where row reads are
+        checked (:mod:`.bounds`); the values are the same in every lane, only which lanes may
+        read out of range differs."""
+        if self.checks is None or isinstance(cond, tuple):
+            return st
+        if isinstance(cond, (bool, int, float)):
+            return st if bool(cond) == truth else st.branch(self.nobody)
+        taken = _truth(cond)
+        return st.branch(st.live & (taken if truth else jnp.logical_not(taken)))
 
     def getitem(self, p: ir.Prim, st: _State):
         base, index = p.args
@@ -703,7 +723,10 @@ class _Lowering:
             if st.uniform:  # in the live lanes a uniform local equals its scalar: read one plane
                 st = st.branch(st.live)
                 st.env.update(st.uniform)
-            return _rows.read(value, self.expr(index, st), where(p.loc))
+            at = where(p.loc)
+            checks = self.checks  # a live lane's index out of range: .bounds
+            check = None if checks is None else lambda i, n: checks.read(st.live, i, n, at)
+            return _rows.read(value, self.expr(index, st), at, check)
         raise refuse("indexing (only a tuple by a literal index is lowered)", p.loc)
 
 

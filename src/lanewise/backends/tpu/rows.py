@@ -298,16 +298,20 @@ def _position(row: Row, index, at: str):
     return index % row.length
 
 
-def read(row: Row, index, at: str):
+def read(row: Row, index, at: str, check=None):
     """``row[index]`` for every lane of the tile: ``index`` an int literal, an int32 scalar
-    (the same in every lane; negative counts from the end, others are clamped: no check),
-    or a tile of indices (a select over the planes: rows of at most :data:`ONE_HOT`)."""
+    (the same in every lane; negative counts from the end, others are clamped), or a tile
+    of indices (a select over the planes: rows of at most :data:`ONE_HOT`).  ``check(index,
+    length)``: told of every index computed at run time, before it is wrapped and clamped
+    (:mod:`.bounds` records a live lane's out of range)."""
     if isinstance(index, bool) or jnp.result_type(index) not in (jnp.int32, jnp.int64) and \
             not isinstance(index, int):
         raise LaneCompileError(f"a row indexed with a non-integer ({at})")
     if isinstance(index, int):
         return row.plane(_position(row, index, at))
     index = jnp.asarray(index, jnp.int32)
+    if check is not None:
+        check(index, row.length)
     index = jnp.where(index < 0, index + row.length, index)
     if index.ndim == 0:
         return row.plane(jnp.clip(index, 0, row.length - 1))

@@ -86,19 +86,24 @@ def whole(exe, call, fold: tuple, where, fn, mapped, place):
     where ``out_axes`` puts them) and the program its results unflatten by."""
     sizes = tuple(call.sizes)
     spreads = exe.spreads(call, where)
+    found = []  # the kernel's bounds record of the trace under way (.bounds)
 
     def lanes(given):
-        results, _ = fn.inline(where, *exe.carried(call, given, where, spreads))
+        results, _, record = fn.inline(where, *exe.carried(call, given, where, spreads))
+        found.append(record)
         return [exe.kernel.from_tiles(r, where, sizes) for r in results]
 
-    return reducing(call, fold, mapped, lanes, place)
+    return reducing(call, fold, mapped, lanes, place, checks=(found, lambda record: fn.check(record, where, sizes)))
 
 
-def reducing(call, fold: tuple, mapped, lanes, place, jit=jax.jit):
+def reducing(call, fold: tuple, mapped, lanes, place, jit=jax.jit, checks=None):
     """:func:`whole` from ``lanes``: a function of ``call``'s argument leaves (traced) to
     the map's values in level order (``call.sizes``, then a lane's own axes), computed
     on one device or split over several (:mod:`.sharded`); ``jit`` makes the call of
-    the traced reduction (``jax.jit``, or jit with the arguments moved onto a mesh)."""
+    the traced reduction (``jax.jit``, or jit with the arguments moved onto a mesh).
+    ``checks``: (the list ``lanes`` appends its kernel's bounds record to, the check that
+    raises a record's LaneIndexError), or None (:func:`_checking`)."""
+    jit = _checking(jit, checks)
     op, axis = fold
     monoid = op if isinstance(op, Monoid) else None
     combine = _Combiner(monoid) if monoid else None
@@ -116,6 +121,33 @@ def reducing(call, fold: tuple, mapped, lanes, place, jit=jax.jit):
         return out
 
     return jit(pipeline), mapped
+
+
+def _checking(jit, checks):
+    """``jit`` of a pipeline, its call then raising the LaneIndexError of a row read out of
+    range that its kernel recorded (:mod:`.bounds`): the jitted pipeline returns the record
+    ``lanes`` left in ``found`` too.  ``checks`` None: ``jit`` itself."""
+    if checks is None:
+        return jit
+    found, check = checks
+
+    def checking(pipeline):
+        def recorded(*given):
+            found.clear()
+            out = pipeline(*given)
+            return out, next((r for r in found if r is not None), None)
+
+        jitted = jit(recorded)
+
+        def called(*given):
+            out, record = jitted(*given)
+            check(record)  # traced (inside a caller's jit): nothing
+            return out
+
+        called.jitted = jitted
+        return called
+
+    return checking
 
 
 def reduce_leaf(op, values, axes: tuple, combine=None, acc=None):
