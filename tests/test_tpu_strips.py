@@ -3,8 +3,8 @@ interpret mode.
 
 A grid step of a lane of at least ``kernel.LONG`` operations loops over strips of
 ``lw.config.tpu_strip`` lanes, so that its intermediates stay in registers.  Each result
-must equal, bit for bit, the same kernel's with the block computed whole
-(``tpu_strip=None``: the same arithmetic, only the order of the lanes differs) and match
+must equal the same kernel's with the block computed whole (``tpu_strip=None``: the same
+arithmetic; bit for bit on the chip, within a few ulps in interpret mode) and match
 the reference backend; folds (``lw.reduce``) match it with the edge lanes masked.  Small
 blocks and strips keep interpret mode quick: (16, 512) blocks in (8, 128) strips, a plane
 of 37 x 700 lanes whose edge tiles overhang it.
@@ -80,8 +80,15 @@ def whole(fn, *args):
 
 
 def assert_bitwise(got, want):
+    """Equal bit for bit on the chip (a strip's lanes run the block's operations).  In
+    interpret mode XLA on the CPU compiles each shape on its own: JAX 0.12's vectorised
+    ``cos`` of a (8, 128) strip and of a (16, 512) block differ in the last bits (a few ulps)."""
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
-        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+        g, w = np.asarray(g), np.asarray(w)
+        if ON_CHIP or w.dtype.kind != "f":
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
 
 
 def schedule(fn, *args) -> str:
