@@ -51,6 +51,11 @@ def on_tpu(lane, *args):
     return lw.vmap(lane, backend="tpu")(*args)
 
 
+def interpreted(**options):
+    """``lw.config`` for a tpu test module: interpret mode off the chip, and ``options``."""
+    return lw.config.overridden(tpu_interpret=not ON_CHIP, **options)
+
+
 def reference(lane, *args):
     return lw.vmap(lane, backend="python")(*args)
 

@@ -21,14 +21,14 @@ from lanewise import LaneIndexError  # noqa: E402
 from lanewise.backends import tpu  # noqa: E402
 from lanewise.backends.tpu import kernel  # noqa: E402
 from lanewise.backends.tpu import rows as rows_  # noqa: E402
-from test_tpu_backend import ON_CHIP, assert_match  # noqa: E402
+from test_tpu_backend import interpreted, assert_match  # noqa: E402
 
 SERIES, STEPS = 2 * 1024 + 300, 6
 
 
 @pytest.fixture(autouse=True)
 def interpret():
-    with lw.config.overridden(tpu_interpret=not ON_CHIP, tpu_tile=(8, 128), tpu_unroll=4):
+    with interpreted(tpu_tile=(8, 128), tpu_unroll=4):
         yield
 
 

@@ -17,7 +17,7 @@ pytest.importorskip("jax")
 
 import lanewise as lw  # noqa: E402
 from lanewise import LaneCompileError  # noqa: E402
-from test_tpu_backend import ON_CHIP, assert_match, on_tpu, reference  # noqa: E402
+from test_tpu_backend import interpreted, assert_match, on_tpu, reference  # noqa: E402
 
 from benchmarks.w3_backtest import setup, step  # noqa: E402
 
@@ -27,7 +27,7 @@ SERIES, STEPS = 2 * 1024 + 300, 13
 
 @pytest.fixture(autouse=True)
 def interpret():
-    with lw.config.overridden(tpu_interpret=not ON_CHIP, tpu_tile=(8, 128), tpu_unroll=4):
+    with interpreted(tpu_tile=(8, 128), tpu_unroll=4):
         yield
 
 

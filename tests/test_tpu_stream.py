@@ -16,7 +16,7 @@ jax = pytest.importorskip("jax")
 import lanewise as lw  # noqa: E402
 from lanewise.backends import tpu  # noqa: E402
 from lanewise.backends.tpu import rows  # noqa: E402
-from test_tpu_backend import ON_CHIP, assert_match, reference  # noqa: E402
+from test_tpu_backend import interpreted, assert_match, reference  # noqa: E402
 
 from benchmarks.w3_backtest import setup, step  # noqa: E402
 
@@ -28,7 +28,7 @@ SERIES, STEPS = 1024 + 300, 300
 
 @pytest.fixture(autouse=True)
 def interpret():
-    with lw.config.overridden(tpu_interpret=not ON_CHIP, tpu_tile=(8, 128), tpu_unroll=4):
+    with interpreted(tpu_tile=(8, 128), tpu_unroll=4):
         yield
 
 

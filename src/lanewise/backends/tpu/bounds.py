@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import linecache
 
 import jax.numpy as jnp
 import numpy as np
@@ -118,13 +117,13 @@ def check(record, sites: Sites, shape: tuple, sizes: tuple, lane) -> None:
     site, index, length, row, col = (int(v) for v in np.asarray(record))
     if site == 0:
         return
-    from ...errors import LaneIndexError
+    from ...errors import LaneIndexError, source_line
     from .. import host
 
     failed = tuple(int(i) for i in np.unravel_index(row * shape[1] + col, tuple(sizes))) if sizes else ()
     at = sites.names[site - 1]
     path, _, number = at.rpartition(":")
-    text = linecache.getline(path, int(number)).strip() if number.isdigit() else ""
+    text = source_line(path, int(number)) if number.isdigit() else ""
     name = getattr(lane, "__qualname__", lane)
     raise LaneIndexError(f"index {index} is out of bounds for axis 0 with size {length} "
                          f"(lane {host.where(failed)} of {name}, {at}"
