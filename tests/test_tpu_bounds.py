@@ -141,6 +141,23 @@ def test_masked_off_lanes_reading_out_of_range_do_not_raise():
     assert_match(got, lw.vmap(lw.vmap(pick), backend="python")(cube, ks))
 
 
+def literal(p, c):
+    if c > 5.0:
+        return p[STEPS + 1]  # out of range: raises only where a lane takes the branch
+    return p[-STEPS]
+
+
+def test_a_literal_index_out_of_range_raises_only_where_a_lane_reads_it():
+    """Python raises when a lane reads it, not when the lane is compiled: a branch no lane
+    takes reads nothing (before: refused when the kernel was built)."""
+    p, c = rows(), np.zeros(SERIES, np.float32)
+    assert_match(lw.vmap(literal, backend="tpu")(p, c), lw.vmap(literal, backend="python")(p, c))
+    c[[1500, 2100]] = 9.0
+    assert "(lane i0=1500 of literal" in same_error(literal, p, c)
+    with pytest.raises(lw.LaneCompileError, match="index 4294967296 is out of range for a row of 6"):
+        lw.vmap(lambda q: q[2 ** 32], backend="tpu")(p)  # beyond int32: refused when built
+
+
 def test_a_loop_free_lane_of_big_blocks_raises(monkeypatch):
     """A loop-free lane takes lw.config.tpu_block and may compute it in strips; a lane with
     rows never does (kernel._strip_of), so its read is checked in the whole block."""
@@ -218,12 +235,34 @@ def test_a_reduction_of_the_map_s_values_raises(reduce):
     assert python_error(lw.reduce(program, reduce["op"], axis=reduce.get("axis")), cube) == want
 
 
-def test_inside_a_callers_jit_nothing_is_raised():
-    """A traced record cannot be read: the read is clamped there, as docs/tpu.md says."""
+def jit_error(fn, *args) -> str:
+    """Inside jax.jit the record is read when the computation runs (a jax.debug.callback):
+    JAX hands the lane's error to the caller inside a JaxRuntimeError."""
+    with pytest.raises(jax.errors.JaxRuntimeError) as raised:
+        jax.block_until_ready(fn(*args))
+    return str(raised.value)
+
+
+def test_inside_a_callers_jit_the_computation_raises():
     p = rows()
-    got = jax.jit(lambda q: lw.vmap(ahead, backend="tpu")(q))(p)
-    clamped = [sum(float(row[min(i + 2, STEPS - 1)]) for i in range(STEPS)) for row in p[:3]]
-    np.testing.assert_allclose(np.asarray(got)[:3], clamped, rtol=1e-5)
+    want = python_error(lw.vmap(ahead, backend="python"), p)
+    assert want in jit_error(jax.jit(lambda q: lw.vmap(ahead, backend="tpu")(q)), p)
+    op = lw.jax.op(lw.vmap(ahead, backend="tpu"))
+    assert want in jit_error(jax.jit(op), p)
+    # jax.vmap of the op: the batch is one more level of lanes, named as python names it
+    stacked = np.stack([rows(seed=1), p])
+    want = python_error(lw.vmap(lw.vmap(ahead), backend="python"), stacked)
+    assert "(lane i0=0, i1=0 of ahead" in want
+    assert want in jit_error(jax.jit(jax.vmap(op)), stacked)
+
+
+def test_inside_a_callers_jit_lanes_in_range_and_masked_off_lanes_run():
+    p = rows()
+    n = (np.arange(SERIES) % 7).astype(np.int32)
+    k = (np.arange(SERIES) % 11).astype(np.int32)
+    for lane, args in ((guarded, (p,)), (broken, (p, n)), (chosen, (p, k))):
+        op = lw.jax.op(lw.vmap(lane, backend="tpu"))
+        assert_match(jax.jit(op)(*args), lw.vmap(lane, backend="python")(*args))
 
 
 def binned(p):

@@ -100,7 +100,7 @@ def test_on_eight_cpu_devices():
                            "-m", "", __file__, "-k", "not test_on_eight_cpu_devices"],
                           cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    assert re.search(r"\b15 passed\b", done.stdout), done.stdout[-3000:]  # none skipped for want of devices
+    assert re.search(r"\b19 passed\b", done.stdout), done.stdout[-3000:]  # none skipped for want of devices
 
 
 def test_one_device_keeps_the_unsharded_path():
@@ -355,3 +355,49 @@ def test_segments_over_an_uneven_lane_count():
     with pytest.raises(lw.LaneIndexError, match=re.escape("segment 6 is out of range for "
                                                           "lw.reduce(..., segments=6) (lane (i0=250) of ")):
         lw.reduce(lane["tpu"], "sum", segments=6)(x)
+
+
+def read_at(p, k):
+    return p[k]
+
+
+def ahead(p):
+    s = 0.0
+    for i in range(len(p)):
+        s += p[i + 1]  # out of range for the last i
+    return s
+
+
+def lane_error(program, *args) -> str:
+    with pytest.raises(lw.LaneIndexError) as raised:
+        program(*args)
+    return str(raised.value)
+
+
+@several
+@pytest.mark.parametrize("reduce", [None, "sum", "argmax"])
+def test_a_row_read_out_of_range_on_a_later_device_names_its_lane(reduce):
+    """Each device records its own lanes' bad reads (backends/tpu/bounds.py); the call raises
+    python's error for the first lane in C order, its device's first index added.  A sum
+    folds in each device's kernel, argmax reduces after it: both check."""
+    p = np.random.default_rng(3).random((300, 6)).astype(np.float32)
+    k = np.zeros(300, np.int32)
+    k[[250, 260]] = 9, -8  # lanes of the seventh device's share (38 each)
+
+    def program(backend):
+        mapped = lw.vmap(read_at, backend=backend)
+        return lw.reduce(mapped, reduce) if reduce else mapped
+
+    want = lane_error(program("python"), p, k)
+    assert "index 9 is out of bounds for axis 0 with size 6 (lane i0=250 of read_at" in want
+    assert lane_error(program("tpu"), p, k) == want
+    k[[250, 260]] = 5, -6  # in range: nothing raised, python's values
+    np.testing.assert_allclose(np.asarray(program("tpu")(p, k)), np.asarray(program("python")(p, k)), rtol=RTOL)
+
+
+@several
+def test_a_plane_split_over_devices_names_the_first_lane_in_c_order():
+    p = np.random.default_rng(4).random((16, 40, 6)).astype(np.float32)
+    want = lane_error(lw.vmap(lw.vmap(ahead), backend="python"), p)
+    assert "(lane i0=0, i1=0 of ahead" in want
+    assert lane_error(lw.vmap(lw.vmap(ahead), backend="tpu"), p) == want

@@ -9,9 +9,10 @@
 #    (tpu_w2.py);
 # 6. W1 against jax.jit of nested jax.vmap, over lw.config.tpu_block sizes (tpu_w1.py);
 # 7. W3 (a scan per series over rows held in VMEM) against jax.jit(jax.vmap(lax.scan)) (tpu_w3.py);
-# 8. MC, 10^8 paths of lw.random.normal in lanes against jax.random (threefry, rbg) (tpu_mc.py).
-# SKIP_OPS=1 skips step 4, SKIP_TESTS=1 step 3, SKIP_W2/SKIP_W3/SKIP_MC=1 steps 5, 7, 8;
-# TESTS="tests/a.py tests/b.py" runs those files in step 3 (TESTS_TIMEOUT seconds, default 200).  Logs and tpu_{w1,w2,w3,mc}.json go to $OUT.
+# 8. MC, 10^8 paths of lw.random.normal in lanes against jax.random (threefry, rbg) (tpu_mc.py);
+# 9. what checking row reads costs, eager and under jax.jit (tpu_bounds.py).
+# SKIP_OPS=1 skips step 4, SKIP_TESTS=1 step 3, SKIP_W2/SKIP_W3/SKIP_MC/SKIP_BOUNDS=1 steps 5, 7, 8, 9;
+# TESTS="tests/a.py tests/b.py" runs those files in step 3 (TESTS_TIMEOUT seconds, default 200).  Logs and tpu_{w1,w2,w3,mc,bounds}.json go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}; mkdir -p "$out"
@@ -30,3 +31,4 @@ grep -E '^(E  |FAILED|[0-9]+ (passed|failed))' "$out/chip_tests.log" | cut -c1-3
 timeout ${W1_TIMEOUT:-120} python3 benchmarks/device/tpu_w1.py 2>&1 | tee "$out/tpu_w1.log" | grep -v '^WARNING'
 [ -z "${SKIP_W3:-}" ] && timeout ${W3_TIMEOUT:-240} python3 benchmarks/device/tpu_w3.py 2>&1 | tee "$out/tpu_w3.log" | grep -v '^WARNING'
 [ -z "${SKIP_MC:-}" ] && timeout ${MC_TIMEOUT:-180} python3 benchmarks/device/tpu_mc.py 2>&1 | tee "$out/tpu_mc.log" | grep -v '^WARNING'
+[ -z "${SKIP_BOUNDS:-}" ] && timeout ${BOUNDS_TIMEOUT:-180} python3 benchmarks/device/tpu_bounds.py 2>&1 | tee "$out/tpu_bounds.log" | grep -v '^WARNING'

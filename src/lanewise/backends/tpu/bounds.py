@@ -7,8 +7,12 @@ step has an (8, 128) int32 block of records, zeroed as it starts; the first bad 
 a tile writes :data:`FIELDS` into its first row.  After the call the host reads the record
 of the lane first in C order (one device sync, only for lanes with such reads) and raises the
 ``LaneIndexError`` the python backend raises: the index, the row's size, a lane that
-failed and the user's ``file:line``.  Inside a caller's ``jax.jit`` (``lw.jax.op``) and
-in calls split over several devices nothing is raised: the read there is clamped.
+failed and the user's ``file:line``.  Inside a caller's ``jax.jit`` (``lw.jax.op``, or
+``lw.vmap`` of traced arrays) the record cannot be read while tracing: a
+``jax.debug.callback`` reads it when the computation runs and raises the same error,
+which JAX hands to the caller as a ``JaxRuntimeError`` whose message ends with it
+(:func:`check`).  A call split over several devices gathers each device's record and
+takes the first device's that names a site (``.sharded``).
 
 Example:
     >>> sites = Sites()
@@ -108,23 +112,42 @@ def first(records, grid: tuple, shape: tuple):
 def check(record, sites: Sites, shape: tuple, sizes: tuple, lane) -> None:
     """Raise the python backend's LaneIndexError for a ``record`` of :func:`first` (a
     device array: read here, a sync) that names a site; ``shape``: the kernel's arrays'
-    (:attr:`.kernel.Layout.shape`), ``sizes``: the call's lanes per vmap level.  A traced
-    record (inside a caller's jit) is not checked."""
+    (:attr:`.kernel.Layout.shape`), ``sizes``: the call's lanes per vmap level.  A record
+    of six fields adds its sixth to the outermost level's index (a device's share's
+    first, ``.sharded``).  A traced record (inside a caller's jit, or a ``jax.vmap`` of
+    it) is read by a ``jax.debug.callback`` when the computation runs: the error then
+    reaches the caller inside JAX's ``JaxRuntimeError`` (the first batch's, under vmap)."""
     import jax
 
-    if record is None or isinstance(record, jax.core.Tracer):
+    if record is None:
         return
-    site, index, length, row, col = (int(v) for v in np.asarray(record))
-    if site == 0:
+    if isinstance(record, jax.core.Tracer):
+        jax.debug.callback(lambda r: _raise_first(r, sites, shape, sizes, lane), record)
         return
+    _raise_first(record, sites, shape, sizes, lane)
+
+
+def _raise_first(records, sites: Sites, shape: tuple, sizes: tuple, lane) -> None:
+    """Raise the error of the first of ``records`` (one, or a batch of them) that names a site."""
+    records = np.asarray(records).reshape(-1, np.shape(records)[-1])
+    named = np.flatnonzero(records[:, 0] > 0)
+    if named.size:
+        raise _error(records[named[0]], sites, shape, sizes, lane)
+
+
+def _error(record, sites: Sites, shape: tuple, sizes: tuple, lane):
+    """The LaneIndexError of one ``record`` that names a site (:func:`check`)."""
     from ...errors import LaneIndexError, source_line
     from .. import host
 
+    site, index, length, row, col, *outer = (int(v) for v in record)
     failed = tuple(int(i) for i in np.unravel_index(row * shape[1] + col, tuple(sizes))) if sizes else ()
+    if outer and failed:
+        failed = (failed[0] + outer[0],) + failed[1:]
     at = sites.names[site - 1]
     path, _, number = at.rpartition(":")
     text = source_line(path, int(number)) if number.isdigit() else ""
     name = getattr(lane, "__qualname__", lane)
-    raise LaneIndexError(f"index {index} is out of bounds for axis 0 with size {length} "
-                         f"(lane {host.where(failed)} of {name}, {at}"
-                         f"{': ' + text if text else ''})")
+    return LaneIndexError(f"index {index} is out of bounds for axis 0 with size {length} "
+                          f"(lane {host.where(failed)} of {name}, {at}"
+                          f"{': ' + text if text else ''})")

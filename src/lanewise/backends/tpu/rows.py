@@ -291,24 +291,30 @@ def compiler_params(spreads, interpret: bool) -> dict:
     return {"compiler_params": pltpu.CompilerParams(vmem_limit_bytes=VMEM_LIMIT)}
 
 
-def _position(row: Row, index, at: str):
-    """A literal index as Python reads it (negative from the end), refused out of range."""
-    if not -row.length <= index < row.length:
+def _position(row: Row, index: int, at: str, check=None) -> int:
+    """A literal index as Python reads it (negative from the end).  Out of range, it is
+    told to ``check`` (:func:`read`; a live lane reading it raises, as in Python, where a
+    branch no lane takes reads nothing) and any plane is read; without ``check``, or
+    beyond int32, it is refused when the kernel is built."""
+    if -row.length <= index < row.length:
+        return index % row.length
+    if check is None or not -2 ** 31 <= index < 2 ** 31:
         raise LaneCompileError(f"index {index} is out of range for a row of {row.length} ({at})")
-    return index % row.length
+    check(jnp.int32(index), row.length)
+    return 0
 
 
 def read(row: Row, index, at: str, check=None):
     """``row[index]`` for every lane of the tile: ``index`` an int literal, an int32 scalar
     (the same in every lane; negative counts from the end, others are clamped), or a tile
     of indices (a select over the planes: rows of at most :data:`ONE_HOT`).  ``check(index,
-    length)``: told of every index computed at run time, before it is wrapped and clamped
-    (:mod:`.bounds` records a live lane's out of range)."""
+    length)``: told of every index computed at run time, before it is wrapped and clamped,
+    and of a literal out of range (:mod:`.bounds` records a live lane's out of range)."""
     if isinstance(index, bool) or jnp.result_type(index) not in (jnp.int32, jnp.int64) and \
             not isinstance(index, int):
         raise LaneCompileError(f"a row indexed with a non-integer ({at})")
     if isinstance(index, int):
-        return row.plane(_position(row, index, at))
+        return row.plane(_position(row, index, at, check))
     index = jnp.asarray(index, jnp.int32)
     if check is not None:
         check(index, row.length)

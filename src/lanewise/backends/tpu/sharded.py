@@ -25,6 +25,11 @@ the shares with collectives, so the result is the one-device program's (the lowe
 index of ties, a Monoid's lane order).  A call whose outermost level has fewer than two indices runs on
 one device, as does a map whose result is not mapped along it (``out_axes=None`` there).
 
+A lane whose row reads are checked (:mod:`.bounds`) gives one record per device; the
+call takes the first device's that names a read (the devices hold the outer level's
+indices in order, so that is the lane first in C order) and raises its LaneIndexError,
+the device's share's first index added to the lane's outermost one.
+
 Example:
     >>> import numpy as np, lanewise as lw
     >>> with lw.config.overridden(tpu_interpret=True, tpu_devices=1):  # one device: unsharded
@@ -90,12 +95,20 @@ def whole(exe, call, fold: tuple | None):
     size = call.sizes[0]
 
     def pipeline(*given):
-        results = split(call, given)
+        results, record = split(call, given)
         if folds:
-            return [_finished(exe.kernel, op, folds, r, call.sizes) for r in results]
-        return [_cut(r, k, size) for r, k in zip(results, split.dims, strict=True)]
+            return [_finished(exe.kernel, op, folds, r, call.sizes) for r in results], record
+        return [_cut(r, k, size) for r, k in zip(results, split.dims, strict=True)], record
 
-    return split.placing(pipeline), split.program
+    jitted = split.placing(pipeline)
+
+    def checked(*given):
+        out, record = jitted(*given)
+        split.check(record)  # a row read out of range on some device: its LaneIndexError
+        return out
+
+    checked.lower = jitted.lower
+    return checked, split.program
 
 
 def _reduced_after(exe, call, fold: tuple, chosen: list):
@@ -114,21 +127,27 @@ def _reduced_after(exe, call, fold: tuple, chosen: list):
 
     split = _Split.of(exe, call, chosen, fold, None, placed=False)
     size, along = call.sizes[0], NamedSharding(split.mesh, _spec(0))
+    found = []  # the devices' first bounds record of the trace under way
 
     def lanes(given):
+        results, record = split(call, given)
+        found.append(record)
         # split once cut too (unevenly: XLA pads each share and masks the padding out of
         # every reduction itself), said rather than left to XLA's sharding propagation,
         # which could gather every lane's value onto each device
-        return [jax.lax.with_sharding_constraint(_cut(r, 0, size), along) for r in split(call, given)]
+        return [jax.lax.with_sharding_constraint(_cut(r, 0, size), along) for r in results]
 
-    return stored.reducing(call, fold, split.program, lanes, place, jit=split.placing)
+    return stored.reducing(call, fold, split.program, lanes, place, jit=split.placing,
+                           checks=(found, split.check))
 
 
 @dataclass(frozen=True)
 class _Split:
     """A call's kernel under ``jax.shard_map`` (:func:`_split`): ``run`` of the padded
     arguments gives each result split along its axis ``dims`` (or folded, one partial per
-    device); ``program`` the results'."""
+    device) and the devices' bounds records (or None); ``program`` the results';
+    ``check`` raises a record's LaneIndexError (:func:`.bounds.check`); ``share``: the
+    outer level's indices per device."""
 
     run: object
     mesh: object
@@ -136,6 +155,8 @@ class _Split:
     pad: int
     dims: list
     program: object
+    check: object
+    share: int
 
     @classmethod
     def of(cls, exe, call, chosen: list, fold: tuple | None, folds: str | None, placed: bool = True):
@@ -148,12 +169,16 @@ class _Split:
                                             lanes=lambda where: _lanes(where, size, share))
         dims = [_outer_dim(o) if placed else 0 for o in mapped.outputs]
         split, mesh, specs = _split(run, call, chosen, dims, folds)
-        return cls(split, mesh, specs, share * count - size, dims, program)
+        return cls(split, mesh, specs, share * count - size, dims, program, run.check, share)
 
-    def __call__(self, call, given: tuple) -> list:
-        """The devices' results from ``call``'s argument leaves ``given`` (traced)."""
+    def __call__(self, call, given: tuple) -> tuple:
+        """The devices' results from ``call``'s argument leaves ``given`` (traced), and the
+        record of the first device whose kernel recorded a row read out of range (six
+        fields: :func:`.bounds.check` adds the last to the outer level's index), or None
+        when the lane's reads are not checked."""
         padded = (_padded(v, leaf, self.pad) for v, leaf in zip(given, call.signature.leaves, strict=True))
-        return self.run(*padded)
+        results, records = self.run(*padded)
+        return results, (None if records is None else _first_device(records, self.share))
 
     def placing(self, pipeline):
         """``pipeline`` jitted, its arguments moved onto the mesh (:func:`_placing`)."""
@@ -212,14 +237,27 @@ def _split(run, call, chosen: list, dims: list, folds: str | None):
     from jax.sharding import Mesh
 
     def body(*given):
-        results = run(given)
-        return [r[None] for r in results] if folds else results
+        found = []  # this device's bounds record, if the kernel checks row reads
+        results = run(given, found)
+        results = [r[None] for r in results] if folds else results
+        return results, (found[0][None] if found else None)
 
     mesh = Mesh(np.array(chosen), (AXIS,))
     ins = tuple(_spec(leaf.axes[0] if leaf.is_array else None) for leaf in call.signature.leaves)
     outs = [_spec(0) for _ in dims] if folds else [_spec(k) for k in dims]
-    # check_vma=False: pallas_call's results carry no varying-axes type (JAX asks for one otherwise)
-    return jax.shard_map(body, mesh=mesh, in_specs=ins, out_specs=outs, check_vma=False), mesh, ins
+    # check_vma=False: pallas_call's results carry no varying-axes type (JAX asks for one otherwise);
+    # the records' spec is a prefix of None too (a kernel without checked reads)
+    return (jax.shard_map(body, mesh=mesh, in_specs=ins, out_specs=(outs, _spec(0)), check_vma=False),
+            mesh, ins)
+
+
+def _first_device(records, share: int):
+    """Of the devices' ``records`` (one row each, :func:`.bounds.first`), the first that
+    names a read (all 0 for none) and, sixth, its device's first outer index."""
+    import jax.numpy as jnp
+
+    device = jnp.argmax(records[:, 0] > 0)  # the first named, or the first device's (none)
+    return jnp.concatenate([records[device], (device * share).astype(jnp.int32)[None]])
 
 
 def _spec(axis: int | None):

@@ -145,6 +145,7 @@ def _checking(jit, checks):
             return out
 
         called.jitted = jitted
+        called.lower = jitted.lower  # what XLA makes of the call (sharded: its collectives)
         return called
 
     return checking
