@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("jax")
 import jax  # noqa: E402
@@ -400,7 +402,7 @@ def test_lw_explain_of_a_tpu_function_shows_its_kernel():
     text = lw.explain(lw.vmap(lw.vmap(escape32, in_axes=(None, 0)), in_axes=(0, None), backend="tpu"), re, im)
     assert "13 x 300 plane" in text and "cr as row, ci as col" in text
     kernel = text.split("generated kernel")[1]
-    assert "pallas_call" in kernel and "while[" in kernel and "reduce_or" in kernel  # a tile's "any lane active"
+    assert "pallas_call" in kernel and "while[" in kernel and "reduce_max" in kernel  # a tile's "any lane active"
     assert "loop order" not in text  # not the CPU nest
 
 
@@ -558,6 +560,42 @@ def test_a_range_of_literal_bounds_never_runs_past_its_end():
     with lw.config.overridden(tpu_unroll=16):
         assert tile_iterations(three, x) == [3]
         assert_match(on_tpu(three, x), reference(three, x))
+
+
+def counted(start, stop, step):
+    """A lane of a range loop of literal bounds (the closure's ints), nested in another."""
+    def lane(x):
+        s = 0.0
+        for i in range(start, stop, step):
+            s += x * i
+            for j in range(i % 4):  # an inner range whose stop the outer counter sets
+                s -= 0.5
+        return s
+    return lane
+
+
+def walked(p):
+    s = 0.0
+    for v in p:
+        s = s * 0.5 + v
+    for i in range(1, len(p)):
+        s += p[i] - p[i - 1]
+    return s
+
+
+@settings(max_examples=25, deadline=None)
+@given(unroll=st.integers(1, 18), start=st.integers(-3, 3), trips=st.integers(0, 40),
+       step=st.sampled_from([1, 2, -1, 3]), length=st.integers(1, 40))
+def test_range_loops_match_the_reference_for_any_unroll_and_trip_count(unroll, start, trips, step, length):
+    """A round of ``unroll`` iterations that overshoots a range's end must change nothing:
+    the lanes of a tile leave together, but the stores of the overshooting iterations were
+    unselected (range(17) at the default unroll 16 summed 32 iterations)."""
+    x = floats(n=200)
+    p = np.random.default_rng(length).random((200, length)).astype(np.float32)
+    lane = counted(start, start + step * trips, step)
+    with lw.config.overridden(tpu_unroll=unroll):
+        assert_match(on_tpu(lane, x), reference(lane, x))
+        assert_match(on_tpu(walked, p), reference(walked, p))
 
 
 def test_locals_first_assigned_in_a_loop_and_other_refusals_name_the_line():
@@ -775,3 +813,42 @@ def test_reduce_refuses_an_integer_sum_that_would_wrap():
     with pytest.raises(LaneTypeError, match=r"would wrap at 2\*\*31.*float32"):
         lw.reduce(ints, "sum")(x)
     assert int(lw.reduce(ints, "max")(x)) == max(int(v * 10) for v in x)  # exact: no wrap
+
+
+def lowered_under_x64(program, *args, fold=None) -> str:
+    """``program``'s kernel traced under the chip's 32-bit rules, as the backend traces it,
+    then lowered for a TPU (Mosaic's lowering rules, no chip) with x64 on: what a caller's
+    ``jax.jit`` does with a lane called on traced arrays in a process that enables x64."""
+    call = tpu.bind_call(program, args, {})
+    with jax.enable_x64(False):
+        where, fn, values = tpu.build(call).prepared(call, fold=fold)
+        traced = jax.jit(lambda *v: fn.inline(where, *v)[0]).trace(*values)
+    with jax.enable_x64(True):
+        return traced.lower(lowering_platforms=("tpu",)).as_text()
+
+
+def _ints(k):
+    return np.random.default_rng(k).integers(1, 1000, N).astype(np.int32)
+
+
+X64_CASES = {
+    "arith": (BY_NAME["arith"].lane, lambda: (floats(), floats(seed=1)), None),
+    "arith-int": (BY_NAME["arith"].lane, lambda: (_ints(1), _ints(2)), None),
+    "loops": (BY_NAME["loops"].lane, lambda: (floats(), _ints(4) % 12), None),
+    "logic": (BY_NAME["logic"].lane, lambda: (floats() < 0, floats(seed=1) < 0), None),
+    "escape": (BY_NAME["escape"].lane, lambda: (floats(), floats(seed=1)), None),
+    "npfuncs": (BY_NAME["npfuncs"].lane, lambda: (floats(),), None),
+    "sum-of-ints": (BY_NAME["arith"].lane, lambda: (_ints(1), _ints(2)), "sum"),
+    "max-of-floats": (BY_NAME["escape"].lane, lambda: (floats(), floats(seed=1)), "max"),
+}
+
+
+@pytest.mark.parametrize("name", X64_CASES)
+def test_kernels_lowered_in_a_callers_x64_jit_pass_the_mosaic_lowering_rules(name, monkeypatch):
+    """Mosaic lowers some primitives through jnp (a bool any, an int32 sum to a scalar),
+    whose constants and sums widen to 64 bits when the *lowering* runs with x64 on: the
+    kernel must not use those forms (found on the chip: a loop lane under a user's jit).
+    Lanes with floor division are left out: Mosaic lowers ``sign`` only on a TPU."""
+    monkeypatch.setattr(tpu, "_interpret", lambda: False)
+    lane, args, fold = X64_CASES[name]
+    assert "tpu_custom_call" in lowered_under_x64(lw.vmap(lane, backend="tpu"), *args(), fold=fold)

@@ -21,7 +21,7 @@ from lanewise import LaneIndexError  # noqa: E402
 from lanewise.backends import tpu  # noqa: E402
 from lanewise.backends.tpu import kernel  # noqa: E402
 from lanewise.backends.tpu import rows as rows_  # noqa: E402
-from test_tpu_backend import interpreted, assert_match  # noqa: E402
+from test_tpu_backend import interpreted, assert_match, lowered_under_x64  # noqa: E402
 
 SERIES, STEPS = 2 * 1024 + 300, 6
 
@@ -202,11 +202,57 @@ def test_lanes_without_checked_reads_keep_their_kernel():
             s += v
         return s + p[0]
 
-    call = tpu.bind_call(lw.vmap(walk, backend="tpu"), (rows(),), {})
-    exe = tpu.build(call)
+    assert not checks_reads(walk, rows())
+
+
+def checks_reads(lane, *args) -> bool:
+    """Whether ``lane``'s kernel records row reads (has a bounds record output)."""
+    call = tpu.bind_call(lw.vmap(lane, backend="tpu"), args, {})
     with jax.enable_x64(False):
-        where, fn, values = exe.prepared(call)
-        assert fn.inline(where, *values)[2] is None
+        where, fn, values = tpu.build(call).prepared(call)
+        return fn.inline(where, *values)[2] is not None
+
+
+def lagged(p):
+    s = 0.0
+    for i in range(1, len(p)):
+        s += p[i] * p[i - 1] + p[-i] + p[(2 * i) % len(p)] + p[i // 2]
+    for j in range(len(p) - 1, 0, -2):
+        for i in range(j):
+            s -= p[j - i]
+    return s
+
+
+def reassigned(p):
+    s = 0.0
+    for i in range(1, len(p)):
+        i = i * 2  # noqa: PLW2901 - the read's index is no longer the counter's
+        s += p[i - 1]
+    return s
+
+
+def shadowed(p):
+    s = 0.0
+    for i in range(len(p)):
+        s += helper_read(p, i + 3)
+    return s
+
+
+def helper_read(p, k):
+    i = k  # a local named like the caller's counter
+    return p[i]
+
+
+def test_reads_known_in_range_are_not_checked():
+    """An index of range counters of literal bounds and literals (``+ - * // %``) whose
+    interval lies in the row needs no check: no record, no host sync (bounds.Intervals)."""
+    p = rows()
+    assert not checks_reads(lagged, p)
+    assert_match(lw.vmap(lagged, backend="tpu")(p), lw.vmap(lagged, backend="python")(p))
+    assert checks_reads(ahead, p)  # i + 2 over range(len(p)): out of range at the end
+    for lane in (reassigned, shadowed):  # not the counter any more: checked, and it raises
+        assert checks_reads(lane, p)
+        same_error(lane, p)
 
 
 @pytest.mark.parametrize("fold", [None, "sum"])
@@ -221,6 +267,15 @@ def test_the_checked_reads_pass_the_mosaic_lowering_rules(lane, fold, monkeypatc
         where, fn, values = tpu.build(call).prepared(call, fold=fold)
         text = fn.lowered(where, *values)
     assert re.search(r"%\w+:2 = stablehlo.custom_call @tpu_custom_call", text)  # the result and the records
+
+
+@pytest.mark.parametrize("lane", [ahead, pick])
+def test_a_kernel_lowered_in_a_callers_x64_jit_passes_the_mosaic_lowering_rules(lane, monkeypatch):
+    """The records under a caller's jit with x64 on (test_tpu_backend's x64 test): they
+    took an int32 sum that Mosaic lowered as int64 (found on the chip)."""
+    monkeypatch.setattr(tpu, "_interpret", lambda: False)
+    args = (rows(),) if lane is ahead else (rows(), np.zeros(SERIES, np.int32))
+    assert "tpu_custom_call" in lowered_under_x64(lw.vmap(lane, backend="tpu"), *args)
 
 
 @pytest.mark.parametrize("reduce", [dict(op="argmax"), dict(op="sum", axis=0)],

@@ -8,8 +8,10 @@ with the check taken out (``bounds.Sites.read`` and ``Records.read`` patched to 
 the same kernel without the tests, the record block or the host's read), median of 7
 calls after a warm-up, each call synchronised:
 
-* ``lagged``: ``s += p[i] * p[i - 1]`` over 16384 series x 1000 steps (a range loop's
-  counter: the same index in every lane, one scalar comparison per read);
+* ``lagged``: ``s += p[i] * p[i - 1]`` over 16384 series x 1000 steps: indices the kernel
+  knows in range before it runs (``bounds.Intervals``): no check at all;
+* ``clamped``: ``s += p[i] * p[min(i + 1, len(p) - 1)]``, the same rows: an index the same
+  in every lane that the kernel cannot bound (``min``): one scalar comparison per read;
 * ``picked``: ``p[k]`` for 2**22 lanes of rows of 16 (a per-lane index: a vector test);
 
 each called eagerly (``lw.vmap``) and under ``jax.jit`` through ``lw.jax.op`` (the record
@@ -42,6 +44,20 @@ def lagged_unchecked(p):  # the same lane, a kernel of its own (built with the c
     s = 0.0
     for i in range(1, len(p)):
         s += p[i] * p[i - 1]
+    return s
+
+
+def clamped(p):
+    s = 0.0
+    for i in range(len(p)):
+        s += p[i] * p[min(i + 1, len(p) - 1)]
+    return s
+
+
+def clamped_unchecked(p):
+    s = 0.0
+    for i in range(len(p)):
+        s += p[i] * p[min(i + 1, len(p) - 1)]
     return s
 
 
@@ -78,7 +94,8 @@ def main() -> None:
     rows = jax.device_put(rng.random((SERIES, STEPS), dtype=np.float32))
     short = jax.device_put(rng.random((PICKED, LENGTH), dtype=np.float32))
     ks = jax.device_put(rng.integers(0, LENGTH, PICKED).astype(np.int32))
-    cases = {"lagged": (lagged, lagged_unchecked, (rows,)), "picked": (picked, picked_unchecked, (short, ks))}
+    cases = {"lagged": (lagged, lagged_unchecked, (rows,)), "clamped": (clamped, clamped_unchecked, (rows,)),
+             "picked": (picked, picked_unchecked, (short, ks))}
     out = []
     for name, (lane, twin, args) in cases.items():
         for how in ("eager", "jit"):

@@ -9,7 +9,8 @@ Three parts, each printed as it finishes (the chip's time is short):
 2. ``sweep``: W2 (escape time, max 500 iterations) on an N x N grid for tile shapes x loop-check
    unrolls, median of 7 calls after a warm-up, against jax.vmap(lax.while_loop) on the same chip;
 3. ``newton``: a held-out divergent kernel of the same family (Newton's method on z^3 - 1, per-lane
-   iteration counts from 1 to 60) at the best W2 setting and the default one;
+   iteration counts from 1 to 60) at the best W2 setting and the default one (``NEWTON_ONLY``,
+   e.g. ``8x128:8,32x128:16``: only this part, at those tile:unroll settings);
 4. ``handwritten``: W2 as a Pallas kernel written by hand (the issue's reference design: each
    tile loops while one of its lanes is alive, 20 iterations per check), what lanewise's kernel
    is aiming at on the same chip (HANDWRITTEN_TILES).
@@ -276,6 +277,10 @@ def main():
     print(rows[0], flush=True)
     if os.environ.get("FORMS"):
         forms(rows)
+    if os.environ.get("NEWTON_ONLY"):  # e.g. "8x128:8,32x128:16": the held-out kernel at those settings only
+        held_out(rows, n, [(tuple(map(int, t.split("x"))), int(u)) for t, u in
+                           (s.split(":") for s in os.environ["NEWTON_ONLY"].split(","))])
+        return
     handwritten(rows, n)
     best = sweep(rows, n)
     settings = [((8, 128), 1)] + ([(tuple(best["tile"]), best["unroll"])] if best else [])

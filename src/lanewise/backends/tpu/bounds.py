@@ -28,6 +28,10 @@ import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 
+from ...lane.ir import nodes as ir
+from .ops import some
+from .rows import Row
+
 #: A record's fields, in its first row: the read's site (its id, 0 for none), the index, the
 #: row's length, and the lane's row and column in the kernel's arrays.
 FIELDS = ("site", "index", "length", "row", "col")
@@ -81,23 +85,108 @@ class Records(Sites):
 
     def record(self, bad, index, site: int, length: int) -> None:
         """Write the record of the first lane of ``bad`` (reading ``index``), if any and if
-        none is written yet: min and sum reductions (Mosaic lowers no argmax) and selects."""
+        none is written yet: min and max reductions (Mosaic lowers no argmax) and selects."""
         ref = self.ref
 
-        @pl.when(jnp.any(bad) & (jnp.max(ref[...]) == 0))
+        @pl.when(some(bad) & (jnp.max(ref[...]) == 0))
         def _record():
             shape = bad.shape
             rows, cols = (lax.broadcasted_iota(jnp.int32, shape, k) for k in (0, 1))
             flat = rows * shape[1] + cols
             chosen = flat == jnp.min(jnp.where(bad, flat, jnp.int32(shape[0] * shape[1])))
-            values = (jnp.int32(site), jnp.sum(jnp.where(chosen, index, 0)), jnp.int32(length),
-                      self.origin[0] + jnp.sum(jnp.where(chosen, rows, 0)),
-                      self.origin[1] + jnp.sum(jnp.where(chosen, cols, 0)))
+
+            def at_chosen(v):  # a max, not a sum: Mosaic lowers an int32 sum with x64 on as int64
+                return jnp.max(jnp.where(chosen, v, jnp.iinfo(jnp.int32).min))
+
+            values = (jnp.int32(site), at_chosen(index), jnp.int32(length),
+                      self.origin[0] + at_chosen(rows), self.origin[1] + at_chosen(cols))
             r, c = (lax.broadcasted_iota(jnp.int32, BLOCK, k) for k in (0, 1))
             block = jnp.zeros(BLOCK, jnp.int32)
             for k, value in enumerate(values):
                 block = jnp.where((r == 0) & (c == k), value, block)
             ref[...] = block
+
+
+class Intervals:
+    """What the kernel knows of an index before it runs: a range loop's counter has a
+    static interval where its bounds have one (literals, ``len(p)``, an outer counter and
+    arithmetic of them), kept by the traced value itself, so a counter reassigned, or a
+    helper's local of the same name, has none; an index made of such counters and int
+    literals (or ``len`` of a row) by ``+ - *`` (and ``//``, ``%`` by a positive one) has the interval
+    Python's integers give it.  A read whose interval lies inside the row needs no check
+    (``for i in range(1, len(p)): p[i] - p[i - 1]``: none).
+
+    Example:
+        >>> known = Intervals()
+        >>> i = object()  # stands for the counter's traced value
+        >>> known.note(i, (1, 1), (6, 6), 1)
+        >>> index = ir.Prim("sub", (ir.Var("i"), ir.Const(1, "int")), None)
+        >>> known.of(index, {"i": i}), known.within(index, {"i": i}, 6), known.within(index, {"i": i}, 4)
+        ((0, 4), True, False)
+    """
+
+    def __init__(self):
+        self._known: dict = {}
+
+    def note(self, value, start: tuple | None, stop: tuple | None, step: int) -> None:
+        """``value`` (a loop's counter this iteration) runs over ``range(start, stop, step)``,
+        ``start`` and ``stop`` given by their spans (:meth:`spans`): from the start towards
+        the stop, never reaching it."""
+        if start is None or stop is None:
+            return
+        lo, hi = (start[0], stop[1] - 1) if step > 0 else (stop[0] + 1, start[1])
+        self._known[id(value)] = (value, lo, hi)
+
+    def spans(self, args: tuple, bounds: tuple, env: dict) -> tuple:
+        """The spans of a range's (start, stop) ``bounds`` (evaluated) written as ``args``
+        (its IR arguments): a Python int's own, else its expression's (:meth:`of`) or None."""
+        written = (None, args[0]) if len(args) == 1 else args[:2]
+        return tuple((b, b) if isinstance(b, int) else None if e is None else self.of(e, env)
+                     for b, e in zip(bounds, written, strict=True))
+
+    def of(self, expr, env: dict) -> tuple | None:
+        """The (lowest, highest) of the int expression ``expr`` over the noted counters of
+        ``env``, or None where it is not known (or leaves int32, where the chip wraps)."""
+        if isinstance(expr, ir.Const):
+            found = (expr.value, expr.value) if type(expr.value) is int else None
+        elif isinstance(expr, ir.Var):
+            entry = self._known.get(id(env.get(expr.name)))
+            found = entry[1:] if entry is not None and entry[0] is env.get(expr.name) else None
+        elif isinstance(expr, ir.Prim) and expr.op == "len" and isinstance(expr.args[0], ir.Var) \
+                and isinstance(row := env.get(expr.args[0].name), Row):
+            found = (row.length, row.length)
+        elif isinstance(expr, ir.Prim) and expr.op in _SPANS and not expr.keywords:
+            parts = [self.of(a, env) for a in expr.args]
+            found = None if None in parts else _SPANS[expr.op](*parts)
+        else:
+            found = None
+        return found if found is not None and -2 ** 31 <= found[0] and found[1] < 2 ** 31 else None
+
+    def within(self, expr, env: dict, length: int) -> bool:
+        """Whether ``row[expr]`` is known in range for a row of ``length`` (Python's
+        ``[-length, length)``) in every lane and iteration."""
+        span = self.of(expr, env)
+        return span is not None and -length <= span[0] and span[1] < length
+
+
+def _product(a: tuple, b: tuple) -> tuple:
+    ends = [x * y for x in a for y in b]
+    return min(ends), max(ends)
+
+
+def _by_literal(op):
+    """``op`` (floor division, modulo) of an interval by a positive literal, else None."""
+    def span(a: tuple, b: tuple):
+        if b[0] != b[1] or b[0] <= 0:
+            return None
+        return (a[0] // b[0], a[1] // b[0]) if op == "floordiv" else (0, b[0] - 1)
+    return span
+
+
+#: Interval arithmetic of the index expressions :class:`Intervals` follows.
+_SPANS = {"add": lambda a, b: (a[0] + b[0], a[1] + b[1]), "sub": lambda a, b: (a[0] - b[1], a[1] - b[0]),
+          "neg": lambda a: (-a[1], -a[0]), "pos": lambda a: a, "mul": _product,
+          "floordiv": _by_literal("floordiv"), "mod": _by_literal("mod")}
 
 
 def first(records, grid: tuple, shape: tuple):
@@ -122,7 +211,12 @@ def check(record, sites: Sites, shape: tuple, sizes: tuple, lane) -> None:
     if record is None:
         return
     if isinstance(record, jax.core.Tracer):
-        jax.debug.callback(lambda r: _raise_first(r, sites, shape, sizes, lane), record)
+        def report(r):
+            jax.debug.callback(lambda v: _raise_first(v, sites, shape, sizes, lane), r)
+
+        # the host is called only for a record that names a read (a call to it costs
+        # milliseconds on a TPU); under jax.vmap the cond is a select: called every time
+        jax.lax.cond(jnp.any(record[..., 0] > 0), report, lambda r: None, record)
         return
     _raise_first(record, sites, shape, sizes, lane)
 

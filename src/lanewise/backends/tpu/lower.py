@@ -51,9 +51,11 @@ from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
 from . import autodiff as lanes_autodiff
+from . import bounds as _bounds
 from . import random as lanes_random
 from . import rows as _rows
 from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering
+from .ops import some
 from .ops import where as lanes_where
 from .placeholders import placeholders
 
@@ -234,6 +236,7 @@ class _Lowering:
         self.iterations = jnp.int32(0) if count_iterations else None
         self.at = None  # the statement being lowered: where an error about one of its names points
         self.checks = None  # where row reads out of range are told (.bounds), or None
+        self.intervals = _bounds.Intervals()  # range counters' static spans: reads known in range
 
     # ------------------------------------------------------------------ functions
 
@@ -371,6 +374,8 @@ class _Lowering:
             s = _rows.as_range(s, row)
         if s.kind == "range":
             start, stop, step = self.range_bounds(s, st) if row is None else (0, row.length, 1)
+            spans = self.intervals.spans(s.iter.args, (start, stop), st.env) if row is None else \
+                ((0, 0), (row.length, row.length))
             if not isinstance(s.target, ir.Var):
                 raise refuse("a range loop whose target is not one name", s.loc)
         elif s.kind != "while":
@@ -386,16 +391,25 @@ class _Lowering:
         names = sorted(n for n in stored | ({s.target.name} if s.kind == "range" else set()) if n in st.env)
         frame = st.frame
         entry = st.live
-        # the body's stores need no select if every lane not live in it is dead: no lane
-        # waits after a break, and the lanes of a tile leave the loop together (a range
-        # of bounds the same for all of them)
-        full = st.full and not _breaks(s.body) and s.kind == "range" and self.options["scalar_counter"] \
+        # a lane rebuilt from bytecode is one loop over all its basic blocks: unrolled, the
+        # kernel would hold every block `unroll` times (minutes of compile, no faster loop)
+        unroll = 1 if st.function.blocks else self.unroll
+        if s.kind == "range" and all(isinstance(b, int) for b in (start, stop)):
+            unroll = max(1, min(unroll, len(range(start, stop, step))))  # no round past a known end
+        # the lanes of a tile leave the loop together (a range of bounds the same for all
+        # of them, no break)
+        together = st.full and not _breaks(s.body) and s.kind == "range" and self.options["scalar_counter"] \
             and all(jnp.ndim(b) == 0 for b in (start, stop))
-        # counted: a full range of literal bounds whose trip count a round of the unroll
-        # divides runs whole rounds while "k < trips"; no lane leaves it but by return, so
-        # neither the bound nor a returned mask is kept per iteration
+        # counted: a range of literal bounds whose trip count a round of the unroll divides
+        # runs whole rounds while "k < trips"; no lane leaves it but by return, so neither
+        # the bound nor a returned mask is kept per iteration
         chunk = _chunk(len(range(start, stop, step)), self.unroll) \
-            if full and all(isinstance(b, int) for b in (start, stop)) else None
+            if together and all(isinstance(b, int) for b in (start, stop)) else None
+        # the body's stores need no select if every lane not live in it is dead: the lanes
+        # leave together and no iteration runs past the end (whole rounds, or one iteration
+        # per check); a round of several that overshoots runs its last iterations with no
+        # lane live, and unselected stores would keep what they computed there
+        full = together and (chunk is not None or unroll == 1)
 
         def going(env, live, i):
             """The lanes of ``live`` that (re-)enter the loop's body: its condition, evaluated
@@ -422,9 +436,11 @@ class _Lowering:
             if isinstance(row, _rows.Row):
                 self.assign(s.target, _rows.read(row, counter(carry), where(s.loc)), inner, s.loc)
             elif s.kind == "range":
-                self.assign(s.target, counter(carry), inner, s.loc)
-                if jnp.ndim(counter(carry)) == 0:  # the same in every lane of the tile
-                    inner.uniform[s.target.name] = counter(carry)
+                value = counter(carry)
+                self.assign(s.target, value, inner, s.loc)
+                self.intervals.note(value, *spans, step)
+                if jnp.ndim(value) == 0:  # the same in every lane of the tile
+                    inner.uniform[s.target.name] = value
             self.block(s.body, inner)
             returned = inner.frame.returned
             # the lanes that ran to the end of the body, and those that continued
@@ -454,11 +470,6 @@ class _Lowering:
         if self.counting:
             carry["iterations"] = self.iterations
         carry = self.settle(body, carry, s.loc)
-        # a lane rebuilt from bytecode is one loop over all its basic blocks: unrolled, the
-        # kernel would hold every block `unroll` times (minutes of compile, no faster loop)
-        unroll = 1 if st.function.blocks else self.unroll
-        if s.kind == "range" and all(isinstance(b, int) for b in (start, stop)):
-            unroll = max(1, min(unroll, len(range(start, stop, step))))  # no round past a known end
         trips = None
         if chunk is not None:
             unroll, trips = chunk, len(range(start, stop, step))
@@ -500,8 +511,8 @@ class _Lowering:
             start["active"] = jnp.where(self.valid, active, jnp.zeros((), active.dtype))
 
         def going(c):
-            some = jnp.any(decode(c)["active"])
-            return some if trips is None else some & (c["k"] < trips)
+            alive = some(decode(c)["active"])
+            return alive if trips is None else alive & (c["k"] < trips)
 
         return decode(lax.while_loop(going, step, start))
 
@@ -724,8 +735,9 @@ class _Lowering:
                 st = st.branch(st.live)
                 st.env.update(st.uniform)
             at = where(p.loc)
-            checks = self.checks  # a live lane's index out of range: .bounds
-            check = None if checks is None else lambda i, n: checks.read(st.live, i, n, at)
+            checks = self.checks  # a live lane's index out of range: .bounds (not one known in range)
+            check = None if checks is None or self.intervals.within(index, st.env, value.length) else \
+                lambda i, n: checks.read(st.live, i, n, at)
             return _rows.read(value, self.expr(index, st), at, check)
         raise refuse("indexing (only a tuple by a literal index is lowered)", p.loc)
 

@@ -100,6 +100,15 @@ def where(mask, a, b):
     return jnp.where(mask, a, b)
 
 
+def some(mask):
+    """Whether any lane of ``mask`` is set, as a scalar bool.  Mosaic lowers ``jnp.any`` of
+    bools through ``jnp.where(mask, 1.0, 0.0)``, float64 when the process enables x64 and the
+    kernel is lowered in a caller's ``jax.jit`` (outside the backend's 32-bit context), which
+    Mosaic refuses: the same reduction, its constants float32."""
+    mask = mask if jnp.result_type(mask) == jnp.bool_ else mask != 0
+    return jnp.max(jnp.where(mask, jnp.float32(1), jnp.float32(0))) > 0
+
+
 def _expm1(x):
     """``exp(x) - 1`` without cancellation near 0 (Kahan's formula: Mosaic has no expm1)."""
     u = jnp.exp(x)

@@ -36,6 +36,7 @@ from jax import lax
 
 from ... import random as lw_random
 from ...errors import LaneCompileError, LaneTypeError
+from .ops import some
 
 PHILOX_M0, PHILOX_M1, PHILOX_W0, PHILOX_W1 = lw_random.PHILOX
 
@@ -290,7 +291,7 @@ def integers(key, lo, hi):
     sure = empty | (mid != _U(0)) | (low >= r)
     shape = jnp.broadcast_shapes(*(jnp.shape(v) for v in (top, r, *key)))
     top, mid, low, sure, r = (jnp.broadcast_to(v, shape) for v in (top, mid, low, sure, r))
-    top = lax.cond(jnp.any(~sure), lambda: _retried(key, r, top, low, sure), lambda: top)
+    top = lax.cond(some(~sure), lambda: _retried(key, r, top, low, sure), lambda: top)
     return jnp.where(empty, lo, lax.bitcast_convert_type(words(lo, "lo") + top, jnp.int32))
 
 
@@ -304,7 +305,7 @@ def _retried(key, r, top, low, sure):
     done = (sure | (low >= t)).astype(jnp.int32)  # a lane not sure has product words (top, 0, low)
 
     def rejected(state):
-        return jnp.any(state[2] == 0)
+        return some(state[2] == 0)
 
     def attempt(state):
         j, top, done = state
