@@ -141,6 +141,21 @@ def test_masked_off_lanes_reading_out_of_range_do_not_raise():
     assert_match(got, lw.vmap(lw.vmap(pick), backend="python")(cube, ks))
 
 
+def shifted(p, k):
+    s = 0.0
+    for i in range(len(p)):
+        s += p[i + k]  # a lane with a bigger k reads out of range at an earlier i
+    return s
+
+
+def test_the_first_lane_in_c_order_is_named_not_the_first_to_fail():
+    """Python runs lane 0 to its error before lane 1 starts: the tpu names lane 0 too, though
+    lane 1 read out of range first in the kernel's time (each lane keeps its own first bad read)."""
+    p, k = rows(), np.zeros(SERIES, np.int32)
+    k[[3, 4, 1200]] = 1, 4, 5  # lane 3 fails at i = 5 with index 6, lane 4 at i = 2
+    assert "index 6 is out of bounds for axis 0 with size 6 (lane i0=3 of shifted" in same_error(shifted, p, k)
+
+
 def literal(p, c):
     if c > 5.0:
         return p[STEPS + 1]  # out of range: raises only where a lane takes the branch

@@ -9,7 +9,8 @@ tpu_mc.json (MC per tool), tpu_w1_probe.json (W1's pieces, hand-written, against
 w1_interleaved.json (tpu_w1_interleaved.py: W1's XLA, lanewise and whole-call times in turn).
 
 ``--update`` merges a later, partial run (any of tpu_w1.json, tpu_w3.json, tpu_mc.json,
-tpu_strips.json) into the existing tpu.json: its rows replace those of the same workloads, and
+tpu_strips.json, tpu_bounds.json, a NEWTON_ONLY tpu_w2.json) into the existing
+tpu.json: its rows replace those of the same workloads, and
 the command says which were measured when.
 
 Rows in the layout of benchmarks/quote.py's ``_rows``: ``W2`` and ``newton`` with the median
@@ -138,6 +139,43 @@ def mc_strip_rows(text: str) -> list:
     return [{"workload": "MC-strips", "size": f"{n:.0e} paths, float32", "median_s": times}] if times else []
 
 
+def bounds_rows(records: dict) -> list:
+    """tpu_bounds.py: each lane's call with its row reads checked and with the check taken
+    out, called eagerly and under jax.jit (the record read by a host callback)."""
+    rows = {}
+    for r in records["rows"]:
+        row = rows.setdefault(r["lane"], {"workload": f"bounds-{r['lane']}", "median_s": {}, "max_abs_diff": 0.0,
+                                          "size": BOUNDS_SIZES.get(r["lane"], "")})
+        row["median_s"][f"checked-{r['how']}"] = r["checked_s"]
+        row["median_s"][f"unchecked-{r['how']}"] = r["unchecked_s"]
+        row["max_abs_diff"] = max(row["max_abs_diff"], r["max_abs_diff"])
+    return list(rows.values())
+
+
+#: What each tpu_bounds.py lane is, for its row.
+BOUNDS_SIZES = {"lagged": "16384 series x 1000 steps, p[i] * p[i - 1]: known in range, no check",
+                "clamped": "16384 series x 1000 steps, p[min(i + 1, len(p) - 1)]: one index for all lanes, checked",
+                "picked": "2^22 lanes, rows of 16, p[k]: an index per lane, checked"}
+
+
+def newton_settings(w2: list, newton: dict) -> dict:
+    """``newton`` (tpu.json's row) with a NEWTON_ONLY run's settings added (tpu_w2.py), the
+    one of lanewise's default tile and unroll as ``lanewise-tpu-defaults`` too."""
+    import lanewise as lw
+
+    defaults = type(lw.config)()
+    out = json.loads(json.dumps(newton))
+    for rec in w2:
+        if rec.get("part") == "newton" and "s" in rec and not rec.get("peer"):
+            out["median_s"][setting(rec)] = rec["s"]
+            if (tuple(rec["tile"]), rec["unroll"]) == (tuple(defaults.tpu_tile), defaults.tpu_unroll):
+                out["median_s"]["lanewise-tpu-defaults"] = rec["s"]
+            out[f"{setting(rec)}_mismatch"] = rec.get("mismatch")
+        elif rec.get("part") == "newton" and rec.get("peer"):
+            out["median_s"]["jax-vmap-while_loop"] = rec["s"]
+    return out
+
+
 def update(run: Path, date: str, commit: str, command: str) -> dict:
     """The existing tpu.json with ``run``'s rows in place of those of the same workloads."""
     old = json.loads((ROOT / "benchmarks" / "results" / "tpu.json").read_text())
@@ -151,6 +189,10 @@ def update(run: Path, date: str, commit: str, command: str) -> dict:
             new += make(json.loads((run / name).read_text()))
     if (run / "mc_strips.log").exists():
         new += mc_strip_rows((run / "mc_strips.log").read_text())
+    if (run / "tpu_bounds.json").exists():
+        new += bounds_rows(json.loads((run / "tpu_bounds.json").read_text()))
+    if (run / "tpu_w2.json").exists():  # a NEWTON_ONLY run of tpu_w2.py: its settings join the newton row
+        new.append(newton_settings(json.loads((run / "tpu_w2.json").read_text()), rows["newton"]))
     for r in new:  # an earlier run's times kept as NAME-before stay beside the new ones
         before = {k: v for k, v in rows.get(r["workload"], {}).get("median_s", {}).items() if k.endswith("-before")}
         rows[r["workload"]] = {**r, "median_s": {**before, **r["median_s"]}}

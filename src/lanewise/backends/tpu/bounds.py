@@ -2,22 +2,27 @@
 
 A lane's ``p[i]`` with an index computed at run time (a loop's counter, a lane's value)
 is checked as Python checks it: a *live* lane (not masked off by a branch, a return, a
-break or padding) whose index lies outside ``[-len(p), len(p))`` is recorded.  Each grid
-step has an (8, 128) int32 block of records, zeroed as it starts; the first bad read of
-a tile writes :data:`FIELDS` into its first row.  After the call the host reads the record
-of the lane first in C order (one device sync, only for lanes with such reads) and raises the
-``LaneIndexError`` the python backend raises: the index, the row's size, a lane that
-failed and the user's ``file:line``.  Inside a caller's ``jax.jit`` (``lw.jax.op``, or
-``lw.vmap`` of traced arrays) the record cannot be read while tracing: a
-``jax.debug.callback`` reads it when the computation runs and raises the same error,
-which JAX hands to the caller as a ``JaxRuntimeError`` whose message ends with it
-(:func:`check`).  A call split over several devices gathers each device's record and
-takes the first device's that names a site (``.sharded``).
+break or padding) whose index lies outside ``[-len(p), len(p))`` is recorded.  An index
+the kernel knows in range before it runs (:class:`Intervals`) is not checked at all.
+Each lane's first bad read is kept in two tile-shaped VMEM scratch arrays (its site and
+index: a few vector operations per read, no branch and no reduction); at the end of a
+grid step, if some lane has one, the first lane in C order writes :data:`FIELDS` into
+the first row of the step's (8, 128) int32 record block.  After the call the host reads
+the record of the lane first in C order (one device sync, only for lanes with such reads)
+and raises the ``LaneIndexError`` the python backend raises: the index, the row's size,
+the first lane that failed and the user's ``file:line``.  Inside a caller's ``jax.jit``
+(``lw.jax.op``, or ``lw.vmap`` of traced arrays) the record cannot be read while
+tracing: a ``jax.debug.callback`` reads it when the computation runs and raises the
+same error, which JAX hands to the caller as a ``JaxRuntimeError`` whose message ends
+with it (:func:`check`).  A call split over several devices gathers each device's record
+and takes the first device's that names a site (``.sharded``).
 
 Example:
     >>> sites = Sites()
-    >>> sites.id("f.py:3"), sites.id("f.py:5"), sites.id("f.py:3"), sites.names
-    (1, 2, 1, ['f.py:3', 'f.py:5'])
+    >>> sites.id("f.py:3", 6), sites.id("f.py:5", 6), sites.id("f.py:3", 6), sites.id("f.py:3", 9)
+    (1, 2, 1, 3)
+    >>> sites.names, sites.lengths
+    (['f.py:3', 'f.py:5', 'f.py:3'], [6, 6, 9])
 """
 
 from __future__ import annotations
@@ -32,24 +37,29 @@ from ...lane.ir import nodes as ir
 from .ops import some
 from .rows import Row
 
-#: A record's fields, in its first row: the read's site (its id, 0 for none), the index, the
-#: row's length, and the lane's row and column in the kernel's arrays.
-FIELDS = ("site", "index", "length", "row", "col")
+#: A record's fields, in its first row: the read's site (its id, 0 for none), the index,
+#: and the lane's row and column in the kernel's arrays (the row's length is the site's).
+FIELDS = ("site", "index", "row", "col")
 #: The block of records each grid step writes (one register).
 BLOCK = (8, 128)
 
 
 class Sites:
-    """The checked reads of a lane, numbered from 1 by their ``file:line`` as tracing meets
-    them (the same numbers in every trace of the kernel); ``checked`` once one is met."""
+    """The checked reads of a lane, numbered from 1 by their ``file:line`` and the row's
+    length as tracing meets them (the same numbers in every trace of the kernel);
+    ``checked`` once one is met."""
 
     def __init__(self):
         self.names: list = []
+        self.lengths: list = []
 
-    def id(self, at: str) -> int:
-        if at not in self.names:
-            self.names.append(at)
-        return self.names.index(at) + 1
+    def id(self, at: str, length: int) -> int:
+        for k, key in enumerate(zip(self.names, self.lengths, strict=True)):
+            if key == (at, length):
+                return k + 1
+        self.names.append(at)
+        self.lengths.append(length)
+        return len(self.names)
 
     @property
     def checked(self) -> bool:
@@ -57,48 +67,57 @@ class Sites:
 
     def read(self, live, index, length: int, at: str) -> None:
         """A read's site, while the kernel is only typed (nothing is recorded)."""
-        self.id(at)
+        self.id(at, length)
+
+
+def scratch(tile: tuple) -> list:
+    """The kernel's scratch of a lane with checked reads: each lane's first bad read's
+    site (0: none yet) and index (:class:`Records`)."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    return [pltpu.VMEM(tuple(tile), jnp.int32), pltpu.VMEM(tuple(tile), jnp.int32)]
 
 
 class Records(Sites):
-    """The checks of one tile (or strip) of lanes: ``ref`` the grid step's record block,
-    ``origin`` the (row, column) of the lanes' first one in the kernel's arrays."""
+    """The checks of one tile of lanes: ``ref`` the grid step's record block, ``found`` and
+    ``indices`` the :func:`scratch` arrays (zeroed here), ``origin`` the (row, column) of the
+    tile's first lane in the kernel's arrays."""
 
-    def __init__(self, sites: Sites, ref, origin: tuple):
-        self.names, self.ref, self.origin = sites.names, ref, origin
+    def __init__(self, sites: Sites, ref, found, indices, origin: tuple):
+        self.names, self.lengths, self.ref, self.origin = sites.names, sites.lengths, ref, origin
+        self.found, self.indices = found, indices
+        found[...] = jnp.zeros(found.shape, jnp.int32)
 
     def read(self, live, index, length: int, at: str) -> None:
-        """Record ``row[index]`` if a lane of ``live`` reads outside the row's ``length``
-        (``index`` a scalar, the same in every lane, or one per lane) and none is recorded.
-        Only the test of the index runs on every read (for a scalar index, one scalar
-        comparison); the record is computed in the branch that writes it."""
-        site = self.id(at)
+        """Keep ``row[index]`` as the first bad read of each lane of ``live`` that reads
+        outside the row's ``length`` and has none yet (``index`` a scalar, the same in every
+        lane, or one per lane): selects, no branch."""
+        site = self.id(at, length)
         index = jnp.asarray(index, jnp.int32)
-        out = (index < -length) | (index >= length)
-        if index.ndim:
-            self.record(live & out, index, site, length)
-            return
+        found = self.found[...]
+        first = live & ((index < -length) | (index >= length)) & (found == 0)
+        self.found[...] = jnp.where(first, jnp.int32(site), found)
+        self.indices[...] = jnp.where(first, index, self.indices[...])
 
-        @pl.when(out)
-        def _uniform():
-            self.record(live, jnp.broadcast_to(index, live.shape), site, length)
-
-    def record(self, bad, index, site: int, length: int) -> None:
-        """Write the record of the first lane of ``bad`` (reading ``index``), if any and if
-        none is written yet: min and max reductions (Mosaic lowers no argmax) and selects."""
+    def finish(self) -> None:
+        """Write the record of the tile's first lane (C order) with a bad read, if any, into
+        the record block (zeroed otherwise): min and max reductions (Mosaic lowers no
+        argmax) and selects, run only where a lane read out of range."""
         ref = self.ref
+        ref[...] = jnp.zeros(ref.shape, ref.dtype)
+        found = self.found[...]
 
-        @pl.when(some(bad) & (jnp.max(ref[...]) == 0))
+        @pl.when(some(found != 0))
         def _record():
-            shape = bad.shape
+            shape = found.shape
             rows, cols = (lax.broadcasted_iota(jnp.int32, shape, k) for k in (0, 1))
             flat = rows * shape[1] + cols
-            chosen = flat == jnp.min(jnp.where(bad, flat, jnp.int32(shape[0] * shape[1])))
+            chosen = flat == jnp.min(jnp.where(found != 0, flat, jnp.int32(shape[0] * shape[1])))
 
             def at_chosen(v):  # a max, not a sum: Mosaic lowers an int32 sum with x64 on as int64
                 return jnp.max(jnp.where(chosen, v, jnp.iinfo(jnp.int32).min))
 
-            values = (jnp.int32(site), at_chosen(index), jnp.int32(length),
+            values = (at_chosen(found), at_chosen(self.indices[...]),
                       self.origin[0] + at_chosen(rows), self.origin[1] + at_chosen(cols))
             r, c = (lax.broadcasted_iota(jnp.int32, BLOCK, k) for k in (0, 1))
             block = jnp.zeros(BLOCK, jnp.int32)
@@ -194,7 +213,7 @@ def first(records, grid: tuple, shape: tuple):
     lane first in C order (:data:`FIELDS`, all 0 for none), in the jitted call; ``shape``:
     the kernel's arrays' (the lanes' row-major numbering)."""
     tiles = records.reshape(grid[0], BLOCK[0], grid[1], BLOCK[1])[:, 0, :, :len(FIELDS)].reshape(-1, len(FIELDS))
-    lane = tiles[:, 3] * shape[1] + tiles[:, 4]
+    lane = tiles[:, 2] * shape[1] + tiles[:, 3]
     return tiles[jnp.argmin(jnp.where(tiles[:, 0] > 0, lane, jnp.iinfo(jnp.int32).max))]
 
 
@@ -202,7 +221,7 @@ def check(record, sites: Sites, shape: tuple, sizes: tuple, lane) -> None:
     """Raise the python backend's LaneIndexError for a ``record`` of :func:`first` (a
     device array: read here, a sync) that names a site; ``shape``: the kernel's arrays'
     (:attr:`.kernel.Layout.shape`), ``sizes``: the call's lanes per vmap level.  A record
-    of six fields adds its sixth to the outermost level's index (a device's share's
+    of one field more adds it to the outermost level's index (a device's share's
     first, ``.sharded``).  A traced record (inside a caller's jit, or a ``jax.vmap`` of
     it) is read by a ``jax.debug.callback`` when the computation runs: the error then
     reaches the caller inside JAX's ``JaxRuntimeError`` (the first batch's, under vmap)."""
@@ -234,7 +253,8 @@ def _error(record, sites: Sites, shape: tuple, sizes: tuple, lane):
     from ...errors import LaneIndexError, source_line
     from .. import host
 
-    site, index, length, row, col, *outer = (int(v) for v in record)
+    site, index, row, col, *outer = (int(v) for v in record)
+    length = sites.lengths[site - 1]
     failed = tuple(int(i) for i in np.unravel_index(row * shape[1] + col, tuple(sizes))) if sizes else ()
     if outer and failed:
         failed = (failed[0] + outer[0],) + failed[1:]

@@ -302,12 +302,8 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         return rows * shape[1] + cols < lanes_ref[0]
 
     def records_of(outs: list):
-        """The grid step's block of bounds records (the last result, zeroed here), or None."""
-        if not structure["sites"].checked:
-            return None
-        ref = outs.pop()
-        ref[...] = jnp.zeros(ref.shape, ref.dtype)
-        return ref
+        """The grid step's block of bounds records (the last result), or None."""
+        return outs.pop() if structure["sites"].checked else None
 
     def kernel(lanes_ref, *refs):
         if structure["strip"]:
@@ -317,23 +313,27 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             return _in_strips(tile_fn, structure["strip"], shape, ins, outs, spreads, bools, fold, keep,
                               lambda at, part: valid_at(lanes_ref, ids, at, part))
         drained = [j for j, w in enumerate(structure["drains"]) if w]
-        count = 3 * (len(streamed) + len(drained))  # scratch refs: rows.scratch's three per stream
+        checked = structure["sites"].checked
+        # scratch refs: rows.scratch's three per stream, then bounds.scratch's two
+        count = 3 * (len(streamed) + len(drained)) + 2 * checked
         refs, scratch = refs[:len(refs) - count], iter(refs[len(refs) - count:])
         ins, outs = refs[:len(dtypes)], list(refs[len(dtypes):])
         ids = (pl.program_id(0), pl.program_id(1))
         at = (ids[0] * shape[0], ids[1] * shape[1])
         records = records_of(outs)
-        checks = None if records is None else _bounds.Records(structure["sites"], records, at)
         valid = valid_of(lanes_ref, ids)
         args = [_read(r, how, b, shape) for r, how, b in zip(ins, spreads, bools, strict=True)]
         for k in streamed:
             args[k] = _rows.Streamed(bools[k], shape, _rows.Window(ins[k], *_take(scratch, 3), at))
         drains = {j: _rows.Drain(_rows.Window(outs[j], *_take(scratch, 3), at)) for j in drained}
+        checks = _bounds.Records(structure["sites"], records, *_take(scratch, 2), at) if checked else None
         # scans write their stacked ys into the row results (through a window where they stream)
         sinks = {k: drains.get(j, outs[j]) for j, k in structure["rows"].items()}
         results, _tree, iterations = tile_fn(valid, *args, sinks=sinks, checks=checks)
         for drain in drains.values():
             drain.flush()
+        if checks is not None:
+            checks.finish()
         values = list(results) + ([iterations] if count_iterations else [])
         for ref, value in zip(outs, values, strict=True):
             if isinstance(value, _rows.Stacked):
@@ -397,7 +397,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             scratch_shapes=[s for v, w in zip(values, windows, strict=True) if w
                             for s in _rows.scratch(w, shape, v.dtype)] +
                            [s for k, w in zip(stored, structure["drains"], strict=True) if w
-                            for s in _rows.scratch(w, shape, k)],
+                            for s in _rows.scratch(w, shape, k)] + (_bounds.scratch(shape) if checked else []),
             out_specs=[spec if n is None else _rows.spec("rows", shape, n, None, w)
                        for n, w in zip(planes, structure["drains"], strict=True)] +
                       [pl.BlockSpec(_bounds.BLOCK, lambda i, j, *_: (i, j))] * checked,

@@ -173,8 +173,8 @@ class _Split:
 
     def __call__(self, call, given: tuple) -> tuple:
         """The devices' results from ``call``'s argument leaves ``given`` (traced), and the
-        record of the first device whose kernel recorded a row read out of range (six
-        fields: :func:`.bounds.check` adds the last to the outer level's index), or None
+        record of the first device whose kernel recorded a row read out of range (one
+        field more: :func:`.bounds.check` adds it to the outer level's index), or None
         when the lane's reads are not checked."""
         padded = (_padded(v, leaf, self.pad) for v, leaf in zip(given, call.signature.leaves, strict=True))
         results, records = self.run(*padded)
@@ -253,7 +253,7 @@ def _split(run, call, chosen: list, dims: list, folds: str | None):
 
 def _first_device(records, share: int):
     """Of the devices' ``records`` (one row each, :func:`.bounds.first`), the first that
-    names a read (all 0 for none) and, sixth, its device's first outer index."""
+    names a read (all 0 for none) and, last, its device's first outer index."""
     import jax.numpy as jnp
 
     device = jnp.argmax(records[:, 0] > 0)  # the first named, or the first device's (none)
