@@ -598,6 +598,62 @@ def test_range_loops_match_the_reference_for_any_unroll_and_trip_count(unroll, s
         assert_match(on_tpu(walked, p), reference(walked, p))
 
 
+def stops_early(x, n):
+    s = 0.0
+    for i in range(19):
+        if i > n:
+            break
+        s += x * i
+    return s
+
+
+def skips(x, n):
+    s = 0.0
+    for i in range(2, 21, 3):
+        if i % 2 == n % 2:
+            continue
+        s += x + i
+    return s
+
+
+def returns_from_inner(x, n):
+    t = 0.0
+    for j in range(5):  # counted: no returned mask of its own
+        for i in range(j, 13):  # its start the outer counter's
+            t += x
+            if t > n:
+                return t, i, j
+    return t, -1, -1
+
+
+def triangle(x, n):
+    s = 0.0
+    for j in range(n):
+        for i in range(j):
+            s += x
+    return s
+
+
+def counts_down(x, n):
+    s = 0.0
+    for i in range(20, -3, -3):
+        s = s * 0.5 + x * i
+    return s
+
+
+@pytest.mark.parametrize("unroll", [1, 3, 16])
+@pytest.mark.parametrize("lane", [stops_early, skips, returns_from_inner, triangle, counts_down],
+                         ids=lambda f: f.__name__)
+def test_loops_that_leave_early_match_the_reference_at_any_unroll(lane, unroll):
+    """break, continue and return in range loops, nested with bounds set by an outer counter,
+    at rounds that divide the trip counts or not (returns_from_inner crashed: its inner loop
+    met a result without a returned mask; at unroll 3 it returned wrong values)."""
+    x = floats(n=300, lo=0.1, hi=3.0)
+    n = np.random.default_rng(1).integers(0, 20, 300).astype(np.int32)
+    with lw.config.overridden(tpu_unroll=unroll):
+        assert_match(on_tpu(lane, x, n), reference(lane, x, n))
+
+
 def test_locals_first_assigned_in_a_loop_and_other_refusals_name_the_line():
     def after_loop(x, n):
         for i in range(n):

@@ -555,6 +555,11 @@ class _Lowering:
                 if "returned" in carry:  # a counted loop keeps no returned mask
                     carry["returned"] = jnp.zeros(self.shape, bool)
                 continue
+            if carry.get("returned", False) is None and out["returned"] is not None:
+                # a result already made (inside a counted loop, which keeps no mask) but no
+                # lane returned yet: the body's return makes the mask
+                carry["returned"] = jnp.zeros(self.shape, bool)
+                continue
             wider = jax.tree.map(lambda c, o: jnp.promote_types(c.dtype, o.dtype), carry, out)
             if jax.tree.all(jax.tree.map(lambda c, w: c.dtype == w, carry, wider)):
                 return carry
