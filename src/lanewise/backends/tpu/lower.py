@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import builtins
 import math
-import operator
 import sys
 from dataclasses import dataclass
 
@@ -46,12 +45,14 @@ from jax import lax
 
 from ... import primitives
 from ...autodiff.lines import user_line
-from ...errors import LaneCompileError, LaneTypeError
+from ...errors import LaneCompileError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.passes.walk import walk
 from . import autodiff as lanes_autodiff
 from . import bounds as _bounds
+from . import literals
+from .literals import OPERATORS
 from . import random as lanes_random
 from . import rows as _rows
 from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering
@@ -59,16 +60,8 @@ from .ops import some
 from .ops import where as lanes_where
 from .placeholders import placeholders
 
-#: IR operator names -> the ``operator`` primitive whose TPU rule computes them.
-_OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "truediv", "floordiv": "floordiv",
-              "mod": "mod", "pow": "pow", "lshift": "lshift", "rshift": "rshift", "bitor": "or_",
-              "bitand": "and_", "bitxor": "xor", "neg": "neg", "pos": "pos", "invert": "invert",
-              "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 #: Module names a Global's dotted name starts with (the IR writes numpy as np).
 _MODULES = {"np": np, "math": math}
-#: The comparison operators: a literal beyond int32 decides them for every int32 lane.
-_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
-_INT32 = (-2**31, 2**31 - 1)
 #: Python's scalar types as the TPU computes them (JAX's 32-bit rules).
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 
@@ -673,8 +666,8 @@ class _Lowering:
         if lanes_random.lowers(ir.called(p)):  # lw.random: Philox on the tile's words (.random)
             return lanes_random.call(ir.called(p), [self.expr(a, st) for a in p.args],
                                      {k: self.expr(v, st) for k, v in p.keywords}, where(p.loc))
-        if op in _OPERATORS:
-            prim, obj = primitives.named(f"operator.{_OPERATORS[op]}"), None
+        if op in OPERATORS:
+            prim, obj = primitives.named(f"operator.{OPERATORS[op]}"), None
         else:
             obj = ir.called(p)
             prim = primitives.lookup(obj) if obj is not None else None
@@ -690,13 +683,13 @@ class _Lowering:
                          "for v in row and lw.scan over it)", p.loc)
         if len(args) != (2 if prim.name in ("max", "min") else prim.arity):  # max(a, b, c): not yet
             raise refuse(f"{op} with {len(args)} arguments", p.loc)
-        folded = _folded(op, args) if obj is None else None
+        folded = literals.folded(op, args) if obj is None else None
         if folded is not None:
             return folded
-        args = _wide_literals(op, args, p.loc)
+        args = literals.wide(op, args, where(p.loc))
         if not isinstance(args, list):
             return args  # a comparison that a literal beyond int32 decides
-        _negative_int_power(rule.op, args, p.loc)
+        literals.negative_int_power(rule.op, args, where(p.loc))
         value = lowering(rule.op)(*args)
         if obj in INT_RESULT:
             value = value.astype(jnp.int32)
@@ -766,57 +759,6 @@ def _breaks(stmts) -> bool:
         if isinstance(s, ir.If) and (_breaks(s.then) or _breaks(s.orelse)):
             return True
     return False
-
-
-def _folded(op: str, args: list):
-    """An operator of Python literals computed as Python does (``-1`` in ``range(n, 0, -1)``
-    stays a literal), or None."""
-    if not all(isinstance(a, (bool, int, float)) for a in args):
-        return None
-    try:
-        return getattr(operator, _OPERATORS[op])(*args)
-    except (ArithmeticError, ValueError):
-        return None
-
-
-def _wide_literals(op: str, args: list, loc: ir.Loc):
-    """``args`` with every Python int literal beyond int32 made computable, as NumPy 2
-    computes a weak Python int beside a 32-bit value: beside a float it is that float
-    (``x * 2**40`` is float32); compared with an int (or bool) it decides the comparison
-    for every lane, whose value is inside int32 (``n < 2**63`` is True) -- the constant
-    tile is returned instead of the list; in arithmetic with ints it has no int32 value:
-    a LaneTypeError naming the literal and the line (NumPy raises OverflowError there;
-    JAX would raise its own, naming no line)."""
-    wide = [k for k, a in enumerate(args) if type(a) is int and not _INT32[0] <= a <= _INT32[1]]
-    if not wide:
-        return args
-    tiles = [a for a in args if not isinstance(a, (bool, int, float))]
-    if not tiles:
-        return args  # literals only: no 32-bit value in the operation
-    if any(jnp.issubdtype(jnp.result_type(t), jnp.floating) for t in tiles):
-        return [float(a) if k in wide else a for k, a in enumerate(args)]
-    if op in _COMPARISONS and len(args) == 2:
-        # any int32 lane compares with the literal as 0 does: the literal lies beyond them all
-        decided = getattr(operator, op)(*(a if k in wide else 0 for k, a in enumerate(args)))
-        return jnp.full(jnp.shape(tiles[0]), decided)
-    raise LaneTypeError(f"the integer {args[wide[0]]} does not fit the TPU's int32, so {op} of it and an int "
-                        f"is not computed on the tpu backend ({where(loc)}): write it as a float "
-                        f"({float(args[wide[0]])!r}) or compute on the cpu backend")
-
-
-def _negative_int_power(op: str, args: list, loc: ir.Loc) -> None:
-    """A LaneTypeError for an int lane to a negative literal power (``n ** -1``): NumPy's
-    int32 raises ValueError there and Python gives a float; JAX would raise its own
-    TypeError, naming no line.  (A negative exponent that is a lane's value is not seen
-    here: the tpu gives JAX's integer power, docs/tpu.md.)"""
-    if op not in ("pow", "power") or len(args) != 2:
-        return
-    base, exponent = args
-    if type(exponent) is int and exponent < 0 and not isinstance(base, (bool, int, float)) \
-            and not jnp.issubdtype(jnp.result_type(base), jnp.floating):
-        raise LaneTypeError(f"an int to the negative power {exponent} is not computed on the tpu backend "
-                            f"({where(loc)}): NumPy's int32 raises there and Python gives a float; write "
-                            f"float(n) ** {exponent}")
 
 
 def _same_structure(carry: dict, out: dict, loc: ir.Loc) -> None:
