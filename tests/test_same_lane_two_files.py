@@ -62,5 +62,5 @@ def test_the_tpu_backend_names_each_files_line(twins):
     with lw.config.overridden(tpu_interpret=True):
         for path, module in twins:
             for lane in (module.lane, lw.grad(module.lane)):
-                with pytest.raises(lw.LaneCompileError, match=re.escape(f"({path}:5)")):
+                with pytest.raises(lw.LaneIndexError, match=re.escape(f"{path}:5: return y + p[5]")):
                     lw.vmap(lane, backend="tpu")(X.astype(np.float32), ROWS.astype(np.float32))
