@@ -162,7 +162,7 @@ class Executable:
     def _whole(self, call: Call, fold: tuple | None):
         import jax
 
-        from . import sharded, stored
+        from . import bounds, sharded, stored
 
         split = sharded.whole(self, call, fold)  # over several devices (lw.config.tpu_devices)
         if split is not None:
@@ -181,15 +181,8 @@ class Executable:
             out = run(given, found)
             return out, (found[0] if found else None)
 
-        jitted = jax.jit(pipeline)
-
-        def checked(*given):
-            out, record = jitted(*given)
-            run.check(record)  # a row read out of range: its LaneIndexError (a traced record: none)
-            return out
-
-        checked.jitted = jitted  # what LANEWISE_DEBUG prints: the call as JAX traced it
-        return checked, program
+        # a row read out of range: its LaneIndexError; .jitted is what LANEWISE_DEBUG prints
+        return bounds.checked_call(jax.jit(pipeline), run.check), program
 
     def pipeline(self, call: Call, fold: tuple | None, folds: str | None, lanes=None, keep: str | None = None,
                  placed: bool = True):

@@ -50,16 +50,16 @@ class Sites:
     ``checked`` once one is met."""
 
     def __init__(self):
+        self.ids: dict = {}  # (file:line, length) -> id
         self.names: list = []
         self.lengths: list = []
 
     def id(self, at: str, length: int) -> int:
-        for k, key in enumerate(zip(self.names, self.lengths, strict=True)):
-            if key == (at, length):
-                return k + 1
-        self.names.append(at)
-        self.lengths.append(length)
-        return len(self.names)
+        if (at, length) not in self.ids:
+            self.ids[(at, length)] = len(self.names) + 1
+            self.names.append(at)
+            self.lengths.append(length)
+        return self.ids[(at, length)]
 
     @property
     def checked(self) -> bool:
@@ -84,7 +84,8 @@ class Records(Sites):
     tile's first lane in the kernel's arrays."""
 
     def __init__(self, sites: Sites, ref, found, indices, origin: tuple):
-        self.names, self.lengths, self.ref, self.origin = sites.names, sites.lengths, ref, origin
+        self.ids, self.names, self.lengths = sites.ids, sites.names, sites.lengths
+        self.ref, self.origin = ref, origin
         self.found, self.indices = found, indices
         found[...] = jnp.zeros(found.shape, jnp.int32)
 
@@ -238,6 +239,19 @@ def check(record, sites: Sites, shape: tuple, sizes: tuple, lane) -> None:
         jax.lax.cond(jnp.any(record[..., 0] > 0), report, lambda r: None, record)
         return
     _raise_first(record, sites, shape, sizes, lane)
+
+
+def checked_call(jitted, check):
+    """``jitted`` (of the argument leaves, to the results and a bounds record) as a call
+    that raises the record's LaneIndexError (``check``, :func:`check` bound to a kernel)
+    and returns the results; ``.jitted`` and ``.lower`` are ``jitted``'s."""
+    def called(*given):
+        out, record = jitted(*given)
+        check(record)
+        return out
+
+    called.jitted, called.lower = jitted, jitted.lower
+    return called
 
 
 def _raise_first(records, sites: Sites, shape: tuple, sizes: tuple, lane) -> None:

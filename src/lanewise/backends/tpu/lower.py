@@ -55,8 +55,7 @@ from . import literals
 from .literals import OPERATORS
 from . import random as lanes_random
 from . import rows as _rows
-from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering
-from .ops import some
+from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering, some
 from .ops import where as lanes_where
 from .placeholders import placeholders
 

@@ -100,15 +100,9 @@ def whole(exe, call, fold: tuple | None):
             return [_finished(exe.kernel, op, folds, r, call.sizes) for r in results], record
         return [_cut(r, k, size) for r, k in zip(results, split.dims, strict=True)], record
 
-    jitted = split.placing(pipeline)
+    from .bounds import checked_call
 
-    def checked(*given):
-        out, record = jitted(*given)
-        split.check(record)  # a row read out of range on some device: its LaneIndexError
-        return out
-
-    checked.lower = jitted.lower
-    return checked, split.program
+    return checked_call(split.placing(pipeline), split.check), split.program
 
 
 def _reduced_after(exe, call, fold: tuple, chosen: list):

@@ -41,6 +41,7 @@ from ... import pytree
 from ...errors import EmptyReductionError, LaneTypeError
 from ...plan import reduction
 from ...plan.reduction import Monoid
+from .bounds import checked_call
 from .lower import lower
 
 #: The built-in ops as reductions of ``values`` over ``axes`` (bools counted as int32).
@@ -137,16 +138,7 @@ def _checking(jit, checks):
             out = pipeline(*given)
             return out, next((r for r in found if r is not None), None)
 
-        jitted = jit(recorded)
-
-        def called(*given):
-            out, record = jitted(*given)
-            check(record)  # traced (inside a caller's jit): nothing
-            return out
-
-        called.jitted = jitted
-        called.lower = jitted.lower  # what XLA makes of the call (sharded: its collectives)
-        return called
+        return checked_call(jit(recorded), check)
 
     return checking
 
