@@ -654,7 +654,7 @@ def test_loops_that_leave_early_match_the_reference_at_any_unroll(lane, unroll):
         assert_match(on_tpu(lane, x, n), reference(lane, x, n))
 
 
-def test_locals_first_assigned_in_a_loop_and_other_refusals_name_the_line():
+def test_a_local_first_assigned_in_a_loop_is_read_after_it_and_refusals_name_the_line():
     def after_loop(x, n):
         for i in range(n):
             last = x * i
@@ -666,8 +666,10 @@ def test_locals_first_assigned_in_a_loop_and_other_refusals_name_the_line():
             s += v * x
         return s
 
-    with pytest.raises(LaneCompileError, match="last may be undefined here.*assign it before the loop"):
-        on_tpu(after_loop, floats(n=8), np.full(8, 3, np.int32))
+    x = floats(n=8)
+    assert_match(on_tpu(after_loop, x, np.full(8, 3, np.int32)), reference(after_loop, x, np.full(8, 3, np.int32)))
+    with pytest.raises(lw.LaneUnboundError, match=r"'last'.*lane i0=5 of .*after_loop"):  # no iteration there
+        on_tpu(after_loop, x, np.where(np.arange(8) == 5, 0, 3).astype(np.int32))
     line = over_a_tuple.__code__.co_firstlineno + 2
     with pytest.raises(LaneCompileError, match=rf"a for loop over anything but range\(\) or a row is not supported on "
                                                rf"the tpu backend \(.*test_tpu_backend.py:{line}\)"):

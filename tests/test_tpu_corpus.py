@@ -253,7 +253,6 @@ def reads_a_local_of_the_loop(x, n):
 
 @pytest.mark.parametrize("lane, line, says", [
     (reads_a_string_global, 2, "the global LABEL is not a number"),
-    (reads_a_local_of_the_loop, 3, "last may be undefined here"),
 ])
 def test_refusals_of_a_name_point_at_its_statement(lane, line, says):
     """Errors about a global, a constant or a local name the user's file:line of the
@@ -262,6 +261,17 @@ def test_refusals_of_a_name_point_at_its_statement(lane, line, says):
     with pytest.raises(lw.LaneCompileError, match=rf"{says}.*\({lane.__name__}, .*test_tpu_corpus\.py:{line}\)"):
         lw.vmap(lane, in_axes=(0,) + (None,) * (lane.__code__.co_argcount - 1), backend="tpu")(
             np.ones(4, np.float32), *([np.int32(3)] * (lane.__code__.co_argcount - 1)))
+
+
+def test_a_local_of_the_loop_read_unbound_names_its_statement():
+    """A local first assigned in a loop is read after it (it crosses the loop's end in
+    the carry); a lane whose loop ran no iteration raises Python's error at the read."""
+    line = reads_a_local_of_the_loop.__code__.co_firstlineno + 3
+    x = np.linspace(0.0, 1.0, 4).astype(np.float32)
+    mapped = lw.vmap(reads_a_local_of_the_loop, in_axes=(0, None), backend="tpu")
+    np.testing.assert_allclose(mapped(x, np.int32(3)), 2.0 * x)
+    with pytest.raises(lw.LaneUnboundError, match=rf"'last'.*lane i0=0 of .*test_tpu_corpus\.py:{line}"):
+        mapped(x, np.int32(0))
 
 
 def bowl(a, c):

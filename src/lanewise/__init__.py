@@ -30,6 +30,7 @@ from .errors import (
     EmptyReductionError,
     LaneCompileError,
     LaneIndexError,
+    LaneUnboundError,
     LanewiseError,
     LaneTypeError,
     OutputError,
@@ -43,8 +44,8 @@ __all__ = [
     "jvp", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "stop_gradient", "custom_jvp", "custom_vjp",
     "Explanation", "config",
     "LanewiseError", "AxisSpecError", "SizeMismatchError", "UnmappedOutputError",
-    "LaneCompileError", "LaneIndexError", "LaneTypeError", "OutputError", "BackendError", "ReverseMemoryError",
-    "EmptyReductionError",
+    "LaneCompileError", "LaneIndexError", "LaneUnboundError", "LaneTypeError", "OutputError", "BackendError",
+    "ReverseMemoryError", "EmptyReductionError",
 ]
 
 

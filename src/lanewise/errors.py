@@ -69,6 +69,15 @@ class LaneIndexError(LanewiseError, IndexError):
     read (docs/safety.md, "Indexing")."""
 
 
+class LaneUnboundError(LanewiseError, UnboundLocalError):
+    """A lane read a local that no statement had bound on the path it took.
+
+    Python raises ``UnboundLocalError`` there (``y`` after ``for i in range(n): y = ...``
+    for a lane whose ``n`` is 0); compiled lanes check such reads and raise this
+    subclass with Python's words and the user's ``file:line`` (docs/safety.md,
+    "Locals that may be unbound")."""
+
+
 class ReverseMemoryError(LanewiseError, MemoryError):
     """A lane differentiated in reverse mode needs more memory for its records than
     ``lw.config.reverse_memory`` allows (docs/autodiff.md, "What is stored")."""

@@ -37,6 +37,7 @@ from . import kept_reads, pybuiltins, refusals, unsupported, versioning  # noqa:
 from .fingerprint import PINNED_MODULES, fingerprint, python_function
 from .ir import build
 from .ir import nodes as ir
+from .ir.passes import unbound
 from .source import source_text
 
 #: Options every lane and generated kernel is compiled with.  ``error_model``
@@ -450,6 +451,8 @@ def _may_raise(fn, seen: set[int]) -> bool:
     if lane.source == "bytecode":  # no trustworthy source: assume it may
         return True
     if any(isinstance(node, (ir.Raise, ir.Assert)) for node, _ in refusals.walk(lane)):
+        return True
+    if unbound.has_checks(unbound.checked(lane)):  # a read that may be unbound raises (ir.passes.unbound)
         return True
     return any(_value_may_raise(v, seen) for v in _referenced(fn) + _decorators_referenced(fn, lane))
 

@@ -63,6 +63,8 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import load_item
 
 from . import closures, prefetch
+from . import unbound as unbound_check
+from .ir.passes import unbound
 from ..errors import LaneCompileError
 from .ir import nodes as ir
 from .ir.build import function_ir
@@ -140,7 +142,8 @@ def _lw_get(typingctx, a, i):
 
 
 #: The globals a rewritten lane needs: the intrinsics under the names the rewrites call.
-GLOBALS = {**prefetch.GLOBALS, **closures.GLOBALS, "_lw_within": _lw_within, "_lw_get": _lw_get}
+GLOBALS = {**prefetch.GLOBALS, **closures.GLOBALS, **unbound_check.GLOBALS,
+           "_lw_within": _lw_within, "_lw_get": _lw_get}
 
 
 # --------------------------------------------------------------------------- the pass
@@ -282,9 +285,11 @@ def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
     if lane.source != "source" or fn.__code__.co_name == "<lambda>":
         return None  # no text the user wrote (or no statements) to rewrite
     lane, lifted = closures.lift_ir(lane)
+    checked = unbound.checked(lane)  # reads of locals that may be unbound: checked as Python checks them
+    lane, checks = checked, checked is not lane
     lane, prefetches = prefetch_loops(lane)  # first: both copies of a versioned loop prefetch
     lane, versions = version_loops(lane) if versioning else (lane, 0)
-    if not (lifted or prefetches or versions):
+    if not (lifted or checks or prefetches or versions):
         return None
     functions = {p.op.removeprefix("call:"): ir.called(p) for p in walk(lane)
                  if isinstance(p, ir.Prim) and p.op.startswith("call:")}  # the helpers each call: names

@@ -32,6 +32,7 @@ import operator
 from dataclasses import replace
 
 from ..lane.ir import nodes as ir
+from ..lane.ir.passes import unbound
 from ..lane.ir.passes.walk import spliced, walk
 from ..lane.ir.unparse import python_text
 from .syntax import Unsupported, is_call, source_function, target_text, where
@@ -49,7 +50,7 @@ def prepared(fn) -> ir.Function:
     function = source_function(fn)
     if function.posonly or any(p.kind != "positional" for p in function.params):
         raise Unsupported(f"{fn.__qualname__} has *args, **kwargs, keyword-only or positional-only parameters")
-    function = replace(function, body=_Desugar().block(function.body))
+    function = unbound.checked(replace(function, body=_Desugar().block(function.body)))
     for node in walk(function.body):
         if isinstance(node, ir.Unsupported) and node.what in ("a global statement", "a nonlocal statement"):
             raise Unsupported(f"{fn.__qualname__} declares global/nonlocal names")

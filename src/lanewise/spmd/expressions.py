@@ -25,6 +25,7 @@ import types
 import numpy as np
 
 from ..lane.ir import nodes as ir
+from ..lane.ir.passes import unbound
 from ..lane.ir.unparse import callee_text, python_text
 from .arrays import RowsAndScans, is_scan
 from .desugar import prepared
@@ -117,6 +118,8 @@ class Expressions(RowsAndScans):
             return out
         if isinstance(node, ir.Global):  # a module's attribute (np.pi)
             return self.constant(self.resolve(node, ctx, at), here)
+        if isinstance(node, ir.Prim) and node.op == unbound.CHECK:
+            return self.unbound_check(node, ctx, guarded, at)
         if not isinstance(node, ir.Prim) or is_call(node):
             if isinstance(node, ir.Prim):
                 return self.call(node, ctx, allow_tuple, guarded)
@@ -162,6 +165,19 @@ class Expressions(RowsAndScans):
         if op == "getitem":
             return self.subscript(node, ctx, allow_tuple, guarded)
         raise Unsupported(f"the expression `{python_text(node)}` ({_kind_name(node)}) at {here}")
+
+    def unbound_check(self, node: ir.Prim, ctx: Ctx, guarded: bool, at: ir.Loc) -> str:
+        """A read of a local that may be unbound (lane.ir.passes.unbound): the group fails
+        where a lane of the mask reads it unbound, and the host replays the group for
+        Python's error.  Where Python may not evaluate the read (``a and y``) the W-wide
+        lane has no mask of the lanes that do: the scalar path checks it."""
+        if guarded:
+            raise Unsupported(f"a local that may be unbound read where Python may not evaluate it at {where(at)}")
+        var, bound, _ = node.args
+        value = self.value(var, ctx, at=at)
+        self.emit(f"m_raise(m_andnot({ctx.mask}, m_truth({self.value(bound, ctx, at=at)})))"
+                  f"  # {var.name} may be unbound at {where(at)}")
+        return value
 
     def compare(self, node: ir.Prim, ctx: Ctx, guarded: bool, at: ir.Loc) -> str:
         """``a < b`` or a chain ``a < b <= c`` (each operand evaluated once, those after

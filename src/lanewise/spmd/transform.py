@@ -45,6 +45,7 @@ import sys
 
 from ..config import config
 from ..lane.ir import nodes as ir
+from ..lane.ir.passes import unbound
 from ..lane.ir.unparse import python_text
 from .arrays import Row
 from .desugar import prepared
@@ -129,6 +130,8 @@ class _Emitter(Expressions):
             if not sys.flags.optimize:  # python -O: Numba's lane has no assert either
                 test = self.value(stmt.test, ctx, at=stmt.loc)
                 self.emit(f"m_raise(m_andnot({ctx.mask}, m_truth({test})))  # assert at {here}")
+        elif isinstance(stmt, ir.Do) and isinstance(stmt.expr, ir.Prim) and stmt.expr.op == unbound.CHECK:
+            self.value(stmt.expr, ctx, at=stmt.loc)  # x += e reads x: checked before it
         elif isinstance(stmt, ir.Do) and isinstance(stmt.expr, ir.Prim) and stmt.expr.op in ("setitem", "setattr"):
             self.store_into(stmt, ctx)
         elif isinstance(stmt, ir.Do):  # a call may have effects

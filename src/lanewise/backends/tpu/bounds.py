@@ -69,6 +69,11 @@ class Sites:
         """A read's site, while the kernel is only typed (nothing is recorded)."""
         self.id(at, length)
 
+    def unbound(self, unset, name: str, at: str) -> None:
+        """A read of a local that may be unbound: its site (the local's name in place of a
+        row's length), while the kernel is only typed."""
+        self.id(at, name)
+
 
 def scratch(tile: tuple) -> list:
     """The kernel's scratch of a lane with checked reads: each lane's first bad read's
@@ -93,10 +98,17 @@ class Records(Sites):
         """Keep ``row[index]`` as the first bad read of each lane of ``live`` that reads
         outside the row's ``length`` and has none yet (``index`` a scalar, the same in every
         lane, or one per lane): selects, no branch."""
-        site = self.id(at, length)
         index = jnp.asarray(index, jnp.int32)
+        self._keep(live & ((index < -length) | (index >= length)), self.id(at, length), index)
+
+    def unbound(self, unset, name: str, at: str) -> None:
+        """Keep a read of the local ``name`` as the first error of each lane of ``unset``
+        (live lanes whose flag says no statement bound it) that has none yet."""
+        self._keep(unset, self.id(at, name), jnp.int32(0))
+
+    def _keep(self, bad, site: int, index) -> None:
         found = self.found[...]
-        first = live & ((index < -length) | (index >= length)) & (found == 0)
+        first = bad & (found == 0)
         self.found[...] = jnp.where(first, jnp.int32(site), found)
         self.indices[...] = jnp.where(first, index, self.indices[...])
 
@@ -264,11 +276,11 @@ def _raise_first(records, sites: Sites, shape: tuple, sizes: tuple, lane) -> Non
 
 def _error(record, sites: Sites, shape: tuple, sizes: tuple, lane):
     """The LaneIndexError of one ``record`` that names a site (:func:`check`)."""
-    from ...errors import LaneIndexError, source_line
+    from ...errors import LaneIndexError, LaneUnboundError, source_line
     from .. import host
 
     site, index, row, col, *outer = (int(v) for v in record)
-    length = sites.lengths[site - 1]
+    length = sites.lengths[site - 1]  # or the name of a local read unbound
     failed = tuple(int(i) for i in np.unravel_index(row * shape[1] + col, tuple(sizes))) if sizes else ()
     if outer and failed:
         failed = (failed[0] + outer[0],) + failed[1:]
@@ -276,6 +288,8 @@ def _error(record, sites: Sites, shape: tuple, sizes: tuple, lane):
     path, _, number = at.rpartition(":")
     text = source_line(path, int(number)) if number.isdigit() else ""
     name = getattr(lane, "__qualname__", lane)
-    return LaneIndexError(f"index {index} is out of bounds for axis 0 with size {length} "
-                          f"(lane {host.where(failed)} of {name}, {at}"
-                          f"{': ' + text if text else ''})")
+    place = f"(lane {host.where(failed)} of {name}, {at}{': ' + text if text else ''})"
+    if isinstance(length, str):
+        return LaneUnboundError(f"cannot access local variable {length!r} where it is not associated with a value "
+                                f"{place}")
+    return LaneIndexError(f"index {index} is out of bounds for axis 0 with size {length} {place}")

@@ -41,13 +41,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optree
-from jax import lax
 
 from ... import primitives
 from ...autodiff.lines import user_line
 from ...errors import LaneCompileError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
+from ...lane.ir.carried import exposed
+from ...lane.ir.passes import unbound
 from ...lane.ir.passes.walk import walk
 from . import autodiff as lanes_autodiff
 from . import bounds as _bounds
@@ -55,7 +56,8 @@ from . import literals
 from .literals import OPERATORS
 from . import random as lanes_random
 from . import rows as _rows
-from .ops import FLOAT_RESULT, INT_RESULT, loop_forms, lowering, some
+from .carry import Carry
+from .ops import FLOAT_RESULT, INT_RESULT, lowering
 from .ops import where as lanes_where
 from .placeholders import placeholders
 
@@ -216,7 +218,7 @@ def _truth(v):
     return v if jnp.result_type(v) == jnp.bool_ else jnp.asarray(v) != 0
 
 
-class _Lowering:
+class _Lowering(Carry):
     def __init__(self, functions: dict, valid, count_iterations: bool, unroll: int = 1, options=None):
         self.functions = functions
         self.unroll = unroll
@@ -229,11 +231,15 @@ class _Lowering:
         self.at = None  # the statement being lowered: where an error about one of its names points
         self.checks = None  # where row reads out of range are told (.bounds), or None
         self.intervals = _bounds.Intervals()  # range counters' static spans: reads known in range
+        self.made: dict = {}  # id(function) -> (function, its reads checked): .checked_reads
+        self.after: list = []  # the statements after each enclosing one, innermost last: .live_after
+        self.around: list = []  # the loops around the statement being lowered, innermost last
 
     # ------------------------------------------------------------------ functions
 
     def call(self, fn: ir.Function, args: list, live, loc: ir.Loc):
         """``fn`` inlined for the lanes of ``live``: its result."""
+        fn = self.checked_reads(fn)
         params = [p for p in fn.params]
         if any(p.kind != "positional" for p in params):
             raise refuse(f"the *args/**kwargs parameters of {fn.name}", fn.loc)
@@ -248,10 +254,22 @@ class _Lowering:
             else:
                 raise LaneCompileError(f"{fn.name} is called without its argument {p.name} ({where(loc)})")
         state = _State(fn, env, live, _Frame())
-        self.block(fn.body, state)
+        outer, self.after, self.around = (self.after, self.around), [], []  # the helper's own scope
+        try:
+            self.block(fn.body, state)
+        finally:
+            self.after, self.around = outer
         if state.frame.result is None:
             raise refuse(f"a lane or helper ({fn.name}) that returns no value", fn.loc)
         return state.frame.result
+
+    def checked_reads(self, fn: ir.Function) -> ir.Function:
+        """``fn`` with its reads of locals that may be unbound checked (lane.ir.passes.unbound),
+        made once per lowering (the loops' bodies are traced several times)."""
+        made = self.made.get(id(fn))
+        if made is None or made[0] is not fn:
+            made = self.made[id(fn)] = (fn, unbound.checked(fn))
+        return made[1]
 
     def default(self, fn: ir.Function, k: int, live):
         """The default of ``fn``'s parameter ``k``: the number Python bound when the def ran
@@ -271,8 +289,24 @@ class _Lowering:
     # ------------------------------------------------------------------ statements
 
     def block(self, stmts, st: _State) -> None:
-        for s in stmts:
-            self.stmt(s, st)
+        for k, s in enumerate(stmts):
+            self.after.append(stmts[k + 1:])  # what runs after s, for .live_after
+            try:
+                self.stmt(s, st)
+            finally:
+                self.after.pop()
+
+    def live_after(self) -> set:
+        """The names the statement being lowered may hand on: read before assigned in
+        the statements after it, in its block and the blocks around it, or in the body
+        of a loop around it (the next iteration).  Conservative: a name assigned after
+        the statement on every path is still counted where an outer block reads it."""
+        names = set()
+        for rest in self.after:
+            names |= exposed(rest)
+        for loop in self.around:
+            names |= exposed(loop.body) | exposed((loop.cond,) if loop.cond is not None else ())
+        return names
 
     def stmt(self, s, st: _State) -> None:
         outer, self.at = self.at, s.loc
@@ -373,12 +407,16 @@ class _Lowering:
         elif s.kind != "while":
             raise refuse("a for loop over anything but range() or a row", s.loc)
         stored = {n for node in walk(s.body) if isinstance(node, ir.Assign) for n in ir.target_names(node.target)}
-        if st.function.blocks:
-            # a lane rebuilt from bytecode (or its derivative) is one `while True` over its basic blocks: a
-            # local assigned in one block and read in a later one crosses iterations,
-            # first assigned inside the loop; the bytecode assigns before every read, so
-            # it enters the loop as a placeholder whose type the body settles
-            st.env.update(placeholders(s.body, stored - st.env.keys(), self.functions,
+        # a lane rebuilt from bytecode (or its derivative) is one `while True` over its basic blocks: a
+        # local assigned in one block and read in a later one crosses iterations,
+        # first assigned inside the loop; the bytecode assigns before every read, so
+        # it enters the loop as a placeholder whose type the body settles.  So does a
+        # local first assigned in the loop and read after it (its reads check its flag
+        # where some lane may not have bound it: lane.ir.passes.unbound)
+        late = stored - st.env.keys()
+        late = late if st.function.blocks else late & self.live_after()
+        if late:
+            st.env.update(placeholders(s.body, late, self.functions,
                                         lambda e: self.python_object(e, st, "lw.scan's step function", s.loc)))
         names = sorted(n for n in stored | ({s.target.name} if s.kind == "range" else set()) if n in st.env)
         frame = st.frame
@@ -433,7 +471,11 @@ class _Lowering:
                 self.intervals.note(value, *spans, step)
                 if jnp.ndim(value) == 0:  # the same in every lane of the tile
                     inner.uniform[s.target.name] = value
-            self.block(s.body, inner)
+            self.around.append(s)
+            try:
+                self.block(s.body, inner)
+            finally:
+                self.around.pop()
             returned = inner.frame.returned
             # the lanes that ran to the end of the body, and those that continued
             stays = inner.live if inner.loop.continued is None else self.union(inner.live, inner.loop.continued)
@@ -483,38 +525,6 @@ class _Lowering:
         if self.counting:
             self.iterations = final["iterations"]
 
-    def while_loop(self, body, carry, unroll: int, trips: int | None = None):
-        """``lax.while_loop`` of ``body`` while some lane of the tile is active, ``unroll``
-        iterations per check, the carry in the form Mosaic compiles (:data:`LOWERING`)."""
-        encode, decode = loop_forms(carry, self.options["int_masks"])
-
-        def step(c):
-            c = decode(c)
-            for _ in range(unroll):
-                c = self.fixed(body(c), c)
-            return encode(c)
-
-        start = encode(carry)
-        if self.options["materialise"]:
-            active = start.pop("active")
-            start = jax.tree.map(self.materialised, start)
-            # not materialised by adding 1 off the real lanes: a padding lane must never be
-            # active (its values are undefined: it might never leave the loop)
-            start["active"] = jnp.where(self.valid, active, jnp.zeros((), active.dtype))
-
-        def going(c):
-            alive = some(decode(c)["active"])
-            return alive if trips is None else alive & (c["k"] < trips)
-
-        return decode(lax.while_loop(going, step, start))
-
-    def materialised(self, v):
-        """A tile with ``v``'s values in the real lanes, computed from the tile's lanes (a
-        constant splat has a replicated layout, which a Mosaic loop cannot yield)."""
-        if v.shape != self.shape or v.dtype == jnp.bool_:
-            return v
-        return jnp.where(self.valid, v, v + jnp.ones((), v.dtype))
-
     def range_bounds(self, s: ir.Loop, st: _State):
         p = s.iter
         if p.keywords or not 1 <= len(p.args) <= 3:
@@ -529,42 +539,6 @@ class _Lowering:
         if step == 0:
             raise LaneCompileError(f"range() step must not be zero ({where(s.loc)})")
         return start, stop, step
-
-    def settle(self, body, carry, loc: ir.Loc):
-        """The loop's carry with the types the body keeps: every leaf a tile of a
-        fixed dtype (the dtype a value takes in the body: ``s = 0`` then ``s += x``
-        carries a float), the result created if the body returns.  A fixed point of
-        the body's types, reached in a few rounds."""
-        count = carry.pop("k", None)
-        carry = self.tiles(carry)
-        if count is not None:
-            carry["k"] = count
-        for _ in range(4 + len(carry["vars"])):  # a type moves along a chain of copies one round at a time
-            out = jax.eval_shape(body, carry)
-            _same_structure(carry["vars"], out["vars"], loc)
-            if carry["result"] is None and out["result"] is not None:
-                carry["result"] = jax.tree.map(lambda o: jnp.zeros(self.shape, o.dtype), out["result"])
-                if "returned" in carry:  # a counted loop keeps no returned mask
-                    carry["returned"] = jnp.zeros(self.shape, bool)
-                continue
-            if carry.get("returned", False) is None and out["returned"] is not None:
-                # a result already made (inside a counted loop, which keeps no mask) but no
-                # lane returned yet: the body's return makes the mask
-                carry["returned"] = jnp.zeros(self.shape, bool)
-                continue
-            wider = jax.tree.map(lambda c, o: jnp.promote_types(c.dtype, o.dtype), carry, out)
-            if jax.tree.all(jax.tree.map(lambda c, w: c.dtype == w, carry, wider)):
-                return carry
-            carry = jax.tree.map(lambda c, w: c.astype(w), carry, wider)
-        raise LaneCompileError(f"the types of this loop's values do not settle ({where(loc)})")
-
-    def tiles(self, tree):
-        """Every leaf a strongly typed tile (JAX's weak Python scalars fixed to 32 bits)."""
-        return jax.tree.map(lambda v: jnp.broadcast_to(jnp.asarray(v, jnp.result_type(v)), self.shape), tree)
-
-    def fixed(self, out, carry):
-        """The body's values in the carry's dtypes and shapes (a scalar stays a scalar)."""
-        return jax.tree.map(lambda o, c: jnp.broadcast_to(jnp.asarray(o).astype(c.dtype), c.shape), out, carry)
 
     # ------------------------------------------------------------------ expressions
 
@@ -648,6 +622,8 @@ class _Lowering:
             return jnp.logical_not(_truth(self.expr(p.args[0], st)))
         if op == "getitem":
             return self.getitem(p, st)
+        if op == unbound.CHECK:
+            return self.unbound(p, st)
         if op == "lw.scan":
             return _rows.scan(self, p, st, where(p.loc))
         row = self.expr(p.args[0], st) if op in ("attr", "len", "setitem") and p.args \
@@ -720,6 +696,19 @@ class _Lowering:
         taken = _truth(cond)
         return st.branch(st.live & (taken if truth else jnp.logical_not(taken)))
 
+    def unbound(self, p: ir.Prim, st: _State):
+        """A read of a local that may be unbound (lane.ir.passes.unbound): a live lane whose
+        flag is False is recorded (.bounds, as a row read out of range), and the call
+        raises Python's error for the first such lane."""
+        var, flag, _ = p.args
+        bound = self.expr(flag, st)
+        if bound is True:
+            return self.expr(var, st)
+        if self.checks is not None:
+            unset = st.live if bound is False else st.live & jnp.logical_not(_truth(bound))
+            self.checks.unbound(unset, var.name, where(p.loc))
+        return st.env.get(var.name, 0)  # unset in every lane that reads it here: any value
+
     def getitem(self, p: ir.Prim, st: _State):
         base, index = p.args
         value = self.expr(base, st)
@@ -758,12 +747,3 @@ def _breaks(stmts) -> bool:
         if isinstance(s, ir.If) and (_breaks(s.then) or _breaks(s.orelse)):
             return True
     return False
-
-
-def _same_structure(carry: dict, out: dict, loc: ir.Loc) -> None:
-    """Refuse a loop whose locals leave an iteration in another structure than they entered
-    it (None, or a tuple, on one path and a value on another: a tile holds one structure)."""
-    for name in carry:
-        if jax.tree.structure(carry[name]) != jax.tree.structure(out[name]):
-            raise LaneCompileError(f"{name} holds None or a tuple on one path through this loop and another "
-                                   f"value on another; the tpu backend needs one structure per local ({where(loc)})")

@@ -88,6 +88,21 @@ def carry(stmts: tuple, defined: frozenset, around: frozenset) -> tuple:
     return tuple(out)
 
 
+def exposed(stmts) -> set:
+    """The names ``stmts`` read on some path before assigning them: the values they take
+    from before them.
+
+    Example:
+        >>> from lanewise.lane.ir.build import function_ir
+        >>> def lane(x, z):
+        ...     y = x + 1.0
+        ...     return y * z
+        >>> sorted(exposed(function_ir(lane).body))
+        ['x', 'z']
+    """
+    return _exposed(stmts, frozenset())[0]
+
+
 def _exposed(stmts, bound: frozenset | None) -> tuple[set, frozenset | None]:
     """(names read in ``stmts`` on some path before any assignment of them, the names
     surely bound after them); ``bound`` None: the statements are not reached (after an exit)."""

@@ -1,0 +1,309 @@
+"""Reads of locals that may be unbound: checked per lane, as Python checks them.
+
+Python raises ``UnboundLocalError`` when a lane reads a local no statement has bound
+yet on the path it took (``y`` below for a lane whose ``n`` is 0, or whose ``x`` is at
+most 1).  Compiled code has no such check: Numba reads a zero and the tpu backend the
+other branch's value, a silently wrong result.  This pass finds, by a definite
+assignment analysis of the structured IR, the reads that may be unbound, and makes
+each exact at run time: the local gets a flag (``_lw_bound_y``, False at entry, True
+after each statement that binds it) and the read becomes
+``_lw_unbound(y, _lw_bound_y, message)``, which raises :class:`~lanewise.errors.LaneUnboundError`
+(an ``UnboundLocalError``) with Python's words and the user's ``file:line`` where the
+flag is False, and is ``y`` otherwise.  The analysis may be conservative (a check
+where Python never raises costs a test, never a result); the flags make the check
+itself exact.  A read inside a ``lambda`` or a comprehension, a name bound by ``:=``,
+an ``except ... as`` or a nested ``def`` is left as written.
+
+Example:
+    >>> from lanewise.lane.ir.build import function_ir
+    >>> from lanewise.lane.ir.render import render
+    >>> def lane(x, n):
+    ...     for i in range(n):
+    ...         y = x * i
+    ...     return y
+    >>> print(render(checked(function_ir(lane))), end="")  # doctest: +ELLIPSIS
+    def lane(x, n):
+        _lw_bound_y = False
+        for i in range(n):
+            y = x * i
+            _lw_bound_y = True
+        return _lw_unbound(y, _lw_bound_y, "cannot access local variable 'y' where it is not associated ...:4)")
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .. import nodes as ir
+from ..carried import assigned, with_carried
+from .walk import walk
+
+#: The primitive a checked read becomes (its arguments: the local, its flag, the message).
+CHECK = "_lw_unbound"
+#: The flag of a local's name.
+FLAG = "_lw_bound_{}"
+
+
+def flag(name: str) -> str:
+    """The name of the flag that says whether ``name`` is bound."""
+    return FLAG.format(name)
+
+
+def message(name: str, loc: ir.Loc) -> str:
+    """Python's words for reading ``name`` unbound, with the user's ``file:line``."""
+    return f"cannot access local variable {name!r} where it is not associated with a value ({loc.file}:{loc.line})"
+
+
+def checked(function: ir.Function) -> ir.Function:
+    """``function`` with its reads that may be unbound checked (the module docstring);
+    ``function`` itself when it has none."""
+    if function.source != "source" or function.blocks:
+        return function  # rebuilt from bytecode: its locals cross its blocks' loop (not checked)
+    candidates = _candidates(function)
+    if not candidates:
+        return function
+    found = _Walk(candidates, frozenset()).function(function)
+    if not found.wrapped:
+        return function
+    done = _Walk(frozenset(found.wrapped), frozenset(found.wrapped)).function(function)
+    inits = tuple(ir.Assign(ir.Var(flag(n)), ir.Const(False, "bool"), function.loc) for n in sorted(found.wrapped))
+    return with_carried(replace(function, body=inits + done.body_out))
+
+
+def has_checks(function: ir.Function) -> bool:
+    """Whether ``function`` (after :func:`checked`) checks a read."""
+    return any(isinstance(n, ir.Prim) and n.op == CHECK for n in walk(function.body))
+
+
+def _candidates(function: ir.Function) -> frozenset:
+    """The locals whose reads may be checked: bound by assignments or loops, not
+    parameters, not bound by ``:=``, ``except ... as``, a nested ``def`` or a statement
+    the IR does not model."""
+    params = {p.name for p in function.params}
+    excluded = set()
+    for n in walk(function.body):
+        if isinstance(n, ir.Prim) and n.op == "walrus":
+            excluded.add(dict(n.params)["name"])
+        elif isinstance(n, ir.Def):
+            excluded.add(n.function.name)
+        elif isinstance(n, ir.Handler) and n.name:
+            excluded.add(n.name)
+        elif isinstance(n, ir.Unsupported):
+            excluded.update(n.names)
+    return frozenset(assigned(function.body) - params - excluded)
+
+
+@dataclass
+class _Loop:
+    """The bound sets where a loop's ``break``s and ``continue``s leave it."""
+
+    breaks: list = field(default_factory=list)
+    continues: list = field(default_factory=list)
+
+
+def _meet(states) -> frozenset | None:
+    """What is bound on every path that reaches a point (None: no path does)."""
+    reached = [s for s in states if s is not None]
+    return frozenset.intersection(*reached) if reached else None
+
+
+class _Walk:
+    """One walk of a function: with ``checked`` the names whose reads may be wrapped,
+    ``flagged`` the names whose bindings set their flag; ``wrapped`` collects the names
+    of the reads wrapped."""
+
+    def __init__(self, checked: frozenset, flagged: frozenset):
+        self.checked, self.flagged = checked, flagged
+        self.wrapped: set = set()
+        self.loops: list = []
+        self.body_out: tuple = ()
+        self.loc = None  # the place of the innermost statement or expression being walked
+
+    def function(self, function: ir.Function) -> _Walk:
+        self.body_out, _ = self.block(function.body, frozenset(p.name for p in function.params))
+        return self
+
+    def block(self, stmts, bound):
+        out = []
+        for s in stmts:
+            if bound is None:  # after an exit: Python never runs it, nothing to check
+                out.append(s)
+                continue
+            new, bound = self.statement(s, bound)
+            out.extend(new)
+        return tuple(out), bound
+
+    def sets(self, names, loc) -> list:
+        return [ir.Assign(ir.Var(flag(n)), ir.Const(True, "bool"), loc) for n in sorted(names & self.flagged)]
+
+    def statement(self, s, bound):
+        """(the statements ``s`` becomes, the names surely bound after it)."""
+        self.loc = s.loc
+        if isinstance(s, ir.If):
+            cond, bound = self.value(s.cond, bound)
+            then, b1 = self.block(s.then, bound)
+            orelse, b2 = self.block(s.orelse, bound)
+            return [replace(s, cond=cond, then=then, orelse=orelse)], _meet((b1, b2))
+        if isinstance(s, ir.Loop):
+            return self.loop(s, bound)
+        if isinstance(s, ir.Try):
+            return self.try_(s, bound)
+        if isinstance(s, ir.Assign):
+            return self.assign(s, bound)
+        if isinstance(s, ir.Exit):
+            value, bound = self.value(s.value, bound)
+            if s.kind != "return" and self.loops:
+                getattr(self.loops[-1], "breaks" if s.kind == "break" else "continues").append(bound)
+            return [replace(s, value=value)], None
+        if isinstance(s, ir.Raise):
+            exc, bound = self.value(s.exc, bound)
+            cause, bound = self.value(s.cause, bound)
+            return [replace(s, exc=exc, cause=cause)], None
+        if isinstance(s, ir.Assert):
+            test, bound = self.value(s.test, bound)
+            msg, _ = self.value(s.msg, bound, sure=False)
+            return [replace(s, test=test, msg=msg)], bound
+        if isinstance(s, ir.Do):
+            expr, bound = self.value(s.expr, bound)
+            return [replace(s, expr=expr)], bound
+        return [s], bound | assigned([s])  # a def, or a statement the IR does not model
+
+    def assign(self, s: ir.Assign, bound):
+        value = s.value
+        guard = []
+        if isinstance(value, ir.Prim) and ("inplace", True) in value.params and value.args \
+                and value.args[0] == s.target and isinstance(s.target, ir.Var):
+            # x += e stays an augmented assignment: its read of x is checked by a statement before it
+            name = s.target.name
+            if name in self.checked and name not in bound:
+                self.wrapped.add(name)
+                guard = [ir.Do(self.check(s.target, s.loc), s.loc)]
+                bound = bound | {name}
+            rest, bound = self.values(value.args[1:], bound)
+            value = replace(value, args=(value.args[0], *rest))
+        else:
+            value, bound = self.value(value, bound)
+        target, bound = self.target(s.target, bound)
+        names = ir.target_names(s.target)
+        return [*guard, replace(s, target=target, value=value), *self.sets(names, s.loc)], bound | names
+
+    def loop(self, s: ir.Loop, bound):
+        iter_, bound = self.value(s.iter, bound)
+        cond, bound = self.value(s.cond, bound)
+        own = ir.target_names(s.target) if s.target is not None else set()
+        target, _ = self.target(s.target, bound) if s.target is not None else (None, bound)
+        self.loops.append(_Loop())
+        body, end = self.block(s.body, bound | own)
+        exits = self.loops.pop()
+        # how the loop ends without break: its test fails, before any iteration (unless
+        # it surely runs one: while True, or a range of literal bounds that is not empty)
+        # or after one (at the body's end or a continue)
+        after_iteration = _meet((end, *exits.continues))
+        if s.kind == "while" and isinstance(s.cond, ir.Const) and s.cond.value:
+            done = None
+        elif _runs_once(s):
+            done = after_iteration
+        else:
+            done = bound if after_iteration is None else bound & after_iteration
+        orelse, done = self.block(s.orelse, done)
+        sets = self.sets(own, s.loc)
+        return [replace(s, iter=iter_, cond=cond, target=target, body=(*sets, *body), orelse=orelse)], \
+            _meet((done, *exits.breaks))
+
+    def try_(self, s: ir.Try, bound):
+        # any statement of the body may be the one that raised: a handler starts from
+        # what was bound before the try (conservative, and exact at run time by the flags)
+        body, b = self.block(s.body, bound)
+        orelse, b = self.block(s.orelse, b)
+        handlers = []
+        ends = [b]
+        for h in s.handlers:
+            hbody, hb = self.block(h.body, bound)
+            handlers.append(replace(h, body=hbody))
+            ends.append(hb)
+        final, after = self.block(s.final, bound)
+        reached = _meet(ends)
+        out = replace(s, body=body, orelse=orelse, handlers=tuple(handlers), final=final)
+        if after is None or reached is None:
+            return [out], None
+        return [out], reached | after
+
+    def target(self, t, bound):
+        """An assignment target's reads (an item's base and index, a field's base)."""
+        if isinstance(t, ir.Unpack):
+            items = []
+            for item in t.items:
+                item, bound = self.target(item, bound)
+                items.append(item)
+            return replace(t, items=tuple(items)), bound
+        if isinstance(t, ir.Item):
+            base, bound = self.value(t.base, bound)
+            index, bound = self.value(t.index, bound)
+            return replace(t, base=base, index=index), bound
+        if isinstance(t, ir.Field):
+            base, bound = self.value(t.base, bound)
+            return replace(t, base=base), bound
+        return t, bound
+
+    def values(self, items, bound, sure=True):
+        out = []
+        for e in items:
+            e, bound = self.value(e, bound, sure)
+            out.append(e)
+        return tuple(out), bound
+
+    def value(self, e, bound, sure=True):
+        """(``e`` with its reads checked, the names bound after it: a read evaluated
+        whenever ``e`` is (``sure``) leaves its name bound, or Python raised there)."""
+        if e is None or isinstance(e, (ir.Const, ir.Global, ir.Lambda, ir.Comp, ir.Unsupported)):
+            return e, bound  # a lambda's or comprehension's reads: left as written
+        if isinstance(e, ir.Var):
+            if e.name in self.checked and e.name not in bound:
+                self.wrapped.add(e.name)
+                return self.check(e, None), (bound | {e.name}) if sure else bound
+            return e, bound
+        if isinstance(e, ir.Prim):
+            return self.prim(e, bound, sure)
+        if isinstance(e, (ir.Unpack, ir.Item, ir.Field)):
+            return self.target(e, bound)
+        return e, bound
+
+    def prim(self, e: ir.Prim, bound, sure):
+        outer, self.loc = self.loc, e.loc
+        try:
+            return self.operands(e, bound, sure)
+        finally:
+            self.loc = outer
+
+    def operands(self, e: ir.Prim, bound, sure):
+        if e.op in ("and", "or", "ifexp"):  # operands after the first: only where Python evaluates them
+            first, bound = self.value(e.args[0], bound, sure)
+            rest, _ = self.values(e.args[1:], bound, sure=False)
+            return replace(e, args=(first, *rest)), bound
+        args, bound = self.values(e.args, bound, sure)
+        keywords = []
+        for k, v in e.keywords:
+            v, bound = self.value(v, bound, sure)
+            keywords.append((k, v))
+        return replace(e, args=args, keywords=tuple(keywords)), bound
+
+    def check(self, var: ir.Var, loc) -> ir.Prim:
+        at = loc or self.loc
+        return ir.Prim(CHECK, (var, ir.Var(flag(var.name)), ir.Const(message(var.name, at), "str")), at,
+                       params=(("name", var.name),))
+
+
+def _runs_once(s: ir.Loop) -> bool:
+    """Whether the loop surely runs its body once: a ``range`` of literal int bounds, not empty."""
+    if s.kind != "range" or not isinstance(s.iter, ir.Prim):
+        return False
+    args = s.iter.args
+    if not args or not all(isinstance(a, ir.Const) and type(a.value) is int for a in args):
+        return False
+    try:
+        return len(range(*(a.value for a in args))) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+__all__ = ["CHECK", "checked", "flag", "has_checks", "message"]

@@ -1,0 +1,131 @@
+"""Reads of locals that may be unbound: every backend raises where Python raises.
+
+Compiled lanes used to read such a local silently (Numba a zero, the tpu backend the
+other branch's value); lane.ir.passes.unbound checks those reads with a flag per
+local.  Each lane of ``tests/unbound_lanes.py`` runs on python (the reference: Python's
+own ``UnboundLocalError``), cpu (the SPMD and the scalar paths) and tpu (interpret mode),
+on inputs where no lane, one lane or many lanes read unbound (hypothesis picks them).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lanewise as lw
+import unbound_lanes as lanes
+from lanewise.lane.ir.build import function_ir
+from lanewise.lane.ir.passes.unbound import CHECK, checked, has_checks
+from lanewise.lane.ir.render import render
+
+pytest.importorskip("jax")
+from test_tpu_backend import interpreted  # noqa: E402
+
+ALL = lanes.RAISING + lanes.NEVER
+NAME = re.compile(r"cannot access local variable '(\w+)' where it is not associated with a value")
+
+
+def outcome(lane, x, n, backend):
+    """(the results, None) or (None, the name of the local the first failing lane read unbound)."""
+    try:
+        return np.asarray(lw.vmap(lane, backend=backend)(x, n)), None
+    except UnboundLocalError as e:
+        assert backend == "python" or isinstance(e, lw.LaneUnboundError), type(e)
+        return None, NAME.search(str(e)).group(1)
+
+
+def compare(lane, x, n, backend, **config):
+    want, want_error = outcome(lane, x.astype(np.float64), n, "python")
+    with (interpreted(tpu_tile=(8, 128), tpu_unroll=3, **config) if backend == "tpu"
+          else lw.config.overridden(**config)):
+        got, error = outcome(lane, x.astype(np.float32) if backend == "tpu" else x, n.astype(np.int32)
+                             if backend == "tpu" else n, backend)
+    assert error == want_error, (lane.__name__, backend, config)
+    if want is not None:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+inputs = st.lists(st.tuples(st.floats(-1.0, 3.0, width=32), st.integers(0, 6)), min_size=1, max_size=40)
+
+
+@pytest.mark.parametrize("lane", ALL, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("backend, config", [("cpu", {"spmd": True}), ("cpu", {"spmd": False}), ("tpu", {})],
+                         ids=["cpu-spmd", "cpu-scalar", "tpu"])
+@settings(max_examples=12, deadline=None)
+@given(values=inputs)
+def test_compiled_lanes_raise_where_python_raises_and_agree_elsewhere(lane, backend, config, values):
+    x = np.array([v for v, _ in values], np.float64)
+    n = np.array([k for _, k in values], np.int64)
+    compare(lane, x, n, backend, **config)
+
+
+@pytest.mark.parametrize("lane", lanes.RAISING, ids=lambda f: f.__name__)
+def test_each_raising_lane_fails_on_some_input_and_names_the_line(lane):
+    """Not vacuous: every lane of RAISING does raise somewhere, and the compiled error
+    names the user's file and the line of the read."""
+    x = np.array([0.0, 0.25, 2.0, 0.75], np.float64)
+    n = np.array([0, 1, 0, 2], np.int64)
+    assert outcome(lane, x, n, "python")[1] is not None
+    with pytest.raises(lw.LaneUnboundError, match=r"unbound_lanes\.py:\d+"):
+        lw.vmap(lane, backend="cpu")(x, n)
+
+
+def test_the_tpu_error_names_the_first_lane_python_fails_at():
+    x = np.array([2.0, 2.0, 0.5, 2.0, 0.25], np.float32)  # lanes 2 and 4 leave y unbound
+    with pytest.raises(UnboundLocalError):
+        lw.vmap(lanes.one_branch, backend="python")(x, np.zeros(5, np.int64))
+    with interpreted(tpu_tile=(8, 128)), pytest.raises(lw.LaneUnboundError, match=r"lane i0=2 of one_branch"):
+        lw.vmap(lanes.one_branch, backend="tpu")(x, np.zeros(5, np.int32))
+
+
+def test_surely_bound_reads_are_left_as_written():
+    for lane in lanes.UNCHECKED:
+        function = function_ir(lane)
+        assert checked(function) is function, lane.__name__
+
+
+def test_checks_are_flags_set_where_the_local_is_bound():
+    text = render(checked(function_ir(lanes.last_of_loop)))
+    assert text.count("_lw_bound_y = True") == 1 and "_lw_bound_y = False" in text
+    assert f"return {CHECK}(y, _lw_bound_y," in text
+    assert has_checks(checked(function_ir(lanes.guarded_by_and)))  # y read under `and`: checked where evaluated
+
+
+def test_a_conditional_read_keeps_the_scalar_path_on_the_cpu():
+    """The W-wide lane has no mask of the lanes that evaluate ``y`` in ``found and y > 2``:
+    lw.explain says why the lane runs on the scalar path."""
+    x, n = np.linspace(0, 2, 16), np.arange(16) % 3
+    with lw.config.overridden(spmd=True):
+        text = str(lw.explain(lw.vmap(lanes.guarded_by_and, backend="cpu"), x, n))
+    assert "may be unbound" in text
+
+
+def test_inside_a_callers_jit_the_tpu_raises_when_the_computation_runs():
+    import jax
+
+    x, n = np.array([2.0, 0.5, 2.0], np.float32), np.zeros(3, np.int32)
+    op = lw.jax.op(lw.vmap(lanes.one_branch, backend="tpu"))
+    with interpreted(tpu_tile=(8, 128)):
+        with pytest.raises(jax.errors.JaxRuntimeError, match=r"cannot access local variable 'y'.*lane i0=1"):
+            jax.block_until_ready(jax.jit(op)(x, n))
+        np.testing.assert_allclose(jax.jit(op)(x + 1.0, n), 2.0 * (x + 1.0))
+
+
+def test_a_lane_in_a_reduction_raises_too():
+    x, n = np.linspace(0, 2, 40), np.arange(40) % 3
+    with pytest.raises(UnboundLocalError):
+        lw.reduce(lw.vmap(lanes.last_of_loop, backend="python"), "sum")(x, n)
+    with pytest.raises(lw.LaneUnboundError):
+        lw.reduce(lw.vmap(lanes.last_of_loop, backend="cpu"), "sum")(x, n)
+    with interpreted(tpu_tile=(8, 128)), pytest.raises(lw.LaneUnboundError, match="lane i0=0 of last_of_loop"):
+        lw.reduce(lw.vmap(lanes.last_of_loop, backend="tpu"), "sum")(x.astype(np.float32), n.astype(np.int32))
+
+
+@pytest.mark.parametrize("lane", lanes.TRY, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("n", [[0, 1, 0, 1], [0, 1, 2, 0]], ids=["no-raise", "raise"])
+def test_a_handler_starts_from_what_was_bound_before_the_try(lane, n):
+    compare(lane, np.linspace(0.0, 2.0, len(n)), np.array(n), "cpu")
