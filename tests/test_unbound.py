@@ -129,3 +129,25 @@ def test_a_lane_in_a_reduction_raises_too():
 @pytest.mark.parametrize("n", [[0, 1, 0, 1], [0, 1, 2, 0]], ids=["no-raise", "raise"])
 def test_a_handler_starts_from_what_was_bound_before_the_try(lane, n):
     compare(lane, np.linspace(0.0, 2.0, len(n)), np.array(n), "cpu")
+
+
+@pytest.mark.parametrize("lane", lanes.FALLS, ids=lambda f: f.__name__)
+def test_a_lane_that_may_fall_off_its_end_is_refused_on_the_tpu_as_on_the_cpu(lane):
+    """Python returns None where a lane (or its helper) falls off its end; the tpu backend
+    used to hand those lanes the value another path returned."""
+    x, n = np.array([0.5, 2.0, -1.0], np.float32), np.zeros(3, np.int32)
+    with pytest.raises(TypeError):  # Python's TypeError (None + 0) through the helper; the lane: structures differ
+        lw.vmap(lane, backend="python")(x.astype(np.float64), n.astype(np.int64))
+    for spmd in (True, False):  # cpu: LaneTypeError for the lane, Numba's TypeError through a helper
+        with lw.config.overridden(spmd=spmd), pytest.raises(TypeError):
+            lw.vmap(lane, backend="cpu")(x.astype(np.float64), n.astype(np.int64))
+    with interpreted(tpu_tile=(8, 128)), pytest.raises(lw.LaneTypeError, match=r"returns None on some paths"
+                                                       r".*unbound_lanes\.py:\d+"):
+        lw.vmap(lane, backend="tpu")(x, n)
+
+
+def test_a_while_true_left_only_by_return_is_not_refused():
+    x, n = np.linspace(0.0, 2.0, 9), np.arange(9) % 2
+    with interpreted(tpu_tile=(8, 128)):
+        got = lw.vmap(lanes.returns_from_while_true, backend="tpu")(x.astype(np.float32), n.astype(np.int32))
+    np.testing.assert_allclose(got, lw.vmap(lanes.returns_from_while_true, backend="python")(x, n), rtol=1e-6)

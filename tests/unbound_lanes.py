@@ -143,3 +143,31 @@ def bound_in_the_handler(x, n):
 
 
 TRY = (raised_before_binding, bound_in_the_handler)
+
+
+# ---------------------------------------------------------------- lanes that fall off their end (Python: None)
+
+
+def missing_return(x, n):
+    if x > 1.0:
+        return x * 2.0
+
+
+def _clipped(x):
+    for i in range(3):
+        if x > i:
+            return x - i
+
+
+def through_a_helper_missing_a_return(x, n):
+    return _clipped(x) + n
+
+
+def returns_from_while_true(x, n):
+    while True:
+        if x > 1.0:
+            return x + n
+        x = x * 2.0 + 0.25
+
+
+FALLS = (missing_return, through_a_helper_missing_a_return)

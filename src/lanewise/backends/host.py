@@ -321,7 +321,7 @@ def _raised_at(error: Exception, lane) -> str:
         return function_location(lane)
     last = frames[-1]
     if last.filename.startswith("<lanewise"):  # a derivative's generated code: the user's line behind it
-        from ..autodiff.lines import user_line
+        from ..lane.ir.lines import user_line
         from ..lane.ir import nodes as ir
 
         at = user_line(ir.Loc(last.filename, last.lineno, 0))

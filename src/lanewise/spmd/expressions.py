@@ -26,6 +26,7 @@ import numpy as np
 
 from ..lane.ir import nodes as ir
 from ..lane.ir.passes import unbound
+from ..lane.ir.passes.reach import falls_through
 from ..lane.ir.unparse import callee_text, python_text
 from .arrays import RowsAndScans, is_scan
 from .desugar import prepared
@@ -429,6 +430,8 @@ class Expressions(RowsAndScans):
         """The inlined body of ``fn`` with its parameters bound to values (tuples included)."""
         if fn in self.stack:
             raise Unsupported(f"recursion: {fn.__qualname__} calls itself (at {where})")
+        if falls_through(function.body):  # Python returns None there, which the scalar path checks
+            raise Unsupported(f"{fn.__qualname__} may end without a return (at {where})")
         if len(self.stack) >= _MAX_INLINE_DEPTH:
             raise Unsupported(f"helpers nested deeper than {_MAX_INLINE_DEPTH} calls at {where}")
         params = [p.name for p in function.params]

@@ -33,7 +33,7 @@ from ...errors import LaneCompileError, LaneTypeError
 from ...lane.ir import nodes as ir
 from ...lane.ir.passes.walk import walk
 from . import rows as _rows
-from ...autodiff.lines import user_line
+from ...lane.ir.lines import user_line
 from .ops import where
 
 

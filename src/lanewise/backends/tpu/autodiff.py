@@ -37,7 +37,7 @@ from ...errors import LaneCompileError, LaneTypeError
 from ...lane.ir import nodes as ir
 from . import adjoint as _adjoint
 from . import rows as _rows
-from ...autodiff.lines import user_line
+from ...lane.ir.lines import user_line
 
 
 def _kind(x) -> str | None:

@@ -43,12 +43,13 @@ import numpy as np
 import optree
 
 from ... import primitives
-from ...autodiff.lines import user_line
-from ...errors import LaneCompileError
+from ...lane.ir.lines import user_line
+from ...errors import LaneCompileError, LaneTypeError
 from ...lane.ir import nodes as ir
 from ...lane.ir.build import build_with_functions
 from ...lane.ir.carried import exposed
 from ...lane.ir.passes import unbound
+from ...lane.ir.passes.reach import falls_through
 from ...lane.ir.passes.walk import walk
 from . import autodiff as lanes_autodiff
 from . import bounds as _bounds
@@ -261,6 +262,9 @@ class _Lowering(Carry):
             self.after, self.around = outer
         if state.frame.result is None:
             raise refuse(f"a lane or helper ({fn.name}) that returns no value", fn.loc)
+        if falls_through(fn.body):  # Python returns None there: no lane may get another path's value
+            raise LaneTypeError(f"{fn.name} returns None on some paths and a value on others (a missing return?); "
+                                f"every path must return the same kind of value ({where(fn.loc)})")
         return state.frame.result
 
     def checked_reads(self, fn: ir.Function) -> ir.Function:

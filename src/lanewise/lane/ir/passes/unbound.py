@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from .. import nodes as ir
 from ..carried import assigned, with_carried
+from ..lines import user_line
 from .walk import walk
 
 #: The primitive a checked read becomes (its arguments: the local, its flag, the message).
@@ -51,7 +52,7 @@ def flag(name: str) -> str:
 
 def message(name: str, loc: ir.Loc) -> str:
     """Python's words for reading ``name`` unbound, with the user's ``file:line``."""
-    return f"cannot access local variable {name!r} where it is not associated with a value ({loc.file}:{loc.line})"
+    return f"cannot access local variable {name!r} where it is not associated with a value ({user_line(loc)})"
 
 
 def checked(function: ir.Function) -> ir.Function:
