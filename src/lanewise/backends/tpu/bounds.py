@@ -15,7 +15,8 @@ the first lane that failed and the user's ``file:line``.  Inside a caller's ``ja
 tracing: a ``jax.debug.callback`` reads it when the computation runs and raises the
 same error, which JAX hands to the caller as a ``JaxRuntimeError`` whose message ends
 with it (:func:`check`).  A call split over several devices gathers each device's record
-and takes the first device's that names a site (``.sharded``).
+and takes the first device's that names a site (``.sharded``).  A read of a local that may
+be unbound (lane.ir.passes.unbound) is recorded the same way, its site naming the local.
 
 Example:
     >>> sites = Sites()
@@ -275,7 +276,8 @@ def _raise_first(records, sites: Sites, shape: tuple, sizes: tuple, lane) -> Non
 
 
 def _error(record, sites: Sites, shape: tuple, sizes: tuple, lane):
-    """The LaneIndexError of one ``record`` that names a site (:func:`check`)."""
+    """The error of one ``record`` that names a site (:func:`check`): LaneIndexError for a
+    row read, LaneUnboundError for a local read unbound (:meth:`Records.unbound`)."""
     from ...errors import LaneIndexError, LaneUnboundError, source_line
     from .. import host
 
