@@ -83,6 +83,45 @@ def function_def(fn: types.FunctionType) -> ast.FunctionDef:
     return ast.fix_missing_locations(node)
 
 
+def unbound_reads(fn: types.FunctionType) -> list:
+    """(name, line) of each read of a local of ``fn`` that some path of its bytecode
+    reaches with the local unbound (Python raises UnboundLocalError there; code compiled
+    from the bytecode reads a zero): a dataflow over the basic blocks Numba's frontend
+    reads, exception edges included, of what is surely bound on entry to each block
+    (the meet of its predecessors' exits), iterated to its fixed point.
+
+    Example:
+        >>> namespace = {}
+        >>> exec(compile("def f(x):\\n    if x > 0:\\n        y = x\\n    return y", "<string>", "exec"), namespace)
+        >>> unbound_reads(namespace["f"])
+        [('y', 4)]
+    """
+    from numba.core import ir as nir
+    from numba.core.compiler import run_frontend
+
+    blocks = run_frontend(fn).blocks
+    local = set(fn.__code__.co_varnames)
+    states, work, found = {min(blocks): frozenset()}, [min(blocks)], {}
+    while work:
+        label = work.pop()
+        bound = set(states[label])
+        for stmt in blocks[label].body:
+            value = stmt.value if isinstance(stmt, nir.Assign) else stmt
+            reads = [] if isinstance(value, (nir.Del, nir.Arg, nir.Const, nir.Global, nir.FreeVar)) else \
+                [value] if isinstance(value, nir.Var) else value.list_vars()
+            for var in reads:
+                if var.name in local and var.name not in bound:
+                    found.setdefault((var.name, stmt.loc.line), None)
+            if isinstance(stmt, nir.Assign):
+                bound.add(stmt.target.name)
+        for target in blocks[label].terminator.get_targets():
+            new = frozenset(bound) if target not in states else states[target] & bound
+            if new != states.get(target):
+                states[target] = new
+                work.append(target)
+    return sorted(found)
+
+
 def _refused(fn, loc, why: str) -> LaneCompileError:
     where = f"{fn.__code__.co_filename}:{loc.line}" if loc is not None and loc.line else function_location(fn)
     return LaneCompileError(

@@ -9,6 +9,9 @@ Numba compiles some things a lane can say with other meanings than Python's:
   backend, thread count and chunking).
 * an integer constant wider than 64 bits (``n + 2**70``) is wrapped modulo
   2**64 by Numba (``2**70`` became 0).
+* a local read where some path leaves it unbound, in a lane with no source text whose
+  bytecode lanewise cannot write back (a ``raise``, ``try``): Numba reads a zero where
+  Python raises ``UnboundLocalError`` (other lanes get the check: lane.ir.passes.unbound).
 * ``f"{x}"``, ``str(x)``, ``repr(x)``, ``format(x)`` of a number format it as
   ``<object type:float64>`` (``len(f"v={x}")`` was 23 for every lane).  A
   formatted message of a ``raise`` is allowed: the host re-raises a failing
@@ -57,6 +60,12 @@ _FORMAT_HINT = ("compiled lanes cannot format numbers as text (Numba gives '<obj
 
 _WIDE_INT_HINT = ("compiled lanes compute integers in 64 bits, and Numba wraps a wider constant modulo 2**64 "
                   "(2**70 became 0); use a float (2.0**70) or keep the arithmetic outside the lane")
+
+
+_UNBOUND_HINT = ("this lane has no source text, and its bytecode (which lanewise cannot write back as a lane) "
+                 "compiles a read of an unbound local to a silent 0 where Python raises UnboundLocalError; "
+                 "bind {name} on every path before the read (e.g. {name} = 0.0 first), or define the lane in a file, "
+                 "a notebook cell or python -c (whose text lanewise reads and checks)")
 
 
 def _instructions(code):
@@ -129,6 +138,25 @@ def check(fn: types.FunctionType, lane: ir.Function) -> None:
         raise lane_error(fn, line, f"uses the integer constant {text}, wider than 64 bits", _WIDE_INT_HINT)
     for what, line in _formatting(fn, lane):
         raise lane_error(fn, line, f"formats a value as text ({what})", _FORMAT_HINT)
+    for name, line in _unbound_reads(fn, lane):
+        raise lane_error(fn, line, f"reads the local {name!r}, which some paths may leave unbound",
+                         _UNBOUND_HINT.format(name=name))
+
+
+def _unbound_reads(fn, lane: ir.Function) -> list:
+    """(name, line) of the reads of a local that may be unbound, in a lane compiled from its
+    bytecode as it is: one with no source text whose bytecode lanewise cannot write back
+    (a lane it can write back is compiled from that, its reads checked: lane.versioning)."""
+    if lane.source != "bytecode" or lane.blocks:
+        return []
+    from numba.core.errors import NumbaError
+
+    from .fromcode import unbound_reads
+
+    try:
+        return unbound_reads(fn)
+    except NumbaError:  # Numba cannot read it: compiling it fails with Numba's own words
+        return []
 
 
 def _formatting(fn, lane: ir.Function):

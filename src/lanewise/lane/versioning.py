@@ -65,7 +65,7 @@ from numba.np.arrayobj import load_item
 from . import closures, prefetch
 from . import unbound as unbound_check
 from .ir.passes import unbound
-from ..errors import LaneCompileError
+from ..errors import LaneCompileError, function_location
 from .ir import nodes as ir
 from .ir.build import function_ir
 from .ir.render import compile_code
@@ -282,8 +282,20 @@ def rewritten(fn: types.FunctionType) -> Rewrite | None:
 
 def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
     lane = function_ir(fn)  # built already by the checks lanefn runs first
-    if lane.source != "source" or fn.__code__.co_name == "<lambda>":
-        return None  # no text the user wrote (or no statements) to rewrite
+    if fn.__code__.co_name == "<lambda>":
+        return None  # no statements to rewrite
+    if lane.source != "source":
+        # no text the user wrote: the lane is compiled from its bytecode, unless a read
+        # may be unbound (Numba would read a zero): then its rebuilt def, checked
+        checked = unbound.checked(lane)
+        if checked is lane:
+            return None
+        rewrite = _compiled(checked, fn, versioned=False)
+        if rewrite is None:
+            raise LaneCompileError(f"{fn.__qualname__} ({function_location(fn)}) has no source text and reads a "
+                                   "local some paths may leave unbound, and its rebuilt text cannot be compiled "
+                                   "with the check; bind the local on every path, or define the lane in a file")
+        return rewrite
     lane, lifted = closures.lift_ir(lane)
     checked = unbound.checked(lane)  # reads of locals that may be unbound: checked as Python checks them
     lane, checks = checked, checked is not lane
@@ -291,13 +303,18 @@ def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
     lane, versions = version_loops(lane) if versioning else (lane, 0)
     if not (lifted or checks or prefetches or versions):
         return None
+    return _compiled(lane, fn, versions > 0)
+
+
+def _compiled(lane, fn: types.FunctionType, versioned: bool) -> Rewrite | None:
+    """The rewritten ``lane`` of ``fn`` compiled, or None where the IR cannot print it back."""
     functions = {p.op.removeprefix("call:"): ir.called(p) for p in walk(lane)
                  if isinstance(p, ir.Prim) and p.op.startswith("call:")}  # the helpers each call: names
     try:
         code, more = compile_code(lane, fn, functions)
     except LaneCompileError:  # a construct the IR cannot print back: the lane is compiled as written
         return None
-    return Rewrite(code, versions > 0, more)
+    return Rewrite(code, versioned, more)
 
 
 def closure_for(code: types.CodeType, fn: types.FunctionType):

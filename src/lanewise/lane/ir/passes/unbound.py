@@ -58,8 +58,10 @@ def message(name: str, loc: ir.Loc) -> str:
 def checked(function: ir.Function) -> ir.Function:
     """``function`` with its reads that may be unbound checked (the module docstring);
     ``function`` itself when it has none."""
-    if function.source != "source" or function.blocks:
-        return function  # rebuilt from bytecode: its locals cross its blocks' loop (not checked)
+    if function.blocks:
+        return _checked_blocks(function)
+    if function.source != "source":
+        return function
     candidates = _candidates(function)
     if not candidates:
         return function
@@ -69,6 +71,67 @@ def checked(function: ir.Function) -> ir.Function:
     done = _Walk(frozenset(found.wrapped), frozenset(found.wrapped)).function(function)
     inits = tuple(ir.Assign(ir.Var(flag(n)), ir.Const(False, "bool"), function.loc) for n in sorted(found.wrapped))
     return with_carried(replace(function, body=inits + done.body_out))
+
+
+def _checked_blocks(function: ir.Function) -> ir.Function:
+    """:func:`checked` for a lane rebuilt from bytecode (lane.fromcode): its locals cross
+    the arms of one ``while True`` that dispatches on ``_bc_block``, so what is bound on
+    entry to each arm comes from a dataflow over the jumps between them (the meet of
+    what its predecessors bound where they jump to it), iterated to its fixed point;
+    each arm is then walked as structured code from there.  A body of any other form
+    is returned as it is (not checked)."""
+    form = _dispatch(function.body)
+    candidates = frozenset(n for n in _candidates(function) if not n.startswith(_TEMPORARY))
+    if form is None or not candidates:
+        return function
+    prelude, loop, arms = form
+    params = frozenset(p.name for p in function.params)
+    found = _Blocks(candidates, frozenset())
+    found.block(prelude, params)
+    if len(found.jumps) != 1:
+        return function
+    states = found.fixed_point({label: arm.then for label, arm in arms}, *found.jumps[0])
+    if not found.wrapped:
+        return function
+    done = _Blocks(frozenset(found.wrapped), frozenset(found.wrapped))
+    chain = ()
+    for label, arm in reversed(arms):
+        then = arm.then if states.get(label) is None else done.block(arm.then, states[label])[0]
+        chain = (replace(arm, then=then, orelse=chain),)
+    inits = tuple(ir.Assign(ir.Var(flag(n)), ir.Const(False, "bool"), function.loc) for n in sorted(found.wrapped))
+    return with_carried(replace(function, body=(*inits, *done.block(prelude, params)[0], replace(loop, body=chain))))
+
+
+#: The prefix of the names lane.fromcode gives Numba's temporaries (and its dispatch variable).
+_TEMPORARY = "_bc_"
+_BLOCK = "_bc_block"
+
+
+def _label(test) -> int | None:
+    """The label an arm's test ``_bc_block == label`` names, or None."""
+    if isinstance(test, ir.Prim) and test.op == "eq" and len(test.args) == 2 \
+            and test.args[0] == ir.Var(_BLOCK) and isinstance(test.args[1], ir.Const):
+        return test.args[1].value
+    return None
+
+
+def _dispatch(body):
+    """(the statements before the loop, the loop, its arms as (label, the arm's ``if``)) of a
+    rebuilt body, or None where ``body`` is not a prelude and one ``while True`` of a
+    chain of ``if _bc_block == label`` arms."""
+    if not body or not isinstance(body[-1], ir.Loop):
+        return None
+    loop = body[-1]
+    if not (loop.kind == "while" and isinstance(loop.cond, ir.Const) and loop.cond.value is True
+            and len(loop.body) == 1 and not loop.orelse):
+        return None
+    arms, arm = [], loop.body[0]
+    while arm is not None:
+        if not isinstance(arm, ir.If) or _label(arm.cond) is None or len(arm.orelse) > 1:
+            return None
+        arms.append((_label(arm.cond), arm))
+        arm = arm.orelse[0] if arm.orelse else None
+    return body[:-1], loop, arms
 
 
 def has_checks(function: ir.Function) -> bool:
@@ -292,6 +355,38 @@ class _Walk:
         at = loc or self.loc
         return ir.Prim(CHECK, (var, ir.Var(flag(var.name)), ir.Const(message(var.name, at), "str")), at,
                        params=(("name", var.name),))
+
+
+class _Blocks(_Walk):
+    """A walk of a rebuilt lane's arms that also records, at each jump
+    (``_bc_block = label``), what is bound there (:meth:`jumps`)."""
+
+    def __init__(self, checked: frozenset, flagged: frozenset):
+        super().__init__(checked, flagged)
+        self.jumps: list = []
+
+    def assign(self, s: ir.Assign, bound):
+        if s.target == ir.Var(_BLOCK) and isinstance(s.value, ir.Const):
+            self.jumps.append((s.value.value, bound))
+        return super().assign(s, bound)
+
+    def fixed_point(self, arms: dict, start: int, entry: frozenset) -> dict:
+        """What is surely bound on entry to each arm (None: no jump reaches it), from
+        ``entry`` bound at the jump to ``start``: a worklist, each state only shrinking."""
+        states = {start: entry}
+        work = [start]
+        while work:
+            label = work.pop()
+            if label not in arms:
+                continue
+            self.jumps = []
+            self.block(arms[label], states[label])
+            for target, bound in self.jumps:
+                new = bound if states.get(target) is None else states[target] & bound
+                if new != states.get(target):
+                    states[target] = new
+                    work.append(target)
+        return states
 
 
 def _runs_once(s: ir.Loop) -> bool:
