@@ -77,7 +77,8 @@ def test_philox_words_equal_the_host_function():
 
 def test_the_64_bit_product_from_16_bit_halves():
     a = np.concatenate([u32(2000, 7), np.array([0, 1, 2**32 - 1, 2**31, 0xFFFF, 0x10000], np.uint32)])
-    for m in (tr.PHILOX_M0, tr.PHILOX_M1, 1, 0xFFFFFFFF):
+    # the general form and the short one (tr._short: M0, 0x10001, the edge 0x80008000), exact either way
+    for m in (tr.PHILOX_M0, tr.PHILOX_M1, 1, 0xFFFFFFFF, 0x10001, 0x80008000, 0x80008001, 0xFFFF0001):
         high, low = tr.mulhilo(jnp.asarray(a), m)
         product = [int(x) * m for x in a]
         assert np.asarray(high).tolist() == [p >> 32 for p in product]
