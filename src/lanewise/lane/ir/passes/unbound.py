@@ -11,8 +11,10 @@ after each statement that binds it) and the read becomes
 (an ``UnboundLocalError``) with Python's words and the user's ``file:line`` where the
 flag is False, and is ``y`` otherwise.  The analysis may be conservative (a check
 where Python never raises costs a test, never a result); the flags make the check
-itself exact.  A read inside a ``lambda`` or a comprehension, a name bound by ``:=``,
-an ``except ... as`` or a nested ``def`` is left as written.
+itself exact.  A lane rebuilt from bytecode (no source text: one ``while True`` over its
+basic blocks, lane.fromcode) gets the same flags from a dataflow over the jumps between
+its blocks (:func:`_checked_blocks`).  A read inside a ``lambda`` or a comprehension, a
+name bound by ``:=``, an ``except ... as`` or a nested ``def`` is left as written.
 
 Example:
     >>> from lanewise.lane.ir.build import function_ir
