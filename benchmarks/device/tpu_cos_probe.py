@@ -16,7 +16,6 @@ Measured 2026-12-07 (TPU v5e): 2. XLA 0.0122 s, jnp.cos 1.04x, unguarded 0.86x, 
 """
 import json
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +23,8 @@ import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 
+from benchmarks.device.tpu_strips import fold  # a block's values summed into one (8, 128) register
+from benchmarks.device.tpu_w2 import timed
 from lanewise.backends.tpu.random import _cos_sin_quarter  # Cephes' polynomials on [-pi/4, pi/4]
 
 BLOCK = (256, 1024)
@@ -72,12 +73,6 @@ def w1(cos):
         return cos(r) / (1.0 + r)
     return f
 
-def fold(v):
-    parts = [v[r:r + 8, c:c + 128] for r in range(0, v.shape[0], 8) for c in range(0, v.shape[1], 128)]
-    while len(parts) > 1:
-        parts = [a + b for a, b in zip(parts[::2], parts[1::2])] + parts[len(parts) & ~1:]
-    return parts[0]
-
 def call(f):
     def kernel(x_ref, y_ref, o_ref):
         o_ref[...] = fold(f(x_ref[...], y_ref[...]))
@@ -87,15 +82,6 @@ def call(f):
         out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, j)),
         out_shape=jax.ShapeDtypeStruct((grid[0] * 8, grid[1] * 128), jnp.float32))
     return jax.jit(lambda x, y: jnp.sum(c(x[:, None], y[None, :])))
-
-def timed(f, *a, reps=9):
-    out = jax.block_until_ready(f(*a))
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        jax.block_until_ready(f(*a))
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts)), out
 
 def accuracy(rows):
     rng = np.random.default_rng(0)
