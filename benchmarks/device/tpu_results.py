@@ -66,10 +66,14 @@ def w1_rows(records: list, newton: dict) -> list:
         block = tuple(r.get("block", (256, 1024)))
         times["lanewise-tpu" if block == (256, 1024) else f"lanewise-tpu-block-{block[0]}x{block[1]}"] = \
             r["lanewise_tpu_s"]
+        if "exact_trig_s" in r and block == (256, 1024):  # every grid step on jnp.cos (tpu_w1.py)
+            times["lanewise-tpu-exact-trig"] = r["exact_trig_s"]
     rows = [{"workload": "W1", "size": f"{w1[0]['n']}x{w1[0]['n']}, float32", "median_s": times}]
     for r in extra.get("W5", []):
-        rows.append({"workload": "W5", "size": f"sum over {r['n']}x{r['n']}, float32",
-                     "median_s": {"jax-jit-sum": r["jax_s"], "lanewise-tpu-reduce": r["lanewise_tpu_s"]},
+        times = {"jax-jit-sum": r["jax_s"], "lanewise-tpu-reduce": r["lanewise_tpu_s"]}
+        if "exact_trig_s" in r:
+            times["lanewise-tpu-reduce-exact-trig"] = r["exact_trig_s"]
+        rows.append({"workload": "W5", "size": f"sum over {r['n']}x{r['n']}, float32", "median_s": times,
                      "rel_diff": r["rel_diff"]})
     return rows
 

@@ -7,7 +7,10 @@ blocks of lw.config.tpu_block: W1_BLOCKS sweeps them) against jax.jit of nested 
 same chip.  W5: lw.reduce(..., "sum") over a W5_N x W5_N grid (no lane's value stored: each
 tile folds its lanes) against jax.jit(jnp.sum(nested jax.vmap)), which XLA fuses.  Newton:
 tpu_w2.py's held-out kernel at the default tile and unroll (tpu_w2.py measures it at the best W2 setting).
+W1 and W5 are also timed with every grid step on Mosaic's ``jnp.cos`` (``exact_trig_s``: no
+bounded cos, backends/tpu/trig.py), the A/B of the bounded kernel.
 """
+import contextlib
 import json
 import math
 import os
@@ -20,6 +23,7 @@ import lanewise as lw
 from benchmarks.device.tpu_w2 import grid, jax_newton, jax_of, mismatch, newton, timed
 from lanewise.backends import tpu
 from lanewise.backends.tpu import kernel as tpu_kernel
+from lanewise.backends.tpu import trig
 
 W1_BLOCKS = [tuple(map(int, b.split("x"))) for b in
              os.environ.get("W1_BLOCKS", "256x1024,128x1024,512x1024,256x2048,64x512").split(",")]
@@ -33,6 +37,19 @@ def w1(x, y):
 def jax_w1(x, y):
     r = x * x + y * y
     return jnp.cos(r) / (1.0 + r)
+
+
+@contextlib.contextmanager
+def exact_trig():
+    """Kernels built inside use ``jnp.cos``/``jnp.sin`` in every grid step (no guard)."""
+    plan = trig.plan
+    trig.plan = lambda *a, **k: None
+    tpu_kernel.compiled.cache_clear()
+    try:
+        yield
+    finally:
+        trig.plan = plan
+        tpu_kernel.compiled.cache_clear()
 
 
 def whole_of(f, *args):
@@ -54,9 +71,11 @@ def main():
             f = lw.vmap(lw.vmap(w1, in_axes=(None, 0)), in_axes=(0, None), backend="tpu")
             t_lw, got = timed(f, x, y)
             t_whole, _ = timed(whole_of(f, x, y), x, y)
+            with exact_trig():
+                t_exact, _ = timed(f, x, y)
         rows.append({"workload": "W1", "n": n, "block": block, "jax_s": t_jax, "lanewise_tpu_s": t_lw,
                      "ratio": t_lw / t_jax, "max_abs_diff": float(jnp.max(jnp.abs(got - ref))),
-                     "whole_call_s": t_whole, "whole_ratio": t_whole / t_jax})
+                     "whole_call_s": t_whole, "whole_ratio": t_whole / t_jax, "exact_trig_s": t_exact})
         print(json.dumps(rows[-1]), flush=True)
     m = int(os.environ.get("W5_N", "20000"))
     x5 = jnp.linspace(-3.0, 3.0, m, dtype=jnp.float32)
@@ -65,8 +84,10 @@ def main():
     tpu_kernel.compiled.cache_clear()
     s5 = lw.reduce(lw.vmap(lw.vmap(w1, in_axes=(None, 0)), in_axes=(0, None), backend="tpu"), "sum")
     t_lw, got = timed(s5, x5, x5)
+    with exact_trig():
+        t_exact, _ = timed(s5, x5, x5)
     rows.append({"workload": "W5", "n": m, "jax_s": t_jax, "lanewise_tpu_s": t_lw, "ratio": t_lw / t_jax,
-                 "rel_diff": float(abs(got - ref) / abs(ref))})
+                 "rel_diff": float(abs(got - ref) / abs(ref)), "exact_trig_s": t_exact})
     print(json.dumps(rows[-1]), flush=True)
     args = grid(1536, -1.5, 1.5, -1.5, 1.5)
     t_jax, ref = timed(jax_of(jax_newton), *args)

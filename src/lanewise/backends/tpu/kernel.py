@@ -34,6 +34,7 @@ from ...config import config
 from ...errors import BackendError, LaneTypeError
 from . import bounds as _bounds
 from . import rows as _rows
+from . import trig as _trig
 from .lower import lower
 
 #: Lanes per tile: (sublanes, lanes) of a TPU vector register.
@@ -306,8 +307,25 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         return outs.pop() if structure["sites"].checked else None
 
     def kernel(lanes_ref, *refs):
+        ids = (pl.program_id(0), pl.program_id(1))  # outside any branch: interpret mode reads them only there
+        guard = structure["guard"]
+        if guard is None:
+            return body(lanes_ref, ids, refs)
+        # a grid step whose trig arguments stay bounded runs the cheaper kernel (.trig)
+        ok = guard.ok([_interval(refs[k - 1], spreads[k - 1]) for k in guard.needed])
+
+        # the exact kernel traced first: a trace JAX might cache and reuse is then never the bounded one
+        @pl.when(jnp.logical_not(ok))
+        def _exact():
+            body(lanes_ref, ids, refs)
+
+        @pl.when(ok)
+        def _bounded():
+            with _trig.bounded():
+                body(lanes_ref, ids, refs)
+
+    def body(lanes_ref, ids, refs):
         if structure["strip"]:
-            ids = (pl.program_id(0), pl.program_id(1))
             # no records: a lane with rows, the only reads checked (.bounds), is never in strips
             ins, outs = refs[:len(dtypes)], refs[len(dtypes):]
             return _in_strips(tile_fn, structure["strip"], shape, ins, outs, spreads, bools, fold, keep,
@@ -318,7 +336,6 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
         count = 3 * (len(streamed) + len(drained)) + 2 * checked
         refs, scratch = refs[:len(refs) - count], iter(refs[len(refs) - count:])
         ins, outs = refs[:len(dtypes)], list(refs[len(dtypes):])
-        ids = (pl.program_id(0), pl.program_id(1))
         at = (ids[0] * shape[0], ids[1] * shape[1])
         records = records_of(outs)
         valid = valid_of(lanes_ref, ids)
@@ -385,6 +402,8 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
                                        lambda part: _operations(result_types, part, dtypes, bools))
         structure["drains"] = [next(outlets, None) if n else None for n in planes]
         checked = structure["sites"].checked
+        rowed = any(how in _rows.ROWS for how in spreads) or any(windows) or any(structure["drains"])
+        structure["guard"] = None if checked or rowed else _guard(result_types, shape, dtypes, bools)
         records = [jax.ShapeDtypeStruct((grid[0] * _bounds.BLOCK[0], grid[1] * _bounds.BLOCK[1]), jnp.int32)]
         out = pl.pallas_call(
             kernel,
@@ -480,6 +499,20 @@ def _strip_of(strip, tile: tuple, spreads: tuple, windows: tuple, drains: tuple,
             or count_iterations:
         return None
     return tuple(strip) if operations(tuple(strip)) >= LONG else None
+
+
+def _guard(result_types, tile: tuple, dtypes: tuple, bools: tuple):
+    """The :class:`.trig.Guard` of a lane (with no rows) whose ``cos``/``sin`` arguments
+    follow from its number arguments (not bools or key words) by arithmetic, else None."""
+    args = [jax.ShapeDtypeStruct(tile, bool if b else d) for d, b in zip(dtypes, bools, strict=True)]
+    known = [False] + [not b and np.dtype(d).kind in "fi" for d, b in zip(dtypes, bools, strict=True)]
+    return _trig.plan(jax.make_jaxpr(result_types)(jax.ShapeDtypeStruct(tile, bool), *args), known)
+
+
+def _interval(ref, how: str) -> tuple:
+    """The (lowest, highest) of an argument's block, float32 (a NaN in it: NaN)."""
+    block = ref[0] if how == "scalar" else ref[...]
+    return jnp.min(block).astype(jnp.float32), jnp.max(block).astype(jnp.float32)
 
 
 def _operations(result_types, part: tuple, dtypes: tuple, bools: tuple) -> int:

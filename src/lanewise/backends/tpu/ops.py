@@ -20,6 +20,8 @@ import math
 import jax.numpy as jnp
 from jax import lax
 
+from . import trig
+
 #: Functions of ``math`` that return a Python int where their NumPy namesakes return a float.
 INT_RESULT = frozenset({math.floor, math.ceil, math.trunc})
 #: Functions of ``math`` that return a float where their other spellings keep ints (``pow``).
@@ -196,11 +198,13 @@ def _float_fn(fn):
                               for a in args))
 
 
-_SAME = ("exp", "exp2", "log", "log1p", "log10", "log2", "sqrt", "sin", "cos", "tan", "tanh", "degrees", "radians",
+_SAME = ("exp", "exp2", "log", "log1p", "log10", "log2", "sqrt", "tan", "tanh", "degrees", "radians",
          "rad2deg", "deg2rad", "copysign", "arctan2", "hypot", "rint", "reciprocal", "signbit")
 
 OPS = {
     **{name: _float_fn(getattr(jnp, name)) for name in _SAME},
+    # bounded where the kernel's guard allows it (.trig), else jnp's
+    "cos": _float_fn(trig.cos), "sin": _float_fn(trig.sin),
     "expm1": _float_fn(_expm1), "erf": _float_fn(lax.erf), "erfc": _float_fn(_erfc),
     **{name: _float_fn(fn) for name, fn in (("arctan", _arctan), ("arcsin", _arcsin), ("arccos", _arccos),
                                             ("sinh", _sinh), ("cosh", _cosh), ("arcsinh", _arcsinh),
