@@ -18,9 +18,10 @@ seconds of each setting (``lanewise-tpu-ROWSxCOLS-uUNROLL``, ``lanewise-tpu-flat
 ``jax-vmap-while_loop``), and one row per lowering with its ulp error against JAX on the CPU.
 """
 import argparse
-import math
 import json
+import math
 import re
+import statistics
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,7 +189,8 @@ def update(run: Path, date: str, commit: str, command: str) -> dict:
     if (run / "tpu_w1.json").exists():
         newton = json.loads(json.dumps(rows["newton"]))
         new += w1_rows(json.loads((run / "tpu_w1.json").read_text()), newton) + [newton]
-    for name, make in (("tpu_w3.json", w3_rows), ("tpu_mc.json", mc_rows), ("tpu_strips.json", strips_rows)):
+    for name, make in (("tpu_w3.json", w3_rows), ("tpu_mc.json", mc_rows), ("tpu_strips.json", strips_rows),
+                       ("w1_interleaved.json", interleaved_rows), ("tpu_cos.json", trig_rows)):
         if (run / name).exists():
             new += make(json.loads((run / name).read_text()))
     if (run / "mc_strips.log").exists():
@@ -203,6 +205,22 @@ def update(run: Path, date: str, commit: str, command: str) -> dict:
     measured = ", ".join(r["workload"] for r in new)
     return {**old, "date": date, "rows": list(rows.values()),
             "command": f"{old['command']}; {measured} re-measured {date}: {command} (commit {commit})"}
+
+
+def trig_rows(records: list) -> list:
+    """tpu_cos_probe.py: the bounded cos and sin's largest error in float32 ulps (rounded up)
+    against float64 beside the chip's own, per range of |x| (``trig-ulps``), and W5's
+    hand-written sum with each guard (``W5-pieces``, medians over the rounds)."""
+    ulps = {f"max_ulps_{r['cos'].replace('-', '_')}_{int(r['range'])}": math.ceil(r["max_ulp"])
+            for r in records if "cos" in r}
+    kernels: dict = {}
+    for r in records:
+        if "kernel" in r:
+            kernels.setdefault(r["kernel"], []).append(r["s"])
+    rows = [{"workload": "trig-ulps", **ulps}] if ulps else []
+    if kernels:
+        rows.append({"workload": "W5-pieces", "median_s": {k: statistics.median(v) for k, v in kernels.items()}})
+    return rows
 
 
 def interleaved_rows(record: dict) -> list:
