@@ -201,7 +201,7 @@ def update(run: Path, date: str, commit: str, command: str) -> dict:
         new.append(newton_settings(json.loads((run / "tpu_w2.json").read_text()), rows["newton"]))
     for r in new:  # an earlier run's times kept as NAME-before stay beside the new ones
         before = {k: v for k, v in rows.get(r["workload"], {}).get("median_s", {}).items() if k.endswith("-before")}
-        rows[r["workload"]] = {**r, "median_s": {**before, **r["median_s"]}}
+        rows[r["workload"]] = {**r, "median_s": {**before, **r.get("median_s", {})}}
     measured = ", ".join(r["workload"] for r in new)
     return {**old, "date": date, "rows": list(rows.values()),
             "command": f"{old['command']}; {measured} re-measured {date}: {command} (commit {commit})"}
