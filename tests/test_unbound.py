@@ -26,14 +26,16 @@ pytest.importorskip("jax")
 from test_tpu_backend import interpreted  # noqa: E402
 
 ALL = lanes.RAISING + lanes.NEVER
-NAME = re.compile(r"cannot access local variable '(\w+)' where it is not associated with a value")
+#: Python's words: a local read unbound (UnboundLocalError), or a lambda's (or, before 3.12, a
+#: comprehension's) free variable (NameError, of which UnboundLocalError is a kind).
+NAME = re.compile(r"cannot access (?:local|free) variable '(\w+)' where it is not associated with a value")
 
 
 def outcome(lane, x, n, backend):
     """(the results, None) or (None, the name of the local the first failing lane read unbound)."""
     try:
         return np.asarray(lw.vmap(lane, backend=backend)(x, n)), None
-    except UnboundLocalError as e:
+    except NameError as e:
         assert backend == "python" or isinstance(e, lw.LaneUnboundError), type(e)
         return None, NAME.search(str(e)).group(1)
 
@@ -125,6 +127,28 @@ def test_a_lane_in_a_reduction_raises_too():
         lw.reduce(lw.vmap(lanes.last_of_loop, backend="tpu"), "sum")(x.astype(np.float32), n.astype(np.int32))
 
 
+@pytest.mark.parametrize("lane", lanes.CLOSURES + lanes.CLOSURES_NEVER, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("config", [{"spmd": True}, {"spmd": False}], ids=["cpu-spmd", "cpu-scalar"])
+@settings(max_examples=10, deadline=None)
+@given(values=inputs)
+def test_reads_inside_lambdas_and_comprehensions_raise_where_python_raises(lane, config, values):
+    """A comprehension reads where it runs (its element only when an item comes), a lambda
+    where it is called: both used to read Numba's zero, or another lane's value."""
+    x = np.array([v for v, _ in values], np.float64)
+    n = np.array([k for _, k in values], np.int64)
+    compare(lane, x, n, "cpu", **config)
+
+
+@pytest.mark.parametrize("lane", lanes.CLOSURES, ids=lambda f: f.__name__)
+def test_each_closure_lane_fails_on_some_input_and_names_the_line(lane):
+    x, n = np.array([0.0, 0.25, 2.0, 0.75]), np.array([0, 1, 0, 2])
+    assert outcome(lane, x, n, "python")[1] == "y"
+    with pytest.raises(lw.LaneUnboundError, match=r"variable 'y'.*unbound_lanes\.py:\d+"):
+        lw.vmap(lane, backend="cpu")(x, n)
+    np.testing.assert_allclose(lw.vmap(lane, backend="cpu")(x[2:3], n[2:3] + 1),
+                               lw.vmap(lane, backend="python")(x[2:3], n[2:3] + 1))
+
+
 @pytest.mark.parametrize("lane", lanes.TRY, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("n", [[0, 1, 0, 1], [0, 1, 2, 0]], ids=["no-raise", "raise"])
 def test_a_handler_starts_from_what_was_bound_before_the_try(lane, n):
@@ -213,6 +237,25 @@ def test_bytecode_reads_that_may_be_unbound_by_a_dataflow_over_numbas_blocks():
     for name in ("while_true", "both_branches", "bound_in_the_handler", "through_helper"):
         assert unbound_reads(REBUILT[name]) == [], name
     assert unbound_reads(REBUILT["raised_before_binding"]) == [("y", 132)]
+
+
+@pytest.mark.parametrize("name", [f.__name__ for f in lanes.CLOSURES])
+def test_a_closure_lane_with_no_source_text_never_reads_unbound_silently(name):
+    """With no source text, the closure's cell is read where the lambda (or, before 3.12,
+    the comprehension) is made: refused where it may be unbound there, or checked."""
+    from lanewise.lane.fromcode import unbound_reads
+
+    x, n = np.array([0.0, 0.25, 2.0, 0.75]), np.array([0, 1, 0, 2])  # lanes 1 and 3 read y unbound
+    assert outcome(REBUILT[name], x, n, "python")[1] == "y"
+    try:
+        lw.vmap(REBUILT[name], backend="cpu")(x, n)
+    except lw.LaneCompileError as e:
+        assert "'y', which some paths may leave unbound" in str(e)
+        assert ("y", getattr(lanes, name).__code__.co_firstlineno + 3) in unbound_reads(REBUILT[name])
+    except lw.LaneUnboundError:
+        pass
+    else:
+        pytest.fail("a read of an unbound local compiled to a silent value")
 
 
 def test_a_lane_lanewise_cannot_rebuild_is_refused_where_a_read_may_be_unbound():

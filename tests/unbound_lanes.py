@@ -171,3 +171,34 @@ def returns_from_while_true(x, n):
 
 
 FALLS = (missing_return, through_a_helper_missing_a_return)
+
+
+# ---------------------------------------------------------------- lambdas and comprehensions (the tpu refuses both)
+
+
+def in_comprehension(x, n):
+    if x > 1.0:
+        y = x * 2.0
+    return sum([y * k for k in range(n)])
+
+
+def in_condition(x, n):
+    if x > 1.0:
+        y = x
+    return sum([k for k in range(n) if k < y])
+
+
+def in_lambda(x, n):
+    if x > 1.0:
+        y = x * 2.0
+    f = lambda k: y * k  # noqa: E731 - the lambda is the case
+    return f(n)
+
+
+def own_names(x, n):
+    return sum([k * x for k in range(n)]) + (lambda k: k * 2.0)(x)
+
+
+CLOSURES = (in_comprehension, in_condition, in_lambda)
+#: Their comprehension's and lambda's own names: never checked.
+CLOSURES_NEVER = (own_names,)

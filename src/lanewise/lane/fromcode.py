@@ -35,6 +35,7 @@ import re
 import types
 
 from ..errors import LaneCompileError, function_location
+from .ir.passes.dataflow import fixed_point
 
 _BINARY = {operator.add: ast.Add, operator.sub: ast.Sub, operator.mul: ast.Mult, operator.truediv: ast.Div,
            operator.floordiv: ast.FloorDiv, operator.mod: ast.Mod, operator.pow: ast.Pow,
@@ -100,11 +101,13 @@ def unbound_reads(fn: types.FunctionType) -> list:
     from numba.core.compiler import run_frontend
 
     blocks = run_frontend(fn).blocks
-    local = set(fn.__code__.co_varnames)
-    states, work, found = {min(blocks): frozenset()}, [min(blocks)], {}
-    while work:
-        label = work.pop()
-        bound = set(states[label])
+    # a cell variable (a lambda's or a comprehension's closure reads it) is a local too: the
+    # closure's tuple is built from it where the lambda is made (Numba binds it there)
+    local = set(fn.__code__.co_varnames) | set(fn.__code__.co_cellvars)
+    found: dict = {}
+
+    def exits(label, state):
+        bound = set(state)
         for stmt in blocks[label].body:
             value = stmt.value if isinstance(stmt, nir.Assign) else stmt
             reads = [] if isinstance(value, (nir.Del, nir.Arg, nir.Const, nir.Global, nir.FreeVar)) else \
@@ -114,11 +117,9 @@ def unbound_reads(fn: types.FunctionType) -> list:
                     found.setdefault((var.name, stmt.loc.line), None)
             if isinstance(stmt, nir.Assign):
                 bound.add(stmt.target.name)
-        for target in blocks[label].terminator.get_targets():
-            new = frozenset(bound) if target not in states else states[target] & bound
-            if new != states.get(target):
-                states[target] = new
-                work.append(target)
+        return [(target, bound) for target in blocks[label].terminator.get_targets()]
+
+    fixed_point(min(blocks), frozenset(), exits)
     return sorted(found)
 
 

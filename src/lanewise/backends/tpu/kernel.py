@@ -512,6 +512,8 @@ def _guard(result_types, tile: tuple, dtypes: tuple, bools: tuple):
 def _interval(ref, how: str) -> tuple:
     """The (lowest, highest) of an argument's block, float32 (a NaN in it: NaN)."""
     block = ref[0] if how == "scalar" else ref[...]
+    if block.dtype not in (jnp.float32, jnp.int32):  # a half float: reduced as float32 (v5e's vector unit)
+        block = block.astype(jnp.float32)
     return jnp.min(block).astype(jnp.float32), jnp.max(block).astype(jnp.float32)
 
 

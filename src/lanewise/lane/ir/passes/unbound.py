@@ -13,7 +13,8 @@ flag is False, and is ``y`` otherwise.  The analysis may be conservative (a chec
 where Python never raises costs a test, never a result); the flags make the check
 itself exact.  A lane rebuilt from bytecode (no source text: one ``while True`` over its
 basic blocks, lane.fromcode) gets the same flags from a dataflow over the jumps between
-its blocks (:func:`_checked_blocks`).  A read inside a ``lambda`` or a comprehension, a
+its blocks (:func:`_checked_blocks`).  A comprehension's reads are checked where it runs;
+a ``lambda``'s in its body, where the flag says what is bound when it is called.  A
 name bound by ``:=``, an ``except ... as`` or a nested ``def`` is left as written.
 
 Example:
@@ -34,11 +35,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field, replace
 
 from .. import nodes as ir
 from ..carried import assigned, with_carried
 from ..lines import user_line
+from .dataflow import fixed_point
 from .walk import walk
 
 #: The primitive a checked read becomes (its arguments: the local, its flag, the message).
@@ -52,8 +55,12 @@ def flag(name: str) -> str:
     return FLAG.format(name)
 
 
-def message(name: str, loc: ir.Loc) -> str:
-    """Python's words for reading ``name`` unbound, with the user's ``file:line``."""
+def message(name: str, loc: ir.Loc, free: bool = False) -> str:
+    """Python's words for reading ``name`` unbound, with the user's ``file:line`` (``free``:
+    read inside a ``lambda``, where Python's ``NameError`` calls it a free variable)."""
+    if free:
+        return (f"cannot access free variable {name!r} where it is not associated with a value in enclosing "
+                f"scope ({user_line(loc)})")
     return f"cannot access local variable {name!r} where it is not associated with a value ({user_line(loc)})"
 
 
@@ -184,6 +191,7 @@ class _Walk:
         self.loops: list = []
         self.body_out: tuple = ()
         self.loc = None  # the place of the innermost statement or expression being walked
+        self.free = False  # inside a lambda: Python's words for its reads
 
     def function(self, function: ir.Function) -> _Walk:
         self.body_out, _ = self.block(function.body, frozenset(p.name for p in function.params))
@@ -321,8 +329,12 @@ class _Walk:
     def value(self, e, bound, sure=True):
         """(``e`` with its reads checked, the names bound after it: a read evaluated
         whenever ``e`` is (``sure``) leaves its name bound, or Python raised there)."""
-        if e is None or isinstance(e, (ir.Const, ir.Global, ir.Lambda, ir.Comp, ir.Unsupported)):
-            return e, bound  # a lambda's or comprehension's reads: left as written
+        if e is None or isinstance(e, (ir.Const, ir.Global, ir.Unsupported)):
+            return e, bound
+        if isinstance(e, ir.Lambda):
+            return self.lambda_(e, bound)
+        if isinstance(e, ir.Comp):
+            return self.comp(e, bound, sure)
         if isinstance(e, ir.Var):
             if e.name in self.checked and e.name not in bound:
                 self.wrapped.add(e.name)
@@ -333,6 +345,48 @@ class _Walk:
         if isinstance(e, (ir.Unpack, ir.Item, ir.Field)):
             return self.target(e, bound)
         return e, bound
+
+    def lambda_(self, e: ir.Lambda, bound):
+        """A lambda's body reads the lane's locals when it is called, not here: each read of
+        one not surely bound here is checked in the body, where its flag says what is bound
+        at the call (a lambda written before ``y = ...`` and called after it reads ``y`` fine)."""
+        fn = e.function
+        params = []
+        for p in fn.params:  # defaults are read here, where the lambda is made
+            default, bound = self.value(p.default, bound)
+            params.append(replace(p, default=default))
+        fn = replace(fn, params=tuple(params))
+        with self.scoped((p.name for p in fn.params), free=True):
+            body = []
+            for s in fn.body:
+                if isinstance(s, ir.Exit) and s.value is not None:
+                    s = replace(s, value=self.value(s.value, bound, sure=False)[0])
+                body.append(s)
+        return replace(e, function=replace(fn, body=tuple(body))), bound
+
+    def comp(self, e: ir.Comp, bound, sure):
+        """A comprehension runs where it is written: its first iterable always, its element,
+        conditions and later iterables only when an item comes (their reads checked, none of
+        them sure); the names its ``for`` clauses bind are its own, never the lane's."""
+        first, bound = self.value(e.generators[0].iter, bound, sure)
+        own = {n.name for g in e.generators for n in walk(g.target) if isinstance(n, ir.Var)}
+        with self.scoped(own):
+            gens = []
+            for k, g in enumerate(e.generators):
+                it = first if k == 0 else self.value(g.iter, bound, sure=False)[0]
+                gens.append(replace(g, iter=it, conds=self.values(g.conds, bound, sure=False)[0]))
+            element = self.values(e.element, bound, sure=False)[0]
+        return replace(e, element=element, generators=tuple(gens)), bound
+
+    @contextlib.contextmanager
+    def scoped(self, own, free: bool = False):
+        """Inside a lambda (``free``) or a comprehension: its own names are not the lane's locals."""
+        outer = self.checked, self.free
+        self.checked, self.free = outer[0] - frozenset(own), free or self.free
+        try:
+            yield
+        finally:
+            self.checked, self.free = outer
 
     def prim(self, e: ir.Prim, bound, sure):
         outer, self.loc = self.loc, e.loc
@@ -355,7 +409,7 @@ class _Walk:
 
     def check(self, var: ir.Var, loc) -> ir.Prim:
         at = loc or self.loc
-        return ir.Prim(CHECK, (var, ir.Var(flag(var.name)), ir.Const(message(var.name, at), "str")), at,
+        return ir.Prim(CHECK, (var, ir.Var(flag(var.name)), ir.Const(message(var.name, at, self.free), "str")), at,
                        params=(("name", var.name),))
 
 
@@ -373,22 +427,15 @@ class _Blocks(_Walk):
         return super().assign(s, bound)
 
     def fixed_point(self, arms: dict, start: int, entry: frozenset) -> dict:
-        """What is surely bound on entry to each arm (None: no jump reaches it), from
-        ``entry`` bound at the jump to ``start``: a worklist, each state only shrinking."""
-        states = {start: entry}
-        work = [start]
-        while work:
-            label = work.pop()
-            if label not in arms:
-                continue
+        """What is surely bound on entry to each arm (absent: no jump reaches it), from
+        ``entry`` bound at the jump to ``start`` (:func:`.dataflow.fixed_point`)."""
+        def exits(label, state):
             self.jumps = []
-            self.block(arms[label], states[label])
-            for target, bound in self.jumps:
-                new = bound if states.get(target) is None else states[target] & bound
-                if new != states.get(target):
-                    states[target] = new
-                    work.append(target)
-        return states
+            if label in arms:
+                self.block(arms[label], state)
+            return self.jumps
+
+        return fixed_point(start, entry, exits)
 
 
 def _runs_once(s: ir.Loop) -> bool:
