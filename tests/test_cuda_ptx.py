@@ -103,6 +103,25 @@ def test_error_slot_is_an_integer_atomic_min():
     assert "atom.global.min.s64" in ptx
 
 
+def test_reads_of_locals_that_may_be_unbound_are_checked_in_the_kernel():
+    """A lane that may read an unbound local (tests/unbound_lanes.py) used to compile for
+    the GPU as written: the read took whatever the register held.  Its kernel now keeps
+    the flag and fails the lane (the error slot), which the host replays on the CPU."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import unbound_lanes as lanes
+
+    x, n = np.linspace(0.0, 2.0, 5), np.arange(5)
+    for lane in lanes.RAISING + lanes.CLOSURES[2:]:  # the comprehensions: Numba-CUDA types no list
+        (ptx, ir), = kernels(lw.vmap(lane, backend="cuda"), x, n, llvm=True).values()
+        assert re.search(r"_lw_bound_\w+", ir) and "atom.global.min.s64" in ptx, lane.__name__
+    for lane in lanes.UNCHECKED:
+        (ptx, ir), = kernels(lw.vmap(lane, backend="cuda"), x, n, llvm=True).values()
+        assert "_lw_bound_" not in ir, lane.__name__
+
+
 def backtest(prices):
     p0 = prices[0]
     final, _ = lw.scan(ema_step, (p0, p0, 0.0, 0.0, p0), prices)

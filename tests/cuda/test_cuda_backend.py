@@ -234,6 +234,20 @@ def test_lane_exception_replayed_with_lane_index():
     assert any("i0=1, i1=2" in note for note in info.value.__notes__)
 
 
+def maybe_unbound(x, n):
+    for i in range(n):
+        y = x * i
+    return y
+
+
+def test_a_read_of_an_unbound_local_fails_the_lane_and_is_replayed():
+    x, n = np.array([1.0, 2.0, 3.0]), np.array([2, 0, 1])
+    with pytest.raises(lw.LaneUnboundError, match=r"local variable 'y'") as info:
+        lw.vmap(maybe_unbound, backend="cuda")(x, n)
+    assert any("i0=1" in note for note in info.value.__notes__)
+    np.testing.assert_allclose(lw.vmap(maybe_unbound, backend="cuda")(x, n + 1), [2.0, 0.0, 3.0])
+
+
 def test_exception_in_helper():
     with pytest.raises(ArithmeticError, match="negative") as info:
         lw.vmap(in_helper, backend="cuda")(np.array([1.0, -1.0, 2.0]))

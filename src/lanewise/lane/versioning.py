@@ -280,6 +280,35 @@ def rewritten(fn: types.FunctionType) -> Rewrite | None:
     return per_setting[VERSIONING]
 
 
+def checked_only(fn: types.FunctionType) -> Rewrite | None:
+    """``fn``'s code with only its reads of locals that may be unbound checked, or None
+    when it has none: a GPU kernel's lane (none of the CPU's prefetching or versioning;
+    a failing check is a failed lane, which the host replays on the CPU to raise)."""
+    per_setting = _done.setdefault(fn, {})
+    if "checked" not in per_setting:
+        per_setting["checked"] = _checked_only(fn)
+    return per_setting["checked"]
+
+
+def _checked_only(fn: types.FunctionType) -> Rewrite | None:
+    lane = function_ir(fn)
+    if fn.__code__.co_name == "<lambda>":
+        return None
+    checked = unbound.checked(lane)
+    if checked is lane:
+        return None
+    rewrite = _compiled(checked, fn, versioned=False)
+    if rewrite is None and lane.source != "source":
+        raise _uncheckable(fn)
+    return rewrite
+
+
+def _uncheckable(fn: types.FunctionType) -> LaneCompileError:
+    return LaneCompileError(f"{fn.__qualname__} ({function_location(fn)}) has no source text and reads a local "
+                            "some paths may leave unbound, and its rebuilt text cannot be compiled with the check; "
+                            "bind the local on every path, or define the lane in a file")
+
+
 def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
     lane = function_ir(fn)  # built already by the checks lanefn runs first
     if fn.__code__.co_name == "<lambda>":
@@ -292,9 +321,7 @@ def _rewrite(fn: types.FunctionType, versioning: bool) -> Rewrite | None:
             return None
         rewrite = _compiled(checked, fn, versioned=False)
         if rewrite is None:
-            raise LaneCompileError(f"{fn.__qualname__} ({function_location(fn)}) has no source text and reads a "
-                                   "local some paths may leave unbound, and its rebuilt text cannot be compiled "
-                                   "with the check; bind the local on every path, or define the lane in a file")
+            raise _uncheckable(fn)
         return rewrite
     lane, lifted = closures.lift_ir(lane)
     checked = unbound.checked(lane)  # reads of locals that may be unbound: checked as Python checks them

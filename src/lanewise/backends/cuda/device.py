@@ -28,6 +28,7 @@ from ...errors import BackendError, LaneCompileError, LanewiseError, function_lo
 from ...plan.program import Call, Program
 from ...plan.program import bind_keeping
 from ...lane.lanefn import jit_lane_cuda
+from ...lane.unbound import _lw_unbound
 from ...lane.numba_errors import compile_error
 from .. import cpu, host
 
@@ -153,11 +154,24 @@ def register_overloads() -> None:
 
     register_scan()
     overload(operator.getitem)(records.record_getitem)
+    overload(_lw_unbound, inline="always")(_unbound_on_device)
     CUDA_SUBSTITUTES.update(SUBSTITUTES)
     _registered = True
 
 
 # ----------------------------------------------------------------------------- binding
+
+
+def _unbound_on_device(value, bound, message):
+    """A read of a local that may be unbound (lane.unbound) in device code: a failed lane
+    where the flag is False (the host replays it on the CPU, which raises Python's words);
+    the message is not carried to the device."""
+    def impl(value, bound, message):
+        if not bound:
+            raise UnboundLocalError
+        return value
+
+    return impl
 
 
 def is_device_array(value) -> bool:

@@ -313,6 +313,7 @@ def compiled(lane, dtypes: tuple, bools: tuple, spreads: tuple, interpret: bool,
             return body(lanes_ref, ids, refs)
         # a grid step whose trig arguments stay bounded runs the cheaper kernel (.trig)
         ok = guard.ok([_interval(refs[k - 1], spreads[k - 1]) for k in guard.needed])
+        ok = jnp.min(jnp.where(ok, 1.0, 0.0)) > 0.5  # one register of answers, all equal: a scalar
 
         # the exact kernel traced first: a trace JAX might cache and reuse is then never the bounded one
         @pl.when(jnp.logical_not(ok))
@@ -510,11 +511,13 @@ def _guard(result_types, tile: tuple, dtypes: tuple, bools: tuple):
 
 
 def _interval(ref, how: str) -> tuple:
-    """The (lowest, highest) of an argument's block, float32 (a NaN in it: NaN)."""
+    """The (lowest, highest) of an argument's block, float32 (a NaN in it: NaN), each
+    spread over a register: the guard's arithmetic runs on the vector unit, which has the
+    division, square root and exponential the scalar unit lacks."""
     block = ref[0] if how == "scalar" else ref[...]
     if block.dtype not in (jnp.float32, jnp.int32):  # a half float: reduced as float32 (v5e's vector unit)
         block = block.astype(jnp.float32)
-    return jnp.min(block).astype(jnp.float32), jnp.max(block).astype(jnp.float32)
+    return tuple(jnp.full(TILE, f(block).astype(jnp.float32)) for f in (jnp.min, jnp.max))
 
 
 def _operations(result_types, part: tuple, dtypes: tuple, bools: tuple) -> int:
