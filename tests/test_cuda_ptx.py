@@ -122,6 +122,24 @@ def test_reads_of_locals_that_may_be_unbound_are_checked_in_the_kernel():
         assert "_lw_bound_" not in ir, lane.__name__
 
 
+def row_at(row, k):
+    return row[k] + row[k - 1]
+
+
+def fills(out_row, k):
+    out_row[k] = 1.0
+    return out_row[0]
+
+
+def test_subscripts_at_computed_indices_are_checked_in_the_kernel():
+    """numba-cuda turns bounds checks off: a row read or write at a computed index out
+    of range used to touch another lane's memory.  Now it fails the lane (error slot)."""
+    rows, k = np.ones((5, 4)), np.arange(5)
+    for lane in (row_at, fills):
+        (ptx, _), = kernels(lw.vmap(lane, backend="cuda"), rows, k).values()
+        assert "atom.global.min.s64" in ptx, lane.__name__
+
+
 def backtest(prices):
     p0 = prices[0]
     final, _ = lw.scan(ema_step, (p0, p0, 0.0, 0.0, p0), prices)

@@ -301,9 +301,9 @@ def _rebind(fn: types.FunctionType, jit: Callable = jit_lane, helper: Callable |
     new_globals = dict(fn.__globals__)
     # The CPU: indirect reads a[b[k]] in loops prefetched ahead, loops reading a[k + c]
     # versioned (one range test at entry instead of a bounds check per read); the
-    # names the rewritten code reads are rebound below as the user's are.  A GPU: only
-    # the reads of locals that may be unbound checked (a failing check fails the lane).
-    rewrite = versioning.rewritten(fn) if not retarget else versioning.checked_only(fn)
+    # names the rewritten code reads are rebound below as the user's are.  A GPU: reads of
+    # locals that may be unbound and subscripts checked (a failing check fails the lane).
+    rewrite = versioning.rewritten(fn) if not retarget else versioning.checked_for_gpu(fn)
     code = fn.__code__ if rewrite is None else rewrite.code
     if rewrite is not None:
         new_globals.update(rewrite.globals)

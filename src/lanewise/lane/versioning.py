@@ -63,6 +63,7 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import load_item
 
 from . import closures, prefetch
+from . import indexing
 from . import unbound as unbound_check
 from .ir.passes import unbound
 from ..errors import LaneCompileError, function_location
@@ -142,7 +143,7 @@ def _lw_get(typingctx, a, i):
 
 
 #: The globals a rewritten lane needs: the intrinsics under the names the rewrites call.
-GLOBALS = {**prefetch.GLOBALS, **closures.GLOBALS, **unbound_check.GLOBALS,
+GLOBALS = {**prefetch.GLOBALS, **closures.GLOBALS, **unbound_check.GLOBALS, **indexing.GLOBALS,
            "_lw_within": _lw_within, "_lw_get": _lw_get}
 
 
@@ -280,25 +281,27 @@ def rewritten(fn: types.FunctionType) -> Rewrite | None:
     return per_setting[VERSIONING]
 
 
-def checked_only(fn: types.FunctionType) -> Rewrite | None:
-    """``fn``'s code with only its reads of locals that may be unbound checked, or None
-    when it has none: a GPU kernel's lane (none of the CPU's prefetching or versioning;
-    a failing check is a failed lane, which the host replays on the CPU to raise)."""
+def checked_for_gpu(fn: types.FunctionType) -> Rewrite | None:
+    """``fn``'s code for a GPU kernel, or None when nothing in it needs checking: its reads
+    of locals that may be unbound checked (lane.ir.passes.unbound) and its subscripts at
+    computed indices checked against the row's length (lane.indexing), none of the CPU's
+    prefetching or versioning.  A failing check fails the lane, which the host replays on
+    the CPU to raise the error."""
     per_setting = _done.setdefault(fn, {})
-    if "checked" not in per_setting:
-        per_setting["checked"] = _checked_only(fn)
-    return per_setting["checked"]
+    if "gpu" not in per_setting:
+        per_setting["gpu"] = _checked_for_gpu(fn)
+    return per_setting["gpu"]
 
 
-def _checked_only(fn: types.FunctionType) -> Rewrite | None:
+def _checked_for_gpu(fn: types.FunctionType) -> Rewrite | None:
     lane = function_ir(fn)
     if fn.__code__.co_name == "<lambda>":
         return None
-    checked = unbound.checked(lane)
+    checked = indexing.checked_indexing(unbound.checked(lane))
     if checked is lane:
         return None
     rewrite = _compiled(checked, fn, versioned=False)
-    if rewrite is None and lane.source != "source":
+    if rewrite is None and lane.source != "source" and unbound.has_checks(checked):
         raise _uncheckable(fn)
     return rewrite
 

@@ -28,6 +28,7 @@ from ...errors import BackendError, LaneCompileError, LanewiseError, function_lo
 from ...plan.program import Call, Program
 from ...plan.program import bind_keeping
 from ...lane.lanefn import jit_lane_cuda
+from ...lane.indexing import _lw_at, _lw_put
 from ...lane.unbound import _lw_unbound
 from ...lane.numba_errors import compile_error
 from .. import cpu, host
@@ -155,6 +156,8 @@ def register_overloads() -> None:
     register_scan()
     overload(operator.getitem)(records.record_getitem)
     overload(_lw_unbound, inline="always")(_unbound_on_device)
+    overload(_lw_at, inline="always")(_at_on_device)
+    overload(_lw_put, inline="always")(_put_on_device)
     CUDA_SUBSTITUTES.update(SUBSTITUTES)
     _registered = True
 
@@ -170,6 +173,39 @@ def _unbound_on_device(value, bound, message):
         if not bound:
             raise UnboundLocalError
         return value
+
+    return impl
+
+
+def _checked_index(a, i) -> bool:
+    """Whether ``a[i]`` is an array's element at one integer index (checked on the device)."""
+    return isinstance(a, nt.Array) and a.ndim >= 1 and isinstance(i, nt.Integer)
+
+
+def _at_on_device(a, i):
+    """``a[i]`` (lane.indexing): an integer index out of ``a``'s length fails the lane."""
+    if not _checked_index(a, i):
+        return lambda a, i: a[i]
+
+    def impl(a, i):  # a negative index wraps in a[i] itself, as in Python
+        if i < -a.shape[0] or i >= a.shape[0]:
+            raise IndexError
+        return a[i]
+
+    return impl
+
+
+def _put_on_device(a, i, v):
+    """``a[i] = v`` (lane.indexing): an integer index out of ``a``'s length fails the lane."""
+    if not _checked_index(a, i):
+        def store(a, i, v):
+            a[i] = v
+        return store
+
+    def impl(a, i, v):
+        if i < -a.shape[0] or i >= a.shape[0]:
+            raise IndexError
+        a[i] = v
 
     return impl
 
