@@ -28,8 +28,8 @@ from ...errors import BackendError, LaneCompileError, LanewiseError, function_lo
 from ...plan.program import Call, Program
 from ...plan.program import bind_keeping
 from ...lane.lanefn import jit_lane_cuda
-from ...lane.indexing import _lw_at, _lw_put
-from ...lane.unbound import _lw_unbound
+from ...lane import indexing as lane_indexing
+from ...lane import unbound as lane_unbound
 from ...lane.numba_errors import compile_error
 from .. import cpu, host
 
@@ -155,9 +155,10 @@ def register_overloads() -> None:
 
     register_scan()
     overload(operator.getitem)(records.record_getitem)
-    overload(_lw_unbound, inline="always")(_unbound_on_device)
-    overload(_lw_at, inline="always")(_at_on_device)
-    overload(_lw_put, inline="always")(_put_on_device)
+    # the checks lane.versioning.checked_for_gpu writes into a GPU lane, by the names it calls
+    overload(lane_unbound.GLOBALS["_lw_unbound"], inline="always")(_unbound_on_device)
+    overload(lane_indexing.GLOBALS["_lw_at"], inline="always")(_at_on_device)
+    overload(lane_indexing.GLOBALS["_lw_put"], inline="always")(_put_on_device)
     CUDA_SUBSTITUTES.update(SUBSTITUTES)
     _registered = True
 
