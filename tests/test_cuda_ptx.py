@@ -131,12 +131,16 @@ def fills(out_row, k):
     return out_row[0]
 
 
+def cell_at(m, k):
+    return m[k, k - 1]
+
+
 def test_subscripts_at_computed_indices_are_checked_in_the_kernel():
     """numba-cuda turns bounds checks off: a row read or write at a computed index out
     of range used to touch another lane's memory.  Now it fails the lane (error slot)."""
     rows, k = np.ones((5, 4)), np.arange(5)
-    for lane in (row_at, fills):
-        (ptx, _), = kernels(lw.vmap(lane, backend="cuda"), rows, k).values()
+    for lane, arg in ((row_at, rows), (fills, rows), (cell_at, np.ones((5, 3, 4)))):
+        (ptx, _), = kernels(lw.vmap(lane, backend="cuda"), arg, k).values()
         assert "atom.global.min.s64" in ptx, lane.__name__
 
 

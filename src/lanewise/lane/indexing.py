@@ -3,10 +3,10 @@
 numba-cuda compiles a GPU kernel without bounds checks (its target turns them off), so
 a lane's ``p[k]`` with ``k`` out of range would read another lane's memory, or write
 over it.  A GPU lane's reads and writes at an index computed at run time (not a
-literal, not a tuple of indices or a slice) become calls of :func:`_lw_at` and
-:func:`_lw_put`; on the device (backends/cuda/device.py) an integer index into an
-array is wrapped as Python wraps a negative one and tested against the length, and
-one out of range fails the lane, which the host replays on the CPU, where Numba's own
+literal or a slice; a tuple of indices counts when one of them is computed) become
+calls of :func:`_lw_at` and :func:`_lw_put`; on the device (backends/cuda/device.py)
+each integer index into an array is tested against its axis' length (a negative one
+wraps, as in Python), and one out of range fails the lane, which the host replays on the CPU, where Numba's own
 check raises the ``IndexError``.  As Python, they are the subscript itself.
 
 Example:
@@ -40,8 +40,11 @@ def _lw_put(a, i, v):
 
 
 def _computed(index) -> bool:
-    """An index computed at run time: not a literal, a tuple of indices or a slice."""
-    return not isinstance(index, ir.Const) and not (isinstance(index, ir.Prim) and index.op in ("tuple", "slice"))
+    """An index computed at run time (or a tuple of indices, one of them computed): not
+    a literal, not a slice (nor a tuple with one)."""
+    if isinstance(index, ir.Prim) and index.op == "tuple":
+        return all(_computed(i) or isinstance(i, ir.Const) for i in index.args) and any(map(_computed, index.args))
+    return not isinstance(index, ir.Const) and not (isinstance(index, ir.Prim) and index.op == "slice")
 
 
 def _checked(n):

@@ -179,17 +179,38 @@ def _unbound_on_device(value, bound, message):
 
 
 def _checked_index(a, i) -> bool:
-    """Whether ``a[i]`` is an array's element at one integer index (checked on the device)."""
-    return isinstance(a, nt.Array) and a.ndim >= 1 and isinstance(i, nt.Integer)
+    """Whether ``a[i]`` is an array's element at one integer index, or at a tuple of
+    them of one type, one per axis (checked on the device)."""
+    if not isinstance(a, nt.Array) or a.ndim < 1:
+        return False
+    if isinstance(i, nt.UniTuple):
+        return len(i) == a.ndim and isinstance(i.dtype, nt.Integer)
+    return isinstance(i, nt.Integer)
+
+
+def _within(a, i) -> bool:
+    """Whether every index of ``i`` (an int or a tuple of ints) lies in its axis (a negative
+    one wraps in ``a[i]`` itself, as in Python)."""
+    if isinstance(i, nt.Integer):
+        return lambda a, i: not (i < -a.shape[0] or i >= a.shape[0])
+
+    def each(a, i):
+        for d in range(len(i)):
+            if i[d] < -a.shape[d] or i[d] >= a.shape[d]:
+                return False
+        return True
+
+    return each
 
 
 def _at_on_device(a, i):
-    """``a[i]`` (lane.indexing): an integer index out of ``a``'s length fails the lane."""
+    """``a[i]`` (lane.indexing): an integer index out of its axis fails the lane."""
     if not _checked_index(a, i):
         return lambda a, i: a[i]
+    within = device_jit(_within(a, i))
 
-    def impl(a, i):  # a negative index wraps in a[i] itself, as in Python
-        if i < -a.shape[0] or i >= a.shape[0]:
+    def impl(a, i):
+        if not within(a, i):
             raise IndexError
         return a[i]
 
@@ -197,14 +218,15 @@ def _at_on_device(a, i):
 
 
 def _put_on_device(a, i, v):
-    """``a[i] = v`` (lane.indexing): an integer index out of ``a``'s length fails the lane."""
+    """``a[i] = v`` (lane.indexing): an integer index out of its axis fails the lane."""
     if not _checked_index(a, i):
         def store(a, i, v):
             a[i] = v
         return store
+    within = device_jit(_within(a, i))
 
     def impl(a, i, v):
-        if i < -a.shape[0] or i >= a.shape[0]:
+        if not within(a, i):
             raise IndexError
         a[i] = v
 
