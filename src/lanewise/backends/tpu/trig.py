@@ -243,11 +243,12 @@ def _rule(eqn, ins: list):
             return None
         return _low(*(i[0] for i in ins)), _high(*(i[1] for i in ins))
     rule = _RULES.get(name)
-    if rule is None or any(i is None for i in ins) or not ins:
+    kind = np.dtype(eqn.outvars[0].aval.dtype).kind
+    if rule is None or any(i is None for i in ins) or not ins or kind == "u":  # unsigned: wraps below 0 too
         return None
     same = len(eqn.invars) == 2 and eqn.invars[0] is eqn.invars[1] and not hasattr(eqn.invars[0], "val")
     out = rule(*ins, params=eqn.params, same=same)
-    if out is not None and np.dtype(eqn.outvars[0].aval.dtype).kind in "iu":
+    if out is not None and kind == "i":
         # an int the chip may have wrapped at 32 bits (its true value past int32): anything
         wrapped = (out[0] <= -2.0 ** 31) | (out[1] >= 2.0 ** 31)
         out = jnp.where(wrapped, -jnp.inf, out[0]), jnp.where(wrapped, jnp.inf, out[1])
